@@ -1,0 +1,77 @@
+# Triton + TensorRT-LLM deployment kit for Llama.  `make help` lists the targets.
+#
+# The virtualenv must be made by the same CPython whose libpython the Triton Python-backend
+# stub embeds (Debian's /usr/bin/python3.11 for the nvidia-pytriton 0.7.0 stub): the stub
+# loads the venv's standard library, and another patch release's C modules do not link.
+
+PYTHON ?= /usr/bin/python3.11
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+MODEL ?=
+BACKEND ?= openvino
+PRECISION ?=
+ENGINE_ARGS ?=
+PROMPT ?= Tell me a story about a brave knight.
+PYTEST_ARGS ?=
+
+# Nothing is cached outside the repository, and nothing is fetched from a model hub.
+export HF_HOME := $(CURDIR)/build/hf-home
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export PIP_NO_CACHE_DIR := 1
+
+CHECKPOINT_ARG := $(if $(MODEL),--checkpoint $(MODEL),)
+PRECISION_ARG := $(if $(PRECISION),--precision $(PRECISION),)
+
+.PHONY: help venv build-engine serve serve-detached stop demo client bench-throughput test test-unit clean
+
+help:
+	@echo "make demo          build the default model's engine, start Triton, stream a completion, stop"
+	@echo "make build-engine  [MODEL=/hf/llama/dir] [PRECISION=int8|int4|fp16] build the engine + model repository"
+	@echo "make serve         build, then run Triton in the foreground (Ctrl-C stops it)"
+	@echo "make serve-detached / make stop   the same in the background"
+	@echo "make client PROMPT='...'          stream a completion from a running server"
+	@echo "make bench-throughput          output tok/s at concurrency 1 and 16 (in-flight batching speed-up)"
+	@echo "make test          install everything and run the whole test suite"
+
+venv: $(STAMP)
+
+$(STAMP): requirements/lock.txt pyproject.toml
+	@test -x $(PYTHON) || { echo "$(PYTHON) not found: install Debian's python3.11 and python3.11-venv, or set PYTHON=" >&2; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip==26.3
+	$(PY) -m pip install --quiet --no-deps -r requirements/lock.txt
+	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
+	@touch $(STAMP)
+
+build-engine: venv
+	$(PY) -m build_engines build --backend $(BACKEND) $(CHECKPOINT_ARG) $(PRECISION_ARG) --skip-existing $(ENGINE_ARGS)
+
+serve: build-engine
+	$(PY) -m serving up
+
+serve-detached: build-engine
+	$(PY) -m serving up --detach
+
+stop: venv
+	$(PY) -m serving down
+
+client: venv
+	$(PY) -m client generate "$(PROMPT)" --stream
+
+demo: build-engine
+	$(PY) -m serving run -- $(PY) -m client generate "$(PROMPT)" --stream --max-tokens 200
+
+bench-throughput: build-engine
+	$(PY) -m serving run -- $(PY) -m bench throughput --concurrency 1 --concurrency 16
+
+test: venv
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+test-unit: venv
+	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
+
+clean:
+	rm -rf build

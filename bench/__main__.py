@@ -1,0 +1,3 @@
+from bench.cli import main
+
+main(prog_name="python -m bench")

@@ -1,0 +1,46 @@
+"""`python -m bench`: benchmarks against the served ensemble."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import click
+
+from bench.throughput import run_closed_loop
+from bench.workload import fixed_length_jobs
+from contract import names
+
+
+@click.group()
+def main() -> None:
+    """Benchmarks of the served ensemble."""
+
+
+@main.command()
+@click.option("--url", default=names.DEFAULT_GRPC_URL, show_default=True)
+@click.option("--concurrency", "levels", multiple=True, type=int, default=(1, 16), show_default=True)
+@click.option("--requests-per-level", type=int, default=None, help="Default: 4 x concurrency (at least 8).")
+@click.option("--output-tokens", type=int, default=128, show_default=True)
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=Path("build/bench/throughput.json"),
+              show_default=True)
+def throughput(url: str, levels: tuple[int, ...], requests_per_level: int | None, output_tokens: int, out: Path) -> None:
+    """Output tokens/s at each concurrency, and the in-flight batching speed-up over the first."""
+    rows = []
+    asyncio.run(run_closed_loop(url, fixed_length_jobs(2, 8, seed=99), 2))  # warm-up
+    for level in levels:
+        n = requests_per_level or max(8, 4 * level)
+        result = asyncio.run(run_closed_loop(url, fixed_length_jobs(n, output_tokens, seed=level), level))
+        rows.append(result.to_dict())
+        click.echo(f"concurrency {level:>3}: {result.output_tokens_per_s:8.1f} output tok/s  "
+                   f"TTFT p50 {result.ttft_p50_s * 1000:7.1f} ms  ITL p50 {result.itl_p50_s * 1000:6.1f} ms  "
+                   f"({result.requests} requests, {result.seconds:.1f}s)")
+    base = rows[0]["output_tokens_per_s"]
+    for row in rows:
+        row["speedup_vs_first"] = round(row["output_tokens_per_s"] / base, 2) if base else None
+    click.echo("speed-up vs concurrency %d: %s" % (rows[0]["concurrency"],
+               ", ".join(f"c{r['concurrency']}={r['speedup_vs_first']}x" for r in rows)))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"url": url, "output_tokens": output_tokens, "levels": rows}, indent=2) + "\n")
+    click.echo(f"wrote {out}")

@@ -1,0 +1,61 @@
+"""Output tokens/s through Triton at a given concurrency (closed loop: `concurrency`
+requests always in flight)."""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import time
+from dataclasses import asdict, dataclass
+
+from bench.workload import Job
+from client import AsyncLlmClient, GenerationResult
+
+
+@dataclass(frozen=True)
+class ThroughputResult:
+    concurrency: int
+    requests: int
+    output_tokens: int
+    seconds: float
+    output_tokens_per_s: float
+    requests_per_s: float
+    ttft_p50_s: float
+    ttft_p99_s: float
+    itl_p50_s: float
+    itl_p99_s: float
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def percentile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    k = (len(ordered) - 1) * q
+    lo, hi = int(k), min(int(k) + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
+
+
+async def run_closed_loop(url: str, jobs: list[Job], concurrency: int) -> ThroughputResult:
+    queue = list(jobs)
+    results: list[GenerationResult] = []
+    async with AsyncLlmClient(url) as client:
+        async def worker():
+            while queue:
+                job = queue.pop()
+                results.append(await client.generate(list(job.messages), job.sampling))
+
+        t0 = time.monotonic()
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        elapsed = time.monotonic() - t0
+    tokens = sum(r.completion_tokens for r in results)
+    itls = [x for r in results for x in r.inter_token_latencies_s]
+    ttfts = [r.ttft_s for r in results]
+    return ThroughputResult(
+        concurrency=concurrency, requests=len(results), output_tokens=tokens, seconds=round(elapsed, 3),
+        output_tokens_per_s=round(tokens / elapsed, 1), requests_per_s=round(len(results) / elapsed, 3),
+        ttft_p50_s=round(statistics.median(ttfts), 4), ttft_p99_s=round(percentile(ttfts, 0.99), 4),
+        itl_p50_s=round(percentile(itls, 0.5), 4), itl_p99_s=round(percentile(itls, 0.99), 4),
+    )

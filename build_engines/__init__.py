@@ -1,0 +1,1 @@
+"""Build engines from Hugging Face Llama checkpoints and render the Triton model repository."""

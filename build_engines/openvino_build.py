@@ -1,0 +1,104 @@
+"""Build the CPU engine: export a Llama checkpoint to OpenVINO IR with weight compression.
+
+The export itself is optimum-intel's (`optimum-cli export openvino`), run as a child
+process so its memory is returned when it ends.  The engine directory is written under a
+temporary name and renamed when complete, so a half-built engine never looks usable.
+"""
+
+from __future__ import annotations
+
+import datetime
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from build_engines.checkpoint import CheckpointInfo, checkpoint_hash, copy_tokenizer_files, inspect_checkpoint
+from build_engines.progress import StepProgress
+from build_engines.spec import BuildSpec, EngineBackend, Precision
+from contract.build_record import BUILD_RECORD_FILE, BuildRecord, installed_versions
+
+BUILD_PACKAGES = ("openvino", "openvino-genai", "openvino-tokenizers", "optimum-intel", "optimum", "nncf",
+                  "transformers", "torch")
+IR_MODEL_FILE = "openvino_model.xml"
+INT4_GROUP_SIZE = 128
+
+
+class BuildError(RuntimeError):
+    pass
+
+
+def export_command(spec: BuildSpec, info: CheckpointInfo, out_dir: Path) -> list[str]:
+    """The exact optimum-cli invocation for this spec."""
+    cmd = [sys.executable, "-m", "optimum.commands.optimum_cli", "export", "openvino",
+           "--model", str(spec.checkpoint), "--task", "text-generation-with-past",
+           "--weight-format", spec.precision.value]
+    if spec.precision == Precision.INT4:
+        # Group-wise int4 needs the group to divide every input dimension it compresses.
+        group = INT4_GROUP_SIZE
+        while group > 16 and (info.hidden_size % group or info.intermediate_size % group):
+            group //= 2
+        cmd += ["--group-size", str(group), "--ratio", "1.0"]
+    cmd.append(str(out_dir))
+    return cmd
+
+
+def engine_is_built(engine_dir: Path) -> bool:
+    return (engine_dir / BUILD_RECORD_FILE).is_file() and (engine_dir / IR_MODEL_FILE).is_file()
+
+
+def build_openvino_engine(spec: BuildSpec, engine_dir: Path, *, log_file: Path | None = None) -> BuildRecord:
+    if spec.backend != EngineBackend.OPENVINO:
+        raise BuildError(f"build_openvino_engine got backend {spec.backend.value!r}")
+    progress = StepProgress(total=3)
+    with progress.step(f"inspect checkpoint {spec.checkpoint}"):
+        info = inspect_checkpoint(spec.checkpoint)
+        spec.validate(info)
+        digest = checkpoint_hash(spec.checkpoint)
+
+    staging = engine_dir.with_name(engine_dir.name + ".partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    engine_dir.parent.mkdir(parents=True, exist_ok=True)
+    cmd = export_command(spec, info, staging)
+    t0 = time.monotonic()
+    with progress.step(f"export to OpenVINO IR ({spec.precision.value} weights)"):
+        _run_streaming(cmd, log_file)
+        if not (staging / IR_MODEL_FILE).is_file():
+            raise BuildError(f"the exporter finished but wrote no {IR_MODEL_FILE} in {staging}")
+        copy_tokenizer_files(spec.checkpoint, staging)
+
+    with progress.step(f"write {BUILD_RECORD_FILE} and move into place"):
+        record = BuildRecord(
+            backend=spec.backend.value,
+            spec=spec.to_dict(),
+            checkpoint=info.to_dict() | {"hash": digest},
+            versions=installed_versions(BUILD_PACKAGES),
+            built_at=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            build_seconds=round(time.monotonic() - t0, 1),
+            artifacts={p.name: p.stat().st_size for p in sorted(staging.iterdir()) if p.is_file()},
+        )
+        record.write(staging)
+        if engine_dir.exists():
+            shutil.rmtree(engine_dir)
+        staging.rename(engine_dir)
+    return record
+
+
+def _run_streaming(cmd: list[str], log_file: Path | None) -> None:
+    """Run the exporter, echoing its output (its own progress bars) and keeping a log."""
+    log = open(log_file, "w") if log_file else None
+    try:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
+        tail: list[str] = []
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            sys.stderr.write("    " + line)
+            if log:
+                log.write(line)
+            tail = (tail + [line])[-30:]
+        if proc.wait() != 0:
+            raise BuildError(f"export failed (exit {proc.returncode}): {' '.join(cmd)}\n" + "".join(tail))
+    finally:
+        if log:
+            log.close()

@@ -1,0 +1,82 @@
+"""Lay out the model repository for a built engine (the `repo` step).
+
+The engine directory is self-contained (engine + tokenizer + generation_config.json +
+build.json), so the repository depends on nothing else.  Preprocessing, postprocessing and
+the ensemble are the same for both engines; only the engine step differs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from build_engines.render import MODEL_SOURCES, RenderedModel, ensemble_config, python_model_config, write_repository
+from build_engines.spec import BuildSpec, EngineBackend
+from contract import names
+from contract.build_record import BuildRecord
+from contract.model_configs import OpenVinoEngineParameters, PostprocessingParameters, PreprocessingParameters
+from contract.model_parameters import to_parameters
+from contract.tensors import (
+    ENGINE_INPUTS,
+    ENGINE_OUTPUTS,
+    POSTPROCESSING_INPUTS,
+    POSTPROCESSING_OUTPUTS,
+    PREPROCESSING_INPUTS,
+    PREPROCESSING_OUTPUTS,
+)
+
+def text_models(engine_dir: Path, spec: BuildSpec) -> list[RenderedModel]:
+    """Preprocessing and postprocessing: identical for every engine."""
+    limits = spec.limits
+    pre = PreprocessingParameters(
+        tokenizer_dir=engine_dir,
+        max_input_len=limits.max_input_len,
+        max_seq_len=limits.max_seq_len,
+        default_max_tokens=limits.default_max_tokens,
+    )
+    post = PostprocessingParameters(tokenizer_dir=engine_dir)
+    return [
+        RenderedModel(
+            python_model_config(names.PREPROCESSING, PREPROCESSING_INPUTS, PREPROCESSING_OUTPUTS,
+                                max_batch_size=limits.max_batch_size, parameters=to_parameters(pre)),
+            MODEL_SOURCES / "preprocessing" / "model.py",
+        ),
+        # One instance: the responses of a stream must be detokenized in order.
+        RenderedModel(
+            python_model_config(names.POSTPROCESSING, POSTPROCESSING_INPUTS, POSTPROCESSING_OUTPUTS,
+                                max_batch_size=limits.max_batch_size, parameters=to_parameters(post)),
+            MODEL_SOURCES / "postprocessing" / "model.py",
+        ),
+    ]
+
+
+def openvino_engine_model(engine_dir: Path, spec: BuildSpec, record: BuildRecord) -> RenderedModel:
+    from build_engines.checkpoint import CheckpointInfo
+
+    info_fields = {k: v for k, v in record.checkpoint.items() if k in CheckpointInfo.__dataclass_fields__}
+    params = OpenVinoEngineParameters(
+        engine_dir=engine_dir,
+        max_num_seqs=spec.limits.max_batch_size,
+        max_num_batched_tokens=spec.limits.max_num_tokens,
+        kv_cache_size_gb=spec.kv_cache_size_gb(CheckpointInfo(**info_fields)),
+        enable_prefix_caching=spec.openvino.enable_prefix_caching,
+        inference_threads=spec.openvino.inference_threads,
+    )
+    config = python_model_config(
+        names.OPENVINO_ENGINE, ENGINE_INPUTS, ENGINE_OUTPUTS, max_batch_size=spec.limits.max_batch_size,
+        parameters=to_parameters(params), decoupled=True, dynamic_batching=False,
+    )
+    return RenderedModel(config, MODEL_SOURCES / "openvino_llm" / "model.py")
+
+
+def render_repository(engine_dir: Path, out_dir: Path) -> list[str]:
+    engine_dir = engine_dir.resolve()
+    record = BuildRecord.read(engine_dir)
+    spec = BuildSpec.from_dict(record.spec)
+    if spec.backend == EngineBackend.OPENVINO:
+        engine = openvino_engine_model(engine_dir, spec, record)
+    else:
+        raise NotImplementedError(f"backend {spec.backend.value!r}")
+    models = text_models(engine_dir, spec) + [engine]
+    models.append(RenderedModel(ensemble_config(engine.config.name, spec.limits.max_batch_size), None))
+    write_repository(models, out_dir)
+    return [m.config.name for m in models]

@@ -1,0 +1,134 @@
+"""The typed build specification: what engine to build from which checkpoint, with which
+limits.  Every invalid combination fails here, before any work, naming the fields."""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from build_engines.checkpoint import CheckpointInfo
+
+
+class SpecError(ValueError):
+    pass
+
+
+class EngineBackend(str, enum.Enum):
+    OPENVINO = "openvino"  # the CPU engine
+    TENSORRT_LLM = "tensorrt_llm"  # the GPU engine
+
+
+class Precision(str, enum.Enum):
+    FP16 = "fp16"
+    BF16 = "bf16"
+    FP8 = "fp8"
+    INT8_SQ = "int8_sq"
+    INT8_WO = "int8_wo"
+    INT4_AWQ = "int4_awq"
+    INT8 = "int8"  # OpenVINO weight compression, per-channel int8
+    INT4 = "int4"  # OpenVINO weight compression, group-wise int4
+
+
+ALLOWED_PRECISIONS: dict[EngineBackend, tuple[Precision, ...]] = {
+    EngineBackend.OPENVINO: (Precision.INT8, Precision.INT4, Precision.FP16),
+    EngineBackend.TENSORRT_LLM: (Precision.FP16, Precision.BF16, Precision.FP8, Precision.INT8_SQ,
+                                 Precision.INT8_WO, Precision.INT4_AWQ),
+}
+DEFAULT_PRECISION = {EngineBackend.OPENVINO: Precision.INT8, EngineBackend.TENSORRT_LLM: Precision.FP16}
+
+
+@dataclass(frozen=True)
+class EngineLimits:
+    max_batch_size: int = 32  # requests in flight at once
+    max_input_len: int = 1536  # prompt tokens
+    max_seq_len: int = 2048  # prompt + generated tokens
+    max_num_tokens: int = 512  # tokens processed per engine step (prefill chunks + decodes)
+    default_max_tokens: int = 256  # max_tokens of a request that does not say
+
+    def validate(self, max_position_embeddings: int | None = None) -> None:
+        errors = [f"'{n}' must be >= 1, got {v}" for n, v in asdict(self).items() if v < 1]
+        if self.max_input_len >= self.max_seq_len:
+            errors.append(f"'max_input_len' ({self.max_input_len}) must be < 'max_seq_len' ({self.max_seq_len})")
+        if self.default_max_tokens > self.max_seq_len:
+            errors.append(f"'default_max_tokens' ({self.default_max_tokens}) must be <= 'max_seq_len' ({self.max_seq_len})")
+        if max_position_embeddings is not None and self.max_seq_len > max_position_embeddings:
+            errors.append(
+                f"'max_seq_len' ({self.max_seq_len}) exceeds the checkpoint's max_position_embeddings "
+                f"({max_position_embeddings})"
+            )
+        if errors:
+            raise SpecError("; ".join(errors))
+
+
+@dataclass(frozen=True)
+class OpenVinoOptions:
+    kv_cache_size_gb: int | None = None  # whole GB (OpenVINO's unit); None: room for every sequence
+    enable_prefix_caching: bool = False
+    inference_threads: int = 0  # 0: all cores
+
+    def validate(self) -> None:
+        if self.kv_cache_size_gb is not None and self.kv_cache_size_gb <= 0:
+            raise SpecError(f"'kv_cache_size_gb' must be > 0, got {self.kv_cache_size_gb}")
+        if self.inference_threads < 0:
+            raise SpecError(f"'inference_threads' must be >= 0, got {self.inference_threads}")
+
+
+# The CPU KV cache is bf16/f16 on most CPUs (u8 where OpenVINO picks it); size for 2 bytes.
+OPENVINO_KV_BYTES_PER_ELEMENT = 2
+
+
+@dataclass(frozen=True)
+class BuildSpec:
+    checkpoint: Path
+    backend: EngineBackend = EngineBackend.OPENVINO
+    precision: Precision = Precision.INT8
+    limits: EngineLimits = field(default_factory=EngineLimits)
+    openvino: OpenVinoOptions = field(default_factory=OpenVinoOptions)
+
+    def validate(self, info: CheckpointInfo | None = None) -> None:
+        allowed = ALLOWED_PRECISIONS[self.backend]
+        if self.precision not in allowed:
+            raise SpecError(
+                f"'precision' {self.precision.value!r} is not available for backend {self.backend.value!r}; "
+                f"allowed: {[p.value for p in allowed]}"
+            )
+        self.limits.validate(info.max_position_embeddings if info else None)
+        self.openvino.validate()
+
+    def kv_cache_size_gb(self, info: CheckpointInfo) -> int:
+        """The OpenVINO KV-cache pool: the given size, or room for every sequence at full length."""
+        if self.openvino.kv_cache_size_gb is not None:
+            return self.openvino.kv_cache_size_gb
+        per_token = info.kv_cache_bytes_per_token(OPENVINO_KV_BYTES_PER_ELEMENT)
+        return max(1, math.ceil(per_token * self.limits.max_batch_size * self.limits.max_seq_len / 1e9))
+
+    def to_dict(self) -> dict[str, Any]:
+        return _jsonable(asdict(self))
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "BuildSpec":
+        return cls(
+            checkpoint=Path(data["checkpoint"]),
+            backend=EngineBackend(data["backend"]),
+            precision=Precision(data["precision"]),
+            limits=EngineLimits(**data["limits"]),
+            openvino=OpenVinoOptions(**data["openvino"]),
+        )
+
+    def with_checkpoint(self, path: Path) -> "BuildSpec":
+        return replace(self, checkpoint=path)
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, Path):
+        return str(value)
+    return value

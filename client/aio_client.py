@@ -1,0 +1,146 @@
+"""asyncio client: one gRPC channel, any number of concurrent streams over it.
+
+Every request is one bidirectional gRPC stream, even when not streaming text: the ensemble
+is decoupled, and a stream is what lets a timeout or a cancellation reach the server, which
+then frees the request's engine slot.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from typing import AsyncIterator, Sequence
+
+import tritonclient.grpc.aio as grpcclient
+from tritonclient.utils import InferenceServerException
+
+from client.errors import ClientError, RequestTimeout, ServerUnavailable, from_triton
+from client.request_builder import build_inputs, requested_outputs
+from client.response_parser import is_final, parse_chunk
+from client.types import ChatMessage, GenerationResult, SamplingParams, StreamChunk
+from contract import names
+
+Prompt = str | Sequence[ChatMessage]
+
+
+class AsyncLlmClient:
+    def __init__(self, url: str = names.DEFAULT_GRPC_URL, model: str = names.ENSEMBLE) -> None:
+        self.url = url
+        self.model = model
+        self._client = grpcclient.InferenceServerClient(url=url)
+
+    async def close(self) -> None:
+        await self._client.close()
+
+    async def __aenter__(self) -> "AsyncLlmClient":
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
+
+    # --- health -------------------------------------------------------------------------
+    async def is_ready(self) -> bool:
+        try:
+            return await self._client.is_server_ready() and await self._client.is_model_ready(self.model)
+        except InferenceServerException:
+            return False
+
+    async def metadata(self) -> dict:
+        try:
+            server = await self._client.get_server_metadata(as_json=True)
+            model = await self._client.get_model_metadata(self.model, as_json=True)
+        except InferenceServerException as e:
+            raise from_triton(e) from None
+        return {"server": server, "model": model}
+
+    # --- generation -----------------------------------------------------------------------
+    async def stream(self, prompt: Prompt, sampling: SamplingParams = SamplingParams(), *,
+                     timeout_s: float | None = None, stream: bool = True,
+                     request_id: str | None = None) -> AsyncIterator[StreamChunk]:
+        """Yield text deltas as the server produces them.  Leaving the loop early (break,
+        exception, task cancellation) or passing `timeout_s` cancels the request on the
+        server."""
+        inputs = build_inputs(prompt, sampling, stream)
+        request = {
+            "model_name": self.model, "inputs": inputs, "outputs": requested_outputs(),
+            "request_id": request_id or uuid.uuid4().hex,
+            "parameters": {"triton_enable_empty_final_response": True},
+        }
+
+        async def one_request():
+            yield request
+
+        t0 = time.monotonic()
+        deadline = None if timeout_s is None else t0 + timeout_s
+        responses = self._client.stream_infer(one_request())
+        iterator = responses.__aiter__()
+        finished = False
+        try:
+            while True:
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    raise RequestTimeout(f"no complete answer within {timeout_s}s; the request was cancelled")
+                try:
+                    result, error = await asyncio.wait_for(iterator.__anext__(), remaining)
+                except asyncio.TimeoutError:
+                    raise RequestTimeout(f"no complete answer within {timeout_s}s; the request was cancelled") from None
+                except StopAsyncIteration:
+                    raise ClientError("the server closed the stream before the final response") from None
+                except InferenceServerException as e:
+                    raise _unavailable_or(e) from None
+                if error is not None:
+                    raise from_triton(error)
+                chunk = parse_chunk(result, time.monotonic() - t0)
+                if chunk is not None:
+                    yield chunk
+                if is_final(result):
+                    finished = True
+                    break
+            # Read the stream to its end so the call closes with its status (an abandoned
+            # call leaves state behind on the server).
+            async for _ in iterator:
+                pass
+        finally:
+            if not finished:
+                responses.cancel()  # tells the server to stop and free the request
+
+    async def generate(self, prompt: Prompt, sampling: SamplingParams = SamplingParams(), *,
+                       timeout_s: float | None = None, stream: bool = True) -> GenerationResult:
+        """The whole answer, with token counts and timings (TTFT, per-chunk arrivals)."""
+        t0 = time.monotonic()
+        parts: list[str] = []
+        times: list[float] = []
+        log_probs: list[float] = []
+        token_ids: list[int] = []
+        last: StreamChunk | None = None
+        finish = ""
+        first_text_s = None
+        async for chunk in self.stream(prompt, sampling, timeout_s=timeout_s, stream=stream):
+            parts.append(chunk.text)
+            times.append(chunk.arrived_s)
+            log_probs.extend(chunk.log_probs)
+            token_ids.extend(chunk.token_ids)
+            if first_text_s is None and chunk.text:
+                first_text_s = chunk.arrived_s
+            finish = finish or chunk.finish_reason
+            last = chunk
+        latency = time.monotonic() - t0
+        return GenerationResult(
+            text="".join(parts),
+            finish_reason=finish,
+            prompt_tokens=last.num_input_tokens if last else 0,
+            completion_tokens=last.num_output_tokens if last else 0,
+            ttft_s=first_text_s if first_text_s is not None else latency,
+            latency_s=latency,
+            chunk_times_s=times,
+            token_ids=token_ids,
+            log_probs=log_probs,
+        )
+
+
+def _unavailable_or(e: InferenceServerException) -> ClientError:
+    mapped = from_triton(e)
+    if type(mapped) is ClientError and "connect" in str(e).lower():
+        return ServerUnavailable(str(e))
+    return mapped

@@ -1,0 +1,71 @@
+"""SamplingParams + prompt -> the ensemble's input tensors (names and dtypes from the
+contract table), checked against the same rules the server applies."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Sequence
+
+import numpy as np
+from tritonclient.grpc import InferInput, InferRequestedOutput
+
+from client.errors import InvalidRequestError
+from client.types import ChatMessage, SamplingParams
+from contract import params as rules
+from contract.tensors import ENSEMBLE_INPUTS, ENSEMBLE_OUTPUTS, DType, by_name
+
+_INPUTS = by_name(ENSEMBLE_INPUTS)
+
+# SamplingParams field -> ensemble input name, where they differ.
+_RENAMES = {"stop": "stop_words", "echo": "exclude_input_in_output"}
+
+
+def _tensor(name: str, value: Any) -> InferInput:
+    spec = _INPUTS[name]
+    if spec.dtype == DType.STRING:
+        items = [value] if isinstance(value, str) else list(value)
+        array = np.array([[s.encode("utf-8") for s in items]], dtype=np.object_)
+    else:
+        array = np.array([[value]], dtype=spec.dtype.numpy_type)
+    tensor = InferInput(name, list(array.shape), spec.dtype.wire_name)
+    tensor.set_data_from_numpy(array)
+    return tensor
+
+
+def build_inputs(prompt: str | Sequence[ChatMessage], sampling: SamplingParams, stream: bool) -> list[InferInput]:
+    try:
+        for name in rules.RULES:
+            value = getattr(sampling, name, None)
+            if value is not None:
+                rules.check(name, value)
+        rules.check_words("stop_words", list(sampling.stop))
+        rules.check_words("bad_words", list(sampling.bad_words))
+    except rules.InvalidParameter as e:
+        raise InvalidRequestError(str(e)) from None
+
+    if isinstance(prompt, str):
+        if not prompt.strip():
+            raise InvalidRequestError("invalid 'text_input': the prompt is empty")
+        inputs = [_tensor("text_input", prompt)]
+    else:
+        messages = [{"role": m.role, "content": m.content} for m in prompt]
+        inputs = [_tensor("messages", json.dumps(messages, ensure_ascii=False))]
+    inputs.append(_tensor("stream", stream))
+    for field_name in ("max_tokens", "temperature", "top_p", "top_k", "min_tokens", "seed", "repetition_penalty",
+                       "presence_penalty", "frequency_penalty", "skip_special_tokens"):
+        value = getattr(sampling, field_name)
+        if value is not None:
+            inputs.append(_tensor(field_name, value))
+    if sampling.stop:
+        inputs.append(_tensor(_RENAMES["stop"], sampling.stop))
+    if sampling.bad_words:
+        inputs.append(_tensor("bad_words", sampling.bad_words))
+    if sampling.return_log_probs:
+        inputs.append(_tensor("return_log_probs", True))
+    if sampling.echo:
+        inputs.append(_tensor(_RENAMES["echo"], False))
+    return inputs
+
+
+def requested_outputs() -> list[InferRequestedOutput]:
+    return [InferRequestedOutput(t.name) for t in ENSEMBLE_OUTPUTS]

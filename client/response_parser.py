@@ -1,0 +1,39 @@
+"""One streamed ensemble response -> StreamChunk."""
+
+from __future__ import annotations
+
+from client.types import StreamChunk
+
+
+def is_final(result) -> bool:
+    params = result.get_response().parameters
+    return "triton_final_response" in params and params["triton_final_response"].bool_param
+
+
+def _text(result, name: str) -> str:
+    array = result.as_numpy(name)
+    if array is None or array.size == 0:
+        return ""
+    return b"".join(x if isinstance(x, bytes) else str(x).encode() for x in array.reshape(-1)).decode("utf-8")
+
+
+def _int(result, name: str) -> int:
+    array = result.as_numpy(name)
+    return int(array.reshape(-1)[0]) if array is not None and array.size else 0
+
+
+def parse_chunk(result, arrived_s: float) -> StreamChunk | None:
+    """None for an empty (flags-only) final response."""
+    if result.as_numpy("text_output") is None:
+        return None
+    log_probs = result.as_numpy("output_log_probs")
+    ids = result.as_numpy("output_ids")
+    return StreamChunk(
+        text=_text(result, "text_output"),
+        finish_reason=_text(result, "finish_reason"),
+        num_input_tokens=_int(result, "num_input_tokens"),
+        num_output_tokens=_int(result, "num_output_tokens"),
+        token_ids=tuple(int(x) for x in ids.reshape(-1)) if ids is not None else (),
+        log_probs=tuple(float(x) for x in log_probs.reshape(-1)) if log_probs is not None else (),
+        arrived_s=arrived_s,
+    )

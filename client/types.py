@@ -1,0 +1,63 @@
+"""Typed requests and results of the client."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class ChatMessage:
+    role: str  # system | user | assistant | tool
+    content: str
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    max_tokens: int | None = None  # None: the server's default
+    temperature: float | None = None  # 0: greedy
+    top_p: float | None = None
+    top_k: int | None = None
+    min_tokens: int | None = None
+    seed: int | None = None
+    repetition_penalty: float | None = None
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    stop: tuple[str, ...] = ()
+    bad_words: tuple[str, ...] = ()
+    return_log_probs: bool = False
+    skip_special_tokens: bool | None = None
+    echo: bool = False  # prepend the prompt to the output
+
+
+@dataclass(frozen=True)
+class StreamChunk:
+    text: str
+    finish_reason: str  # "" while running, then "stop" | "length"
+    num_input_tokens: int
+    num_output_tokens: int
+    token_ids: tuple[int, ...] = ()  # the engine's new tokens (before stop strings are cut)
+    log_probs: tuple[float, ...] = ()
+    arrived_s: float = 0.0  # seconds since the request was sent
+
+
+@dataclass
+class GenerationResult:
+    text: str
+    finish_reason: str
+    prompt_tokens: int
+    completion_tokens: int
+    ttft_s: float  # time to first text
+    latency_s: float  # whole request
+    chunk_times_s: list[float] = field(default_factory=list)  # arrival of every chunk
+    token_ids: list[int] = field(default_factory=list)
+    log_probs: list[float] = field(default_factory=list)
+
+    @property
+    def inter_token_latencies_s(self) -> list[float]:
+        t = self.chunk_times_s
+        return [b - a for a, b in zip(t, t[1:])]
+
+    @property
+    def output_tokens_per_s(self) -> float:
+        decode = self.latency_s - self.ttft_s
+        return (self.completion_tokens - 1) / decode if decode > 0 and self.completion_tokens > 1 else 0.0

@@ -1,0 +1,52 @@
+"""The `parameters` each of our Python-backend models takes (see model_parameters.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class PreprocessingParameters:
+    tokenizer_dir: Path  # HF checkpoint dir: tokenizer.json, generation_config.json, config.json
+    max_input_len: int  # engine limit on prompt tokens
+    max_seq_len: int  # engine limit on prompt + generated tokens
+    default_max_tokens: int  # used when a request has no max_tokens
+    add_special_tokens: bool = True  # tokenizer's own BOS/EOS for plain text prompts
+
+    def validate(self) -> None:
+        for name in ("max_input_len", "max_seq_len", "default_max_tokens"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"'{name}' must be >= 1, got {getattr(self, name)}")
+        if self.max_input_len >= self.max_seq_len:
+            raise ValueError(f"'max_input_len' ({self.max_input_len}) must be < 'max_seq_len' ({self.max_seq_len})")
+
+
+@dataclass(frozen=True)
+class PostprocessingParameters:
+    tokenizer_dir: Path
+    # Streams whose end was never seen (client cancelled, engine error) are forgotten after
+    # this many idle seconds.
+    stream_state_ttl_s: float = 600.0
+
+    def validate(self) -> None:
+        if self.stream_state_ttl_s <= 0:
+            raise ValueError(f"'stream_state_ttl_s' must be > 0, got {self.stream_state_ttl_s}")
+
+
+@dataclass(frozen=True)
+class OpenVinoEngineParameters:
+    engine_dir: Path  # output of `build_engines build` (IR + build.json)
+    max_num_seqs: int  # requests in the running batch
+    max_num_batched_tokens: int  # tokens per scheduler step (prefill chunks + decodes)
+    kv_cache_size_gb: int  # KV-cache pool, whole GB
+    enable_prefix_caching: bool = False
+    inference_threads: int = 0  # 0 = OpenVINO's default (all cores)
+
+    def validate(self) -> None:
+        if self.max_num_seqs < 1 or self.max_num_batched_tokens < 1:
+            raise ValueError("'max_num_seqs' and 'max_num_batched_tokens' must be >= 1")
+        if self.kv_cache_size_gb <= 0:
+            raise ValueError(f"'kv_cache_size_gb' must be > 0, got {self.kv_cache_size_gb}")
+        if self.inference_threads < 0:
+            raise ValueError(f"'inference_threads' must be >= 0, got {self.inference_threads}")

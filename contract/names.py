@@ -1,0 +1,16 @@
+"""Model names of the rendered repository and default network settings."""
+
+from __future__ import annotations
+
+ENSEMBLE = "ensemble"
+PREPROCESSING = "preprocessing"
+POSTPROCESSING = "postprocessing"
+# Engine step names: the GPU one keeps NVIDIA's name so their docs and tools apply.
+TRTLLM_ENGINE = "tensorrt_llm"
+OPENVINO_ENGINE = "openvino_llm"
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_HTTP_PORT = 8000
+DEFAULT_GRPC_PORT = 8001
+DEFAULT_METRICS_PORT = 8002
+DEFAULT_GRPC_URL = f"{DEFAULT_HOST}:{DEFAULT_GRPC_PORT}"

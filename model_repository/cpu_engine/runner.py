@@ -1,0 +1,231 @@
+"""The CPU engine's step loop: in-flight batching over a generation backend.
+
+Requests are submitted from Triton's `execute()` thread and join the running batch at the
+next step; one background thread alternates `backend.step()` (the library advances every
+running sequence by one token, prefilling new prompts in chunks) with handing each
+request's new tokens to its sink.  The thread sleeps on a condition when there is no work:
+no busy waiting.  Nothing here imports Triton or OpenVINO: tests drive it with fakes.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Protocol, Sequence
+
+from model_repository.engine_inputs import EngineInputs
+
+log = logging.getLogger(__name__)
+
+
+class HandleStatus(enum.Enum):
+    RUNNING = "running"
+    FINISHED = "finished"  # end id, stop token or length
+    STOPPED = "stopped"  # we stopped it (stop word)
+    CANCELLED = "cancelled"
+    IGNORED = "ignored"  # the backend could not schedule it
+
+
+class Handle(Protocol):
+    def read(self) -> tuple[list[int], list[float]]: ...  # new ids and their log probs
+
+    def status(self) -> HandleStatus: ...
+
+    def stop(self) -> None: ...
+
+    def cancel(self) -> None: ...
+
+
+class GenerationBackend(Protocol):
+    def add(self, request_id: int, request: EngineInputs) -> Handle: ...
+
+    def step(self) -> None: ...
+
+    def has_unfinished(self) -> bool: ...
+
+    def stats(self) -> dict[str, float]: ...
+
+
+class ResponseSink(Protocol):
+    def is_cancelled(self) -> bool: ...
+
+    def send(self, ids: Sequence[int], log_probs: Sequence[float], cum_log_prob: float, final: bool) -> None: ...
+
+    def fail(self, message: str, *, cancelled: bool = False) -> None: ...  # error + final
+
+
+class RunnerObserver(Protocol):
+    """Timing hooks for metrics (time to first token, inter-token latency, queue time)."""
+
+    def on_scheduled(self, queue_s: float) -> None: ...
+
+    def on_tokens(self, first: bool, latency_s: float, count: int) -> None: ...
+
+    def on_finished(self, request: EngineInputs, generated: int, reason: HandleStatus) -> None: ...
+
+
+class _NoObserver:
+    def on_scheduled(self, queue_s: float) -> None: ...
+
+    def on_tokens(self, first: bool, latency_s: float, count: int) -> None: ...
+
+    def on_finished(self, request: EngineInputs, generated: int, reason: HandleStatus) -> None: ...
+
+
+@dataclass
+class _Active:
+    request: EngineInputs
+    sink: ResponseSink
+    handle: Handle
+    arrived: float
+    last_token_at: float = 0.0
+    generated: list[int] = field(default_factory=list)
+    log_probs: list[float] = field(default_factory=list)
+    cum_log_prob: float = 0.0
+    sent: int = 0  # tokens already sent (streaming)
+    multi_token_stops: tuple[tuple[int, ...], ...] = ()
+
+
+def multi_token_stops(request: EngineInputs) -> tuple[tuple[int, ...], ...]:
+    """Stop sequences the backend does not handle natively (single tokens it does)."""
+    return tuple(w for w in request.stop_words_list if len(w) > 1)
+
+
+def ends_with_stop(generated: Sequence[int], stops: tuple[tuple[int, ...], ...]) -> bool:
+    return any(len(generated) >= len(s) and tuple(generated[-len(s):]) == s for s in stops)
+
+
+class EngineRunner:
+    def __init__(self, backend: GenerationBackend, observer: RunnerObserver | None = None,
+                 clock=time.monotonic) -> None:
+        self._backend = backend
+        self._observer = observer or _NoObserver()
+        self._clock = clock
+        self._cond = threading.Condition()
+        self._incoming: list[tuple[EngineInputs, ResponseSink, float]] = []
+        self._active: dict[int, _Active] = {}
+        self._next_id = 0
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+        self.steps = 0
+
+    # --- called from Triton's thread ------------------------------------------------------
+    def submit(self, request: EngineInputs, sink: ResponseSink) -> None:
+        with self._cond:
+            if self._stopping:
+                sink.fail("the engine is shutting down")
+                return
+            self._incoming.append((request, sink, self._clock()))
+            self._cond.notify()
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="cpu-engine-steps", daemon=True)
+        self._thread.start()
+
+    def shutdown(self, timeout_s: float = 10.0) -> None:
+        with self._cond:
+            self._stopping = True
+            self._cond.notify()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+        for req, sink, _ in self._incoming:
+            sink.fail("the engine is shutting down")
+        self._incoming.clear()
+
+    def counts(self) -> tuple[int, int]:
+        """(running, waiting) requests."""
+        with self._cond:
+            return len(self._active), len(self._incoming)
+
+    # --- the step thread --------------------------------------------------------------------
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                while not self._incoming and not self._active and not self._stopping:
+                    self._cond.wait()
+                if self._stopping:
+                    break
+                incoming, self._incoming = self._incoming, []
+            try:
+                self.run_once(incoming)
+            except Exception as e:  # a broken step must not kill the thread silently
+                log.exception("engine step failed")
+                self._fail_all(f"engine step failed: {e}")
+        self._fail_all("the engine is shutting down")
+
+    def run_once(self, incoming: list[tuple[EngineInputs, ResponseSink, float]]) -> None:
+        """Admit new requests, advance the batch one step, deliver tokens."""
+        for request, sink, arrived in incoming:
+            self._admit(request, sink, arrived)
+        self._drop_cancelled()
+        if self._backend.has_unfinished():
+            self._backend.step()
+            self.steps += 1
+        self._deliver()
+
+    def _admit(self, request: EngineInputs, sink: ResponseSink, arrived: float) -> None:
+        if sink.is_cancelled():
+            sink.fail("cancelled before it started", cancelled=True)
+            return
+        request_id = self._next_id
+        self._next_id += 1
+        try:
+            handle = self._backend.add(request_id, request)
+        except Exception as e:
+            sink.fail(f"the engine rejected the request: {e}")
+            return
+        now = self._clock()
+        self._observer.on_scheduled(now - arrived)
+        self._active[request_id] = _Active(request, sink, handle, arrived, last_token_at=arrived,
+                                           multi_token_stops=multi_token_stops(request))
+
+    def _drop_cancelled(self) -> None:
+        for request_id, a in list(self._active.items()):
+            if a.sink.is_cancelled():
+                a.handle.cancel()
+                del self._active[request_id]
+                a.sink.fail("cancelled", cancelled=True)
+                self._observer.on_finished(a.request, len(a.generated), HandleStatus.CANCELLED)
+
+    def _deliver(self) -> None:
+        now = self._clock()
+        for request_id, a in list(self._active.items()):
+            ids, lps = a.handle.read()
+            status = a.handle.status()
+            if ids:
+                self._observer.on_tokens(not a.generated, now - a.last_token_at, len(ids))
+                a.last_token_at = now
+                for token, lp in zip(ids, lps or [0.0] * len(ids)):
+                    a.generated.append(token)
+                    a.log_probs.append(lp)
+                    a.cum_log_prob += lp
+                    if (status == HandleStatus.RUNNING and a.multi_token_stops
+                            and len(a.generated) >= a.request.min_tokens
+                            and ends_with_stop(a.generated, a.multi_token_stops)):
+                        a.handle.stop()
+                        status = HandleStatus.STOPPED
+                        break
+            if status == HandleStatus.IGNORED:
+                del self._active[request_id]
+                a.sink.fail("the engine could not schedule the request (it does not fit the KV cache)")
+                continue
+            final = status != HandleStatus.RUNNING
+            if a.request.streaming and len(a.generated) > a.sent:
+                a.sink.send(a.generated[a.sent:], a.log_probs[a.sent:], a.cum_log_prob, final)
+                a.sent = len(a.generated)
+            elif final:
+                a.sink.send(a.generated[a.sent:], a.log_probs[a.sent:], a.cum_log_prob, True)
+            if final:
+                del self._active[request_id]
+                self._observer.on_finished(a.request, len(a.generated), status)
+
+    def _fail_all(self, message: str) -> None:
+        for request_id, a in list(self._active.items()):
+            try:
+                a.handle.cancel()
+            finally:
+                a.sink.fail(message)
+        self._active.clear()

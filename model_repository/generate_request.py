@@ -1,0 +1,141 @@
+"""The ensemble's request as a typed object, parsed and checked from raw input arrays.
+
+Every problem raises `InvalidParameter` naming the field; the preprocessing adapter turns
+it into an INVALID_ARG error for that request alone.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import numpy as np
+
+from contract import params
+from contract.params import InvalidParameter
+from contract.tensors import ENSEMBLE_INPUTS, DType, by_name
+
+_SPECS = by_name(ENSEMBLE_INPUTS)
+CHAT_ROLES = ("system", "user", "assistant", "tool")
+
+
+@dataclass(frozen=True)
+class ChatMessage:
+    role: str
+    content: str
+
+
+@dataclass(frozen=True)
+class GenerateRequest:
+    text: str | None
+    messages: tuple[ChatMessage, ...] | None
+    max_tokens: int | None = None
+    stream: bool = False
+    stop_words: tuple[str, ...] = ()
+    bad_words: tuple[str, ...] = ()
+    exclude_input_in_output: bool = True
+    end_id: int | None = None
+    pad_id: int | None = None
+    top_k: int | None = None
+    top_p: float | None = None
+    temperature: float | None = None
+    repetition_penalty: float | None = None
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    min_tokens: int | None = None
+    seed: int | None = None
+    return_log_probs: bool = False
+    skip_special_tokens: bool = True
+
+
+def _batch_of_one(name: str, array: np.ndarray) -> np.ndarray:
+    if array.ndim == 0:
+        return array.reshape(1)
+    if array.shape[0] != 1:
+        raise InvalidParameter(name, f"batch size {array.shape[0]}: send one prompt per request")
+    return array[0]
+
+
+def _decode_text(name: str, value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    try:
+        return bytes(value).decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise InvalidParameter(name, f"not valid UTF-8 ({e.reason} at byte {e.start})") from None
+
+
+def _scalar(name: str, array: np.ndarray) -> Any:
+    item = _batch_of_one(name, array).reshape(-1)
+    if item.size != 1:
+        raise InvalidParameter(name, f"expected one value, got {item.size}")
+    value = item[0]
+    dtype = _SPECS[name].dtype
+    if dtype == DType.STRING:
+        return _decode_text(name, value)
+    if dtype == DType.BOOL:
+        return bool(value)
+    if dtype == DType.FP32:
+        return float(value)
+    return int(value)
+
+
+def _strings(name: str, array: np.ndarray) -> tuple[str, ...]:
+    items = _batch_of_one(name, array).reshape(-1)
+    words = tuple(_decode_text(name, v) for v in items)
+    # NVIDIA's clients send [""] for "no stop words"; treat empty entries as absent.
+    words = tuple(w for w in words if w)
+    params.check_words(name, list(words))
+    return words
+
+
+def _messages(raw: str) -> tuple[ChatMessage, ...]:
+    try:
+        data = json.loads(raw)
+    except json.JSONDecodeError as e:
+        raise InvalidParameter("messages", f"not valid JSON ({e.msg})") from None
+    if not isinstance(data, list) or not data:
+        raise InvalidParameter("messages", "expected a non-empty JSON list of {role, content} objects")
+    out = []
+    for i, m in enumerate(data):
+        if not isinstance(m, dict) or not isinstance(m.get("content"), str) or m.get("role") not in CHAT_ROLES:
+            raise InvalidParameter("messages", f"entry {i} must be {{role: one of {list(CHAT_ROLES)}, content: string}}")
+        out.append(ChatMessage(role=m["role"], content=m["content"]))
+    return tuple(out)
+
+
+_NUMERIC = ("max_tokens", "top_k", "top_p", "temperature", "repetition_penalty", "presence_penalty",
+            "frequency_penalty", "min_tokens", "seed")
+
+
+def parse_generate_request(arrays: Mapping[str, np.ndarray]) -> GenerateRequest:
+    """`arrays` maps ensemble input names to what the client sent (absent inputs omitted)."""
+    unknown = sorted(set(arrays) - set(_SPECS))
+    if unknown:
+        raise InvalidParameter(unknown[0], f"unknown input; allowed: {sorted(_SPECS)}")
+    values: dict[str, Any] = {}
+    for name, array in arrays.items():
+        if name in ("stop_words", "bad_words"):
+            values[name] = _strings(name, array)
+        else:
+            values[name] = _scalar(name, array)
+    for name in _NUMERIC:
+        if name in values:
+            params.check(name, values[name])
+
+    text, messages = values.pop("text_input", None), values.pop("messages", None)
+    if messages is not None and text:
+        raise InvalidParameter("messages", "send either text_input or messages, not both")
+    if messages is not None:
+        parsed_messages = _messages(messages)
+    elif text is None or not text.strip():
+        raise InvalidParameter("text_input", "the prompt is empty")
+    else:
+        parsed_messages = None
+    min_tokens, max_tokens = values.get("min_tokens"), values.get("max_tokens")
+    if min_tokens is not None and max_tokens is not None and min_tokens > max_tokens:
+        raise InvalidParameter("min_tokens", f"{min_tokens} is greater than max_tokens ({max_tokens})")
+    for compat in ("return_num_input_tokens", "return_num_output_tokens"):
+        values.pop(compat, None)
+    return GenerateRequest(text=None if parsed_messages else text, messages=parsed_messages, **values)

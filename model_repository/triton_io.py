@@ -1,0 +1,78 @@
+"""The few conversions between Triton's python-backend objects and ours, shared by every
+model.py (so none of them copies a helper from another).  Imported only inside the
+Python-backend stub, where `triton_python_backend_utils` exists."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Mapping, TypeVar
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+from contract.model_parameters import from_parameters
+from contract.tensors import DType, TensorSpec
+
+T = TypeVar("T")
+
+
+def load_parameters(args: Mapping[str, str], cls: type[T]) -> T:
+    config = json.loads(args["model_config"])
+    return from_parameters(cls, config["name"], config.get("parameters", {}))
+
+
+def read_inputs(request, specs: tuple[TensorSpec, ...]) -> dict[str, np.ndarray]:
+    out = {}
+    for spec in specs:
+        tensor = pb_utils.get_input_tensor_by_name(request, spec.name)
+        if tensor is not None:
+            out[spec.name] = tensor.as_numpy()
+    return out
+
+
+def output_tensors(values: Mapping[str, Any], specs: tuple[TensorSpec, ...]) -> list:
+    tensors = []
+    for spec in specs:
+        value = values[spec.name]
+        if spec.dtype == DType.STRING:
+            array = np.asarray(value, dtype=np.object_)
+        else:
+            array = np.asarray(value, dtype=spec.dtype.numpy_type)
+        tensors.append(pb_utils.Tensor(spec.name, array))
+    return tensors
+
+
+def text_array(text: str) -> np.ndarray:
+    """A [1, 1] BYTES tensor (batch of one) holding UTF-8 text."""
+    return np.array([[text.encode("utf-8")]], dtype=np.object_)
+
+
+def error(message: str, code: str = "INVALID_ARG") -> Any:
+    """The code also leads the message: Triton's gRPC streaming protocol carries only the
+    message of an error, and clients still need to tell a bad request from a failure."""
+    return pb_utils.TritonError(f"[{code}] {message}", getattr(pb_utils.TritonError, code))
+
+
+def error_response(message: str, code: str = "INVALID_ARG") -> Any:
+    return pb_utils.InferenceResponse(output_tensors=[], error=error(message, code))
+
+
+def logger():
+    return pb_utils.Logger
+
+
+def log_environment(model_name: str) -> None:
+    """One line saying which interpreter and packages this model runs with."""
+    import sys
+    from importlib import metadata
+
+    versions = {}
+    for dist in ("numpy", "openvino", "openvino-genai", "transformers", "tokenizers"):
+        try:
+            versions[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            versions[dist] = "-"
+    pb_utils.Logger.log_info(
+        f"{model_name} environment: python={sys.executable} prefix={sys.prefix} "
+        + " ".join(f"{k}={v}" for k, v in versions.items()) + f" code={__file__}"
+    )

@@ -1,0 +1,3 @@
+from serving.cli import main
+
+main(prog_name="python -m serving")

@@ -1,0 +1,157 @@
+"""`python -m serving`: up (foreground or --detach), down, run -- CMD, status."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import click
+
+from contract import names
+from serving.launcher import ServerFailed, ServerSettings, TritonServer
+
+PID_FILE = Path("build/tritonserver.pid")
+
+
+def server_options(f):
+    options = [
+        click.option("--repository", type=click.Path(file_okay=False, path_type=Path), default=Path("build/repository"),
+                     show_default=True),
+        click.option("--host", default=names.DEFAULT_HOST, show_default=True, help="Address to bind (loopback by default)."),
+        click.option("--http-port", type=int, default=names.DEFAULT_HTTP_PORT, show_default=True),
+        click.option("--grpc-port", type=int, default=names.DEFAULT_GRPC_PORT, show_default=True),
+        click.option("--metrics-port", type=int, default=names.DEFAULT_METRICS_PORT, show_default=True),
+        click.option("--log-file", type=click.Path(dir_okay=False, path_type=Path),
+                     default=Path("build/logs/tritonserver.log"), show_default=True),
+        click.option("--log-verbose", type=int, default=0, show_default=True),
+        click.option("--exit-timeout", "exit_timeout_s", type=int, default=30, show_default=True,
+                     help="Seconds in-flight requests get to finish on shutdown."),
+        click.option("--ready-timeout", "ready_timeout_s", type=float, default=600.0, show_default=True),
+    ]
+    for option in reversed(options):
+        f = option(f)
+    return f
+
+
+def _settings(kwargs: dict) -> ServerSettings:
+    keys = ("repository", "host", "http_port", "grpc_port", "metrics_port", "log_file", "log_verbose", "exit_timeout_s")
+    return ServerSettings(**{k: kwargs[k] for k in keys})
+
+
+def _banner(s: ServerSettings) -> str:
+    return (f"Triton is serving {s.repository} (ensemble ready)\n"
+            f"  gRPC     {s.grpc_url}\n  HTTP     {s.http_url}\n  metrics  {s.metrics_url}\n"
+            f"  log      {s.log_file}\n"
+            f"Try: python -m client --url {s.grpc_url} generate \"Tell me a story about a brave knight.\" --stream")
+
+
+@click.group()
+def main() -> None:
+    """Run tritonserver on the rendered model repository."""
+
+
+@main.command()
+@server_options
+@click.option("--detach", is_flag=True, help=f"Return once ready; the server keeps running (pid in {PID_FILE}).")
+def up(detach: bool, ready_timeout_s: float, **kwargs) -> None:
+    """Start the server and stay in the foreground until Ctrl-C / SIGTERM."""
+    settings = _settings(kwargs)
+    if detach:
+        _up_detached(settings, ready_timeout_s)
+        return
+    server = TritonServer(settings)
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    try:
+        server.start()
+        server.wait_ready(ready_timeout_s)
+    except ServerFailed as e:
+        server.stop()
+        raise click.ClickException(str(e)) from None
+    click.echo(_banner(settings))
+    while not stop.is_set() and server.is_running():
+        stop.wait(0.5)
+    if not server.is_running():
+        click.echo(f"tritonserver exited unexpectedly; last log lines:\n{server.log_tail()}", err=True)
+        sys.exit(server.process.returncode or 1)
+    click.echo("stopping (in-flight requests are drained) ...", err=True)
+    sys.exit(server.stop() or 0)
+
+
+def _up_detached(settings: ServerSettings, ready_timeout_s: float) -> None:
+    args = [a for a in sys.argv[1:] if a != "--detach"]
+    PID_FILE.parent.mkdir(parents=True, exist_ok=True)
+    child = subprocess.Popen([sys.executable, "-m", "serving", *args], start_new_session=True,
+                             stdout=subprocess.DEVNULL, stderr=open(settings.log_file.with_suffix(".launcher.log"), "ab"))
+    PID_FILE.write_text(str(child.pid))
+    probe = TritonServer(settings)
+    deadline = time.monotonic() + ready_timeout_s
+    while time.monotonic() < deadline:
+        if child.poll() is not None:
+            raise click.ClickException(f"the server exited ({child.returncode}); see {settings.log_file}")
+        if probe.is_ready():
+            click.echo(_banner(settings))
+            return
+        time.sleep(0.5)
+    raise click.ClickException(f"not ready after {ready_timeout_s:.0f}s; see {settings.log_file}")
+
+
+@main.command()
+@click.option("--timeout", "timeout_s", type=float, default=60.0, show_default=True)
+def down(timeout_s: float) -> None:
+    """Stop a server started with `up --detach`."""
+    if not PID_FILE.is_file():
+        raise click.ClickException(f"no {PID_FILE}: no detached server")
+    pid = int(PID_FILE.read_text())
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        PID_FILE.unlink()
+        click.echo("not running")
+        return
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            PID_FILE.unlink()
+            click.echo("stopped")
+            return
+        time.sleep(0.3)
+    raise click.ClickException(f"pid {pid} still running after {timeout_s}s")
+
+
+@main.command(context_settings={"ignore_unknown_options": True})
+@server_options
+@click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
+def run(command: tuple[str, ...], ready_timeout_s: float, **kwargs) -> None:
+    """Start the server, run COMMAND once it is ready, stop the server; exit with COMMAND's status."""
+    settings = _settings(kwargs)
+    server = TritonServer(settings)
+    try:
+        server.start()
+        server.wait_ready(ready_timeout_s)
+    except ServerFailed as e:
+        server.stop()
+        raise click.ClickException(str(e)) from None
+    click.echo(_banner(settings), err=True)
+    try:
+        code = subprocess.call(list(command))
+    finally:
+        server.stop()
+    sys.exit(code)
+
+
+@main.command()
+@server_options
+def status(ready_timeout_s: float, **kwargs) -> None:
+    """Exit 0 if a server is ready at these ports."""
+    ready = TritonServer(_settings(kwargs)).is_ready()
+    click.echo("ready" if ready else "not ready")
+    sys.exit(0 if ready else 1)

@@ -1,0 +1,164 @@
+"""Start, watch and stop one tritonserver process.
+
+The server runs in its own process group (its Python-backend stubs are its children), with
+the interpreter's environment first on PATH: the stubs take their packages from the
+`python3` on PATH, which must be this project's virtualenv (our code, OpenVINO, numpy<2).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from contract import names
+from serving.triton_install import TritonInstall, prepare_install
+
+DEFAULT_SERVER_DIR = Path("build/tritonserver")
+
+
+class ServerFailed(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    repository: Path
+    host: str = names.DEFAULT_HOST  # loopback unless asked otherwise
+    http_port: int = names.DEFAULT_HTTP_PORT
+    grpc_port: int = names.DEFAULT_GRPC_PORT
+    metrics_port: int = names.DEFAULT_METRICS_PORT
+    log_file: Path = Path("build/logs/tritonserver.log")
+    log_verbose: int = 0
+    exit_timeout_s: int = 30  # on SIGTERM, in-flight requests get this long to finish
+    ready_model: str = names.ENSEMBLE
+    server_dir: Path = DEFAULT_SERVER_DIR
+    extra_args: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def http_url(self) -> str:
+        return f"http://{self.host}:{self.http_port}"
+
+    @property
+    def grpc_url(self) -> str:
+        return f"{self.host}:{self.grpc_port}"
+
+    @property
+    def metrics_url(self) -> str:
+        return f"http://{self.host}:{self.metrics_port}/metrics"
+
+
+def server_command(settings: ServerSettings, install: TritonInstall) -> list[str]:
+    return [
+        str(install.binary),
+        f"--model-repository={settings.repository.resolve()}",
+        f"--backend-directory={install.backends}",
+        f"--http-address={settings.host}", f"--http-port={settings.http_port}",
+        f"--grpc-address={settings.host}", f"--grpc-port={settings.grpc_port}",
+        f"--metrics-address={settings.host}", f"--metrics-port={settings.metrics_port}",
+        "--allow-metrics=true", "--allow-gpu-metrics=false",
+        "--model-control-mode=none",  # no load/unload API
+        "--strict-readiness=true", "--exit-on-error=true",
+        f"--exit-timeout-secs={settings.exit_timeout_s}",
+        f"--log-verbose={settings.log_verbose}",
+        *settings.extra_args,
+    ]
+
+
+def server_env(install: TritonInstall, base: dict[str, str] | None = None) -> dict[str, str]:
+    env = dict(os.environ if base is None else base)
+    env["PATH"] = f"{Path(sys.prefix) / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    env["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in (str(install.lib_dir), env.get("LD_LIBRARY_PATH", "")) if p)
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    return env
+
+
+def _get(url: str, timeout: float = 2.0) -> int:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as r:
+            return r.status
+    except urllib.error.HTTPError as e:
+        return e.code
+    except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
+        return 0
+
+
+class TritonServer:
+    def __init__(self, settings: ServerSettings) -> None:
+        self.settings = settings
+        self.process: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        s = self.settings
+        if not (s.repository / s.ready_model / "config.pbtxt").is_file():
+            raise ServerFailed(f"{s.repository} has no {s.ready_model}/config.pbtxt: render the repository first")
+        install = prepare_install(s.server_dir)
+        s.log_file.parent.mkdir(parents=True, exist_ok=True)
+        log = open(s.log_file, "ab")
+        self.process = subprocess.Popen(server_command(s, install), stdout=log, stderr=subprocess.STDOUT,
+                                        env=server_env(install), start_new_session=True)
+        log.close()
+
+    def is_running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def is_ready(self) -> bool:
+        s = self.settings
+        return (_get(f"{s.http_url}/v2/health/ready") == 200
+                and _get(f"{s.http_url}/v2/models/{s.ready_model}/ready") == 200)
+
+    def wait_ready(self, timeout_s: float = 600.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if not self.is_running():
+                raise ServerFailed(f"tritonserver exited with status {self.process.returncode if self.process else '?'}; "
+                                   f"last log lines:\n{self.log_tail()}")
+            if self.is_ready():
+                return
+            time.sleep(0.5)
+        raise ServerFailed(f"tritonserver was not ready after {timeout_s:.0f}s; last log lines:\n{self.log_tail()}")
+
+    def stop(self) -> int | None:
+        """SIGTERM (Triton drains in-flight requests for exit_timeout_s), then SIGKILL."""
+        if self.process is None:
+            return None
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(self.settings.exit_timeout_s + 15)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+        self._reap_group()
+        return self.process.returncode
+
+    def _reap_group(self) -> None:
+        """Stubs orphaned by a crashed server die with their process group."""
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            return "\n".join(self.settings.log_file.read_text(errors="replace").splitlines()[-lines:])
+        except FileNotFoundError:
+            return "(no log)"
+
+    def __enter__(self) -> "TritonServer":
+        self.start()
+        try:
+            self.wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()

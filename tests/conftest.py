@@ -1,0 +1,54 @@
+"""Shared fixtures: the default checkpoint and engine (built once, reused across runs from
+build/), and GPU-test skipping."""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+BUILD = ROOT / "build"
+
+
+def gpu_available() -> bool:
+    return shutil.which("nvidia-smi") is not None and importlib.util.find_spec("tensorrt_llm") is not None
+
+
+def pytest_collection_modifyitems(config, items):
+    if gpu_available():
+        return
+    skip = pytest.mark.skip(reason="needs an NVIDIA GPU and TensorRT-LLM (run inside the NGC trtllm image)")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def default_checkpoint() -> Path:
+    from build_engines.default_model import prepare_default_checkpoint
+
+    return prepare_default_checkpoint(BUILD / "checkpoints" / "SmolLM2-135M-Instruct")
+
+
+@pytest.fixture(scope="session")
+def default_engine(default_checkpoint: Path) -> Path:
+    """The default INT8 CPU engine; rebuilt only when missing or built from another spec."""
+    from build_engines.openvino_build import build_openvino_engine, engine_is_built
+    from build_engines.spec import BuildSpec
+    from contract.build_record import BuildRecord
+
+    spec = BuildSpec(checkpoint=default_checkpoint)
+    engine_dir = BUILD / "engines" / "SmolLM2-135M-Instruct-openvino-int8"
+    if not (engine_is_built(engine_dir) and BuildRecord.read(engine_dir).spec == spec.to_dict()):
+        build_openvino_engine(spec, engine_dir)
+    return engine_dir
+
+
+@pytest.fixture(scope="session")
+def tokenizer(default_checkpoint: Path):
+    from tokenizers import Tokenizer
+
+    return Tokenizer.from_file(str(default_checkpoint / "tokenizer.json"))

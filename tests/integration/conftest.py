@@ -1,0 +1,44 @@
+"""A real tritonserver on loopback, serving the default model's repository (one per session)."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+
+from build_engines.repository import render_repository
+from client import LlmClient
+from serving.launcher import ServerSettings, TritonServer
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def repository(default_engine, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("served") / "repository"
+    render_repository(default_engine, out)
+    return out
+
+
+@pytest.fixture(scope="session")
+def server(repository, tmp_path_factory):
+    logs = tmp_path_factory.mktemp("logs")
+    settings = ServerSettings(
+        repository=repository, http_port=free_port(), grpc_port=free_port(), metrics_port=free_port(),
+        log_file=logs / "tritonserver.log", server_dir=ROOT / "build" / "tritonserver", exit_timeout_s=10,
+    )
+    with TritonServer(settings) as running:
+        yield running
+
+
+@pytest.fixture(scope="session")
+def client(server):
+    with LlmClient(server.settings.grpc_url) as c:
+        yield c

@@ -1,0 +1,105 @@
+"""A bad request fails alone with a clear INVALID_ARG naming the field; the server keeps serving."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tritonclient.grpc as grpcclient
+from tritonclient.utils import InferenceServerException
+
+from client import ChatMessage, InvalidRequestError, SamplingParams
+from contract.tensors import ENSEMBLE_INPUTS, by_name
+
+pytestmark = pytest.mark.server
+SPECS = by_name(ENSEMBLE_INPUTS)
+
+
+def raw_request(url, **values):
+    """Send tensors exactly as given (no client-side checks), return (texts, error)."""
+    inputs = []
+    for name, value in values.items():
+        spec = SPECS[name]
+        if spec.dtype.config_name == "TYPE_STRING":
+            items = value if isinstance(value, list) else [value]
+            arr = np.array([[v if isinstance(v, bytes) else v.encode() for v in items]], dtype=object)
+        else:
+            arr = np.array([[value]], dtype=spec.dtype.numpy_type)
+        t = grpcclient.InferInput(name, list(arr.shape), spec.dtype.wire_name)
+        t.set_data_from_numpy(arr)
+        inputs.append(t)
+    results = []
+    client = grpcclient.InferenceServerClient(url)
+    client.start_stream(callback=lambda result, error: results.append((result, error)))
+    client.async_stream_infer("ensemble", inputs, enable_empty_final_response=True)
+    client.stop_stream()  # waits for the stream to finish
+    errors = [e for _, e in results if e is not None]
+    return results, errors[0] if errors else None
+
+
+CASES = [
+    (dict(text_input="hi", max_tokens=-5), "max_tokens", "outside the allowed range"),
+    (dict(text_input="hi", max_tokens=0), "max_tokens", "outside the allowed range"),
+    (dict(text_input="hi", max_tokens=100_000), "max_tokens", "max_seq_len"),
+    (dict(text_input="hi", top_p=1.5), "top_p", "outside the allowed range (0, 1]"),
+    (dict(text_input="hi", temperature=-1.0), "temperature", "outside"),
+    (dict(text_input="hi", top_k=-1), "top_k", "outside"),
+    (dict(text_input="hi", repetition_penalty=0.0), "repetition_penalty", "outside"),
+    (dict(text_input=""), "text_input", "empty"),
+    (dict(text_input=b"\xff\xfe bad"), "text_input", "UTF-8"),
+    (dict(text_input="word " * 3000), "text_input", "max_input_len"),
+    (dict(text_input="hi", messages='[{"role": "user", "content": "x"}]'), "messages", "either"),
+    (dict(messages="{not json"), "messages", "JSON"),
+    (dict(text_input="hi", end_id=10**6), "end_id", "not a token id"),
+    (dict(text_input="hi", bad_words=["the"]), "bad_words_list", "not supported by the CPU engine"),
+]
+
+
+@pytest.mark.parametrize("values,field,message", CASES, ids=[c[1] + "-" + str(i) for i, c in enumerate(CASES)])
+def test_bad_request_gets_invalid_arg_over_grpc_streaming(server, values, field, message):
+    # gRPC streaming responses carry no status code, only the message: ours leads with it.
+    _, error = raw_request(server.settings.grpc_url, **values)
+    assert isinstance(error, InferenceServerException), "expected an error"
+    assert "[INVALID_ARG]" in error.message(), error.message()
+    assert f"'{field}'" in error.message() and message in error.message(), error.message()
+
+
+@pytest.mark.parametrize("values,field", [(c[0], c[1]) for c in CASES if all(isinstance(v, (str, int, float)) for v in c[0].values())])
+def test_bad_request_gets_http_400(server, values, field):
+    import json
+    import urllib.error
+    import urllib.request
+
+    body = json.dumps(values).encode()
+    request = urllib.request.Request(f"{server.settings.http_url}/v2/models/ensemble/generate", data=body, method="POST")
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(request, timeout=30)
+    assert e.value.code == 400  # INVALID_ARG
+    assert f"'{field}'" in json.loads(e.value.read())["error"]
+
+
+def test_unsupported_input_is_rejected_by_triton(server):
+    """Inputs of NVIDIA's contract we do not implement (beam search) are not declared, so
+    Triton itself rejects them, naming the input."""
+    prompt = grpcclient.InferInput("text_input", [1, 1], "BYTES")
+    prompt.set_data_from_numpy(np.array([[b"hi"]], dtype=object))
+    beam = grpcclient.InferInput("beam_width", [1, 1], "INT32")
+    beam.set_data_from_numpy(np.array([[2]], dtype=np.int32))
+    errors = []
+    client = grpcclient.InferenceServerClient(server.settings.grpc_url)
+    client.start_stream(callback=lambda result, error: errors.append(error))
+    client.async_stream_infer("ensemble", [prompt, beam])
+    client.stop_stream()
+    assert errors and errors[0] is not None and "beam_width" in errors[0].message()
+
+
+def test_client_checks_before_sending(client):
+    with pytest.raises(InvalidRequestError, match="'top_p'"):
+        client.generate("hi", SamplingParams(top_p=2.0))
+
+
+def test_server_keeps_serving_after_bad_requests(server, client):
+    for values, _, _ in CASES:
+        raw_request(server.settings.grpc_url, **values)
+    assert client.is_ready()
+    result = client.generate([ChatMessage("user", "What is the capital of France?")], SamplingParams(max_tokens=12, temperature=0))
+    assert "Paris" in result.text

@@ -1,0 +1,75 @@
+import json
+from pathlib import Path
+
+import pytest
+
+from build_engines.checkpoint import CheckpointError, CheckpointInfo, checkpoint_hash, inspect_checkpoint
+from build_engines.openvino_build import export_command
+from build_engines.spec import BuildSpec, EngineBackend, EngineLimits, OpenVinoOptions, Precision, SpecError
+
+
+def test_default_checkpoint_facts(default_checkpoint):
+    info = inspect_checkpoint(default_checkpoint)
+    assert (info.architecture, info.num_layers, info.hidden_size, info.num_heads, info.num_kv_heads, info.vocab_size) == \
+        ("LlamaForCausalLM", 30, 576, 9, 3, 49152)
+    assert 130e6 < info.num_parameters < 140e6  # SmolLM2-135M
+    assert info.kv_cache_bytes_per_token(2) == 2 * 30 * 3 * 64 * 2
+
+
+def test_non_llama_is_rejected(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"architectures": ["GPT2LMHeadModel"]}))
+    with pytest.raises(CheckpointError, match="'GPT2LMHeadModel' is not a Llama-family model"):
+        inspect_checkpoint(tmp_path)
+
+
+def test_missing_config(tmp_path):
+    with pytest.raises(CheckpointError, match="config.json is missing"):
+        inspect_checkpoint(tmp_path)
+
+
+def test_hash_changes_with_content(tmp_path):
+    (tmp_path / "a").write_text("1")
+    h1 = checkpoint_hash(tmp_path)
+    (tmp_path / "a").write_text("2")
+    assert checkpoint_hash(tmp_path) != h1
+
+
+@pytest.mark.parametrize("spec,message", [
+    (BuildSpec(Path("x"), precision=Precision.FP8), "'precision' 'fp8' is not available for backend 'openvino'"),
+    (BuildSpec(Path("x"), backend=EngineBackend.TENSORRT_LLM, precision=Precision.INT4), "allowed: \\['fp16'"),
+    (BuildSpec(Path("x"), limits=EngineLimits(max_input_len=4096, max_seq_len=2048)), "'max_input_len' \\(4096\\) must be < 'max_seq_len'"),
+    (BuildSpec(Path("x"), limits=EngineLimits(max_batch_size=0)), "'max_batch_size' must be >= 1"),
+    (BuildSpec(Path("x"), openvino=OpenVinoOptions(kv_cache_size_gb=0)), "'kv_cache_size_gb' must be > 0"),
+])
+def test_invalid_specs_name_the_fields(spec, message):
+    with pytest.raises(SpecError, match=message):
+        spec.validate()
+
+
+def test_max_seq_len_is_checked_against_the_checkpoint(default_checkpoint):
+    info = inspect_checkpoint(default_checkpoint)
+    with pytest.raises(SpecError, match="exceeds the checkpoint's max_position_embeddings \\(8192\\)"):
+        BuildSpec(default_checkpoint, limits=EngineLimits(max_seq_len=9000, max_input_len=100)).validate(info)
+
+
+def test_spec_round_trips_through_json():
+    spec = BuildSpec(Path("/ckpt"), precision=Precision.INT4, limits=EngineLimits(max_batch_size=4),
+                     openvino=OpenVinoOptions(kv_cache_size_gb=3, enable_prefix_caching=True))
+    assert BuildSpec.from_dict(json.loads(json.dumps(spec.to_dict()))) == spec
+
+
+def test_kv_cache_sizing(default_checkpoint):
+    info = inspect_checkpoint(default_checkpoint)
+    spec = BuildSpec(default_checkpoint)  # 32 x 2048 tokens x 23040 bytes = 1.5 GB
+    assert spec.kv_cache_size_gb(info) == 2
+    assert BuildSpec(default_checkpoint, openvino=OpenVinoOptions(kv_cache_size_gb=5)).kv_cache_size_gb(info) == 5
+
+
+@pytest.mark.parametrize("precision,expected", [(Precision.INT8, ["--weight-format", "int8"]),
+                                                (Precision.FP16, ["--weight-format", "fp16"]),
+                                                (Precision.INT4, ["--weight-format", "int4", "--group-size", "64"])])
+def test_export_command(default_checkpoint, precision, expected):
+    info = inspect_checkpoint(default_checkpoint)  # hidden 576 = 9 x 64: int4 groups of 64
+    cmd = export_command(BuildSpec(default_checkpoint, precision=precision), info, Path("/out"))
+    joined = " ".join(cmd)
+    assert " ".join(expected) in joined and "--task text-generation-with-past" in joined and cmd[-1] == "/out"

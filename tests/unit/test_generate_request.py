@@ -1,0 +1,51 @@
+import json
+
+import numpy as np
+import pytest
+
+from contract.params import InvalidParameter
+from model_repository.generate_request import parse_generate_request
+
+
+def s(text):  # a [1, 1] BYTES tensor
+    return np.array([[text.encode() if isinstance(text, str) else text]], dtype=object)
+
+
+def n(value, dtype):
+    return np.array([[value]], dtype=dtype)
+
+
+def test_full_request():
+    req = parse_generate_request({
+        "text_input": s("hi"), "max_tokens": n(5, np.int32), "stream": n(True, bool), "temperature": n(0.5, np.float32),
+        "stop_words": np.array([[b"\n", b""]], dtype=object), "seed": n(2**64 - 1, np.uint64),
+    })
+    assert (req.text, req.max_tokens, req.stream, req.temperature, req.stop_words, req.seed) == \
+        ("hi", 5, True, 0.5, ("\n",), 2**64 - 1)
+
+
+def test_messages():
+    msgs = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}]
+    req = parse_generate_request({"messages": s(json.dumps(msgs))})
+    assert req.text is None and [m.role for m in req.messages] == ["system", "user"]
+
+
+@pytest.mark.parametrize("arrays,field,message", [
+    ({"text_input": s("")}, "text_input", "empty"),
+    ({"text_input": s("   ")}, "text_input", "empty"),
+    ({}, "text_input", "empty"),
+    ({"text_input": s(b"\xff\xfe")}, "text_input", "not valid UTF-8"),
+    ({"text_input": s("x"), "max_tokens": n(-3, np.int32)}, "max_tokens", "outside"),
+    ({"text_input": s("x"), "top_p": n(1.5, np.float32)}, "top_p", "outside"),
+    ({"text_input": s("x"), "max_tokens": n(3, np.int32), "min_tokens": n(4, np.int32)}, "min_tokens", "greater"),
+    ({"text_input": s("x"), "messages": s("[]")}, "messages", "either"),
+    ({"messages": s("not json")}, "messages", "not valid JSON"),
+    ({"messages": s('[{"role": "robot", "content": "x"}]')}, "messages", "role"),
+    ({"text_input": np.array([[b"a"], [b"b"]], dtype=object)}, "text_input", "batch size 2"),
+    ({"text_input": s("x"), "stop_words": np.array([[b"x"] * 65], dtype=object)}, "stop_words", "at most 64"),
+    ({"text_input": s("x"), "lora_weights": n(1, np.float32)}, "lora_weights", "unknown input"),
+])
+def test_errors_name_the_field(arrays, field, message):
+    with pytest.raises(InvalidParameter, match=message) as e:
+        parse_generate_request(arrays)
+    assert e.value.field == field

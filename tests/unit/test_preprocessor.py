@@ -1,0 +1,95 @@
+"""Preprocessing with the real default tokenizer and generation_config."""
+
+import dataclasses
+import json
+
+import pytest
+
+from contract.model_configs import PreprocessingParameters
+from contract.params import InvalidParameter
+from model_repository.generate_request import ChatMessage, GenerateRequest
+from model_repository.generation_defaults import GenerationDefaults
+from model_repository.postprocess_params import PostprocessParams
+from model_repository.preprocessor import Preprocessor, resolve_sampling
+
+
+@pytest.fixture(scope="module")
+def pre(default_checkpoint):
+    return Preprocessor(PreprocessingParameters(tokenizer_dir=default_checkpoint, max_input_len=64, max_seq_len=100,
+                                                default_max_tokens=20))
+
+
+def req(**kw):
+    return GenerateRequest(**({"text": "Hello world", "messages": None} | kw))
+
+
+def test_text_prompt(pre):
+    engine = pre(req(max_tokens=10))
+    assert list(engine.input_ids) == pre.tokenizer.encode("Hello world") and engine.input_lengths == len(engine.input_ids)
+    assert engine.request_output_len == 10 and engine.end_id == 2 and engine.is_greedy
+    post = PostprocessParams.from_json(engine.detokenize_params)
+    assert post.max_tokens == 10 and post.end_ids == (2,) and post.num_input_tokens == engine.input_lengths
+
+
+def test_chat_template_applies(pre):
+    engine = pre(req(text=None, messages=(ChatMessage("user", "What is the capital of France?"),)))
+    text = pre.tokenizer.decode(list(engine.input_ids))
+    assert text.startswith("<|im_start|>system\n") and text.endswith("<|im_start|>assistant\n")
+
+
+def test_default_max_tokens_and_limits(pre):
+    assert pre(req()).request_output_len == 20
+    with pytest.raises(InvalidParameter, match="at most 64 \\(max_input_len\\)"):
+        pre(req(text="word " * 80))
+    with pytest.raises(InvalidParameter, match="max_seq_len is 100") as e:
+        pre(req(max_tokens=99))
+    assert e.value.field == "max_tokens"
+
+
+def test_stop_words_become_token_sequences_with_variants(pre):
+    engine = pre(req(stop_words=("User:",)))
+    rows = [list(r) for r in engine.stop_words_list]
+    assert pre.tokenizer.encode("User:", add_special_tokens=False) in rows
+    assert pre.tokenizer.encode(" User:", add_special_tokens=False) in rows
+    assert PostprocessParams.from_json(engine.detokenize_params).stop_strings == ("User:",)
+
+
+def test_extra_eos_ids_become_stop_words(default_checkpoint, tmp_path):
+    for name in ("tokenizer.json", "tokenizer_config.json", "config.json", "chat_template.jinja"):
+        (tmp_path / name).write_bytes((default_checkpoint / name).read_bytes())
+    (tmp_path / "generation_config.json").write_text(json.dumps({"eos_token_id": [2, 0]}))
+    pre = Preprocessor(PreprocessingParameters(tokenizer_dir=tmp_path, max_input_len=64, max_seq_len=100, default_max_tokens=8))
+    engine = pre(req())
+    assert engine.end_id == 2 and (0,) in engine.stop_words_list  # Llama-3 style: all EOS ids stop
+    assert PostprocessParams.from_json(engine.detokenize_params).end_ids == (2, 0)
+
+
+def defaults(**kw):
+    return GenerationDefaults(**({"eos_ids": (2,), "pad_id": 2, "bos_id": 1, "vocab_size": 100} | kw))
+
+
+@pytest.mark.parametrize("request_kw,default_kw,greedy", [
+    ({}, {}, True),
+    ({}, {"do_sample": True, "temperature": 0.7}, False),
+    ({"temperature": 0.0}, {"do_sample": True}, True),
+    ({"temperature": 0.8}, {}, False),
+    ({"top_k": 1, "temperature": 0.8}, {}, True),
+    ({"top_p": 0.9}, {}, False),
+])
+def test_sampling_resolution(request_kw, default_kw, greedy):
+    s = resolve_sampling(req(**request_kw), defaults(**default_kw))
+    assert (s.top_k == 1) == greedy
+    if not greedy:
+        assert s.temperature > 0 and 0 < s.top_p <= 1
+
+
+def test_seed_is_kept_or_drawn():
+    assert resolve_sampling(req(temperature=1.0, seed=7), defaults()).seed == 7
+    seeds = {resolve_sampling(req(temperature=1.0), defaults()).seed for _ in range(5)}
+    assert len(seeds) > 1
+
+
+def test_every_request_gets_its_own_stream_id(pre):
+    a, b = pre(req()), pre(req())
+    assert PostprocessParams.from_json(a.detokenize_params).stream_id != PostprocessParams.from_json(b.detokenize_params).stream_id
+    assert dataclasses.replace(a, detokenize_params="") == dataclasses.replace(b, detokenize_params="")

@@ -1,0 +1,98 @@
+"""Rendered configs parse as Triton's ModelConfig and the ensemble is wired consistently."""
+
+from pathlib import Path
+
+import pytest
+from google.protobuf import text_format
+from tritonclient.grpc import model_config_pb2 as mc
+
+from build_engines.render import RenderError, check_ensemble_wiring, ensemble_config, python_model_config, read_config
+from build_engines.repository import render_repository
+from contract import names
+from contract.model_configs import OpenVinoEngineParameters, PreprocessingParameters
+from contract.model_parameters import from_parameters
+from contract.tensors import ENGINE_INPUTS, ENGINE_OUTPUTS, ENSEMBLE_INPUTS, ENSEMBLE_OUTPUTS
+
+
+@pytest.fixture(scope="module")
+def repository(default_engine, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("repo") / "repository"
+    render_repository(default_engine, out)
+    return out
+
+
+def test_repository_layout_and_configs_parse(repository):
+    models = sorted(p.name for p in repository.iterdir())
+    assert models == sorted([names.ENSEMBLE, names.PREPROCESSING, names.POSTPROCESSING, names.OPENVINO_ENGINE])
+    configs = [read_config(repository / m / "config.pbtxt") for m in models]
+    check_ensemble_wiring(configs)
+    for m in models:
+        assert (repository / m / "1").is_dir()
+    for m in (names.PREPROCESSING, names.POSTPROCESSING, names.OPENVINO_ENGINE):
+        assert (repository / m / "1" / "model.py").is_file()
+
+
+def test_ensemble_exposes_the_contract(repository):
+    ens = read_config(repository / names.ENSEMBLE / "config.pbtxt")
+    assert [i.name for i in ens.input] == [t.name for t in ENSEMBLE_INPUTS]
+    assert [o.name for o in ens.output] == [t.name for t in ENSEMBLE_OUTPUTS]
+    assert [s.model_name for s in ens.ensemble_scheduling.step] == [names.PREPROCESSING, names.OPENVINO_ENGINE, names.POSTPROCESSING]
+
+
+def test_engine_config_is_decoupled_and_its_parameters_load(repository, default_engine):
+    engine = read_config(repository / names.OPENVINO_ENGINE / "config.pbtxt")
+    assert engine.model_transaction_policy.decoupled
+    assert [i.name for i in engine.input] == [t.name for t in ENGINE_INPUTS]
+    params = from_parameters(OpenVinoEngineParameters, engine.name, {k: {"string_value": v.string_value} for k, v in engine.parameters.items()})
+    assert params.engine_dir == default_engine.resolve() and params.kv_cache_size_gb >= 1
+    pre = read_config(repository / names.PREPROCESSING / "config.pbtxt")
+    from_parameters(PreprocessingParameters, pre.name, {k: {"string_value": v.string_value} for k, v in pre.parameters.items()})
+
+
+def test_no_placeholder_survives(repository):
+    for cfg in repository.glob("*/config.pbtxt"):
+        assert "${" not in cfg.read_text()
+
+
+def _models(engine_outputs=ENGINE_OUTPUTS):
+    from contract.tensors import (POSTPROCESSING_INPUTS, POSTPROCESSING_OUTPUTS, PREPROCESSING_INPUTS,
+                                  PREPROCESSING_OUTPUTS)
+    return [
+        python_model_config("preprocessing", PREPROCESSING_INPUTS, PREPROCESSING_OUTPUTS, max_batch_size=8, parameters={}),
+        python_model_config("engine", ENGINE_INPUTS, engine_outputs, max_batch_size=8, parameters={}, decoupled=True),
+        python_model_config("postprocessing", POSTPROCESSING_INPUTS, POSTPROCESSING_OUTPUTS, max_batch_size=8, parameters={}),
+        ensemble_config("engine", 8),
+    ]
+
+
+def test_wiring_check_accepts_the_real_pipeline():
+    check_ensemble_wiring(_models())
+
+
+def test_wiring_check_catches_a_missing_producer():
+    models = _models(engine_outputs=ENGINE_OUTPUTS[:-1])  # engine no longer returns detokenize_params
+    with pytest.raises(RenderError, match="output_map key 'detokenize_params' is not an output"):
+        check_ensemble_wiring(models)
+
+
+def test_wiring_check_catches_dtype_mismatch():
+    models = _models()
+    models[2].input[0].data_type = mc.TYPE_INT64
+    with pytest.raises(RenderError, match="postprocessing: input 'output_ids' is TYPE_INT64 but"):
+        check_ensemble_wiring(models)
+
+
+def test_wiring_check_applies_tritons_decoupled_origin_rule():
+    """Feeding postprocessing from preprocessing AND the decoupled engine is what Triton
+    rejects ("receives inputs originated from different decoupled models")."""
+    models = _models()
+    post_step = models[3].ensemble_scheduling.step[2]
+    post_step.input_map["detokenize_params"] = "_preprocessing_detokenize_params"
+    with pytest.raises(RenderError, match="originate from different decoupled models"):
+        check_ensemble_wiring(models)
+
+
+def test_configs_round_trip_through_text_format():
+    for config in _models():
+        text = text_format.MessageToString(config)
+        assert text_format.Parse(text, mc.ModelConfig()) == config

@@ -1,0 +1,171 @@
+"""The CPU engine's step loop, driven with a fake backend (no OpenVINO, no Triton)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+
+from model_repository.cpu_engine.runner import EngineRunner, HandleStatus
+from model_repository.engine_inputs import EngineInputs
+
+
+@dataclass
+class FakeHandle:
+    script: list[int]  # tokens it will generate, one per step
+    end_id: int
+    max_new: int
+    produced: list[int] = field(default_factory=list)
+    unread: list[int] = field(default_factory=list)
+    state: HandleStatus = HandleStatus.RUNNING
+
+    def advance(self):
+        if self.state != HandleStatus.RUNNING:
+            return
+        token = self.script[len(self.produced)]
+        self.produced.append(token)
+        self.unread.append(token)
+        if token == self.end_id or len(self.produced) >= self.max_new:
+            self.state = HandleStatus.FINISHED
+
+    def read(self):
+        ids, self.unread = self.unread, []
+        return ids, [-0.5] * len(ids)
+
+    def status(self):
+        return self.state
+
+    def stop(self):
+        self.state = HandleStatus.STOPPED
+
+    def cancel(self):
+        self.state = HandleStatus.CANCELLED
+
+
+class FakeBackend:
+    def __init__(self, scripts):
+        self.scripts = scripts
+        self.handles: dict[int, FakeHandle] = {}
+        self.batch_sizes: list[int] = []
+
+    def add(self, request_id, request):
+        h = FakeHandle(self.scripts[request.input_ids[0]], request.end_id, request.request_output_len)
+        self.handles[request_id] = h
+        return h
+
+    def step(self):
+        running = [h for h in self.handles.values() if h.state == HandleStatus.RUNNING]
+        self.batch_sizes.append(len(running))
+        for h in running:
+            h.advance()
+
+    def has_unfinished(self):
+        return any(h.state == HandleStatus.RUNNING for h in self.handles.values())
+
+    def stats(self):
+        return {}
+
+
+class Sink:
+    def __init__(self):
+        self.chunks: list[list[int]] = []
+        self.finals = 0
+        self.error: str | None = None
+        self.cancelled = False
+        self.done = threading.Event()
+
+    def is_cancelled(self):
+        return self.cancelled
+
+    def send(self, ids, log_probs, cum_log_prob, final):
+        assert not self.done.is_set(), "response after the final one"
+        self.chunks.append(list(ids))
+        self.cum = cum_log_prob
+        if final:
+            self.finals += 1
+            self.done.set()
+
+    def fail(self, message, *, cancelled=False):
+        self.error = message
+        self.done.set()
+
+    @property
+    def tokens(self):
+        return [t for c in self.chunks for t in c]
+
+
+def request(key, max_new=10, streaming=True, end_id=2, stops=()):
+    return EngineInputs(input_ids=(key,), input_lengths=1, request_output_len=max_new, end_id=end_id,
+                        streaming=streaming, stop_words_list=stops)
+
+
+def test_streaming_and_non_streaming_with_in_flight_joining():
+    backend = FakeBackend({0: [10, 11, 12, 2], 1: [20, 21, 22, 23, 24, 25], 2: [30, 31, 2]})
+    runner = EngineRunner(backend)
+    a, b, c = Sink(), Sink(), Sink()
+    runner.run_once([(request(0), a, 0.0)])
+    runner.run_once([(request(1, max_new=5, streaming=False), b, 0.0)])  # joins the running batch
+    runner.run_once([(request(2), c, 0.0)])
+    while runner.counts()[0]:
+        runner.run_once([])
+    assert a.chunks == [[10], [11], [12], [2]] and a.finals == 1
+    assert b.chunks == [[20, 21, 22, 23, 24]] and b.finals == 1  # one response at the end
+    assert c.tokens == [30, 31, 2]
+    assert max(backend.batch_sizes) == 3  # all three ran in the same steps
+    assert a.cum == -2.0
+
+
+def test_multi_token_stop_word_stops_the_sequence():
+    backend = FakeBackend({0: [5, 6, 7, 8, 9, 10]})
+    runner = EngineRunner(backend)
+    sink = Sink()
+    runner.run_once([(request(0, stops=((7, 8),)), sink, 0.0)])
+    while runner.counts()[0]:
+        runner.run_once([])
+    assert sink.tokens == [5, 6, 7, 8] and sink.finals == 1
+    assert backend.handles[0].state == HandleStatus.STOPPED
+
+
+def test_cancelled_request_is_dropped_and_its_slot_freed():
+    backend = FakeBackend({0: list(range(100, 200)), 1: [1, 2]})
+    runner = EngineRunner(backend)
+    a, b = Sink(), Sink()
+    runner.run_once([(request(0, max_new=50), a, 0.0), (request(1), b, 0.0)])
+    a.cancelled = True
+    runner.run_once([])
+    assert a.error == "cancelled" and backend.handles[0].state == HandleStatus.CANCELLED
+    assert b.tokens == [1, 2] and runner.counts() == (0, 0)  # the other request went on; nothing leaked
+
+
+def test_backend_rejection_fails_only_that_request():
+    class Picky(FakeBackend):
+        def add(self, request_id, request):
+            if request.input_ids[0] == 9:
+                raise ValueError("prompt too long")
+            return super().add(request_id, request)
+
+    runner = EngineRunner(Picky({0: [1, 2]}))
+    bad, good = Sink(), Sink()
+    runner.run_once([(request(9), bad, 0.0), (request(0), good, 0.0)])
+    while runner.counts()[0]:
+        runner.run_once([])
+    assert "prompt too long" in bad.error and good.tokens == [1, 2]
+
+
+def test_thread_sleeps_when_idle_and_serves_submissions():
+    backend = FakeBackend({0: [1, 2], 1: [3, 2]})
+    runner = EngineRunner(backend)
+    runner.start()
+    try:
+        time.sleep(0.2)
+        assert runner.steps == 0  # no busy stepping without work
+        sinks = [Sink(), Sink()]
+        for key, sink in enumerate(sinks):
+            runner.submit(request(key), sink)
+        assert all(s.done.wait(5) for s in sinks)
+        assert [s.tokens for s in sinks] == [[1, 2], [3, 2]]
+    finally:
+        runner.shutdown()
+    late = Sink()
+    runner.submit(request(0), late)
+    assert late.error == "the engine is shutting down"
