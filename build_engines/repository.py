@@ -16,6 +16,7 @@ from contract.build_record import BuildRecord
 from contract.model_configs import OpenVinoEngineParameters, PostprocessingParameters, PreprocessingParameters
 from contract.model_parameters import to_parameters
 from contract.tensors import (
+    ENGINE_CONTROL_INPUTS,
     ENGINE_INPUTS,
     ENGINE_OUTPUTS,
     POSTPROCESSING_INPUTS,
@@ -62,7 +63,7 @@ def openvino_engine_model(engine_dir: Path, spec: BuildSpec, record: BuildRecord
         inference_threads=spec.openvino.inference_threads,
     )
     config = python_model_config(
-        names.OPENVINO_ENGINE, ENGINE_INPUTS, ENGINE_OUTPUTS, max_batch_size=spec.limits.max_batch_size,
+        names.OPENVINO_ENGINE, ENGINE_INPUTS + ENGINE_CONTROL_INPUTS, ENGINE_OUTPUTS, max_batch_size=spec.limits.max_batch_size,
         parameters=to_parameters(params), decoupled=True, dynamic_batching=False,
     )
     return RenderedModel(config, MODEL_SOURCES / "openvino_llm" / "model.py")

@@ -12,14 +12,16 @@ import time
 import uuid
 from typing import AsyncIterator, Sequence
 
+import grpc
 import tritonclient.grpc.aio as grpcclient
 from tritonclient.utils import InferenceServerException
 
-from client.errors import ClientError, RequestTimeout, ServerUnavailable, from_triton
-from client.request_builder import build_inputs, requested_outputs
+from client.errors import ClientError, RequestCancelled, RequestTimeout, ServerUnavailable, from_triton
+from client.request_builder import build_inputs, requested_outputs, stop_inputs
 from client.response_parser import is_final, parse_chunk
 from client.types import ChatMessage, GenerationResult, SamplingParams, StreamChunk
 from contract import names
+from contract.tensors import STOP
 
 Prompt = str | Sequence[ChatMessage]
 
@@ -29,8 +31,12 @@ class AsyncLlmClient:
         self.url = url
         self.model = model
         self._client = grpcclient.InferenceServerClient(url=url)
+        self._engine_model: str | None = None
+        self._stopping: set[asyncio.Task] = set()
 
     async def close(self) -> None:
+        if self._stopping:
+            await asyncio.wait(self._stopping, timeout=5)
         await self._client.close()
 
     async def __aenter__(self) -> "AsyncLlmClient":
@@ -89,6 +95,8 @@ class AsyncLlmClient:
                     raise ClientError("the server closed the stream before the final response") from None
                 except InferenceServerException as e:
                     raise _unavailable_or(e) from None
+                except grpc.RpcError as e:
+                    raise _rpc_error(e) from None
                 if error is not None:
                     raise from_triton(error)
                 chunk = parse_chunk(result, time.monotonic() - t0)
@@ -103,7 +111,39 @@ class AsyncLlmClient:
                 pass
         finally:
             if not finished:
-                responses.cancel()  # tells the server to stop and free the request
+                responses.cancel()
+                # Triton's ensemble does not pass a cancellation on to the engine step that
+                # is already running, so tell the engine directly, as TensorRT-LLM expects:
+                # a `stop` request carrying the same request id.
+                task = asyncio.get_running_loop().create_task(self._stop_on_server(request["request_id"]))
+                self._stopping.add(task)
+                task.add_done_callback(self._stopping.discard)
+
+    async def _engine(self) -> str:
+        """The ensemble's engine step: the step model that accepts `stop`."""
+        if self._engine_model is None:
+            config = (await self._client.get_model_config(self.model, as_json=True))["config"]
+            for step in config.get("ensemble_scheduling", {}).get("step", []):
+                step_config = (await self._client.get_model_config(step["model_name"], as_json=True))["config"]
+                if any(i["name"] == STOP.name for i in step_config.get("input", [])):
+                    self._engine_model = step["model_name"]
+                    break
+            else:
+                raise ClientError(f"no step of {self.model!r} accepts '{STOP.name}'")
+        return self._engine_model
+
+    async def _stop_on_server(self, request_id: str) -> None:
+        try:
+            engine = await self._engine()
+            request = {"model_name": engine, "inputs": stop_inputs(), "request_id": request_id}
+
+            async def one():
+                yield request
+
+            async for _ in self._client.stream_infer(one()):
+                break  # the engine acknowledges with an empty final response
+        except Exception:  # best effort: the request still ends at its max_tokens
+            pass
 
     async def generate(self, prompt: Prompt, sampling: SamplingParams = SamplingParams(), *,
                        timeout_s: float | None = None, stream: bool = True) -> GenerationResult:
@@ -137,6 +177,16 @@ class AsyncLlmClient:
             token_ids=token_ids,
             log_probs=log_probs,
         )
+
+
+def _rpc_error(e: grpc.RpcError) -> ClientError:
+    code = e.code() if hasattr(e, "code") else None
+    details = e.details() if hasattr(e, "details") else str(e)
+    if code == grpc.StatusCode.UNAVAILABLE:
+        return ServerUnavailable(details)
+    if code == grpc.StatusCode.CANCELLED:
+        return RequestCancelled(details)
+    return ClientError(f"{code}: {details}")
 
 
 def _unavailable_or(e: InferenceServerException) -> ClientError:

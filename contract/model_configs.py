@@ -26,8 +26,8 @@ class PreprocessingParameters:
 class PostprocessingParameters:
     tokenizer_dir: Path
     # Streams whose end was never seen (client cancelled, engine error) are forgotten after
-    # this many idle seconds.
-    stream_state_ttl_s: float = 600.0
+    # this many seconds without a token: far longer than any gap between two tokens.
+    stream_state_ttl_s: float = 120.0
 
     def validate(self) -> None:
         if self.stream_state_ttl_s <= 0:

@@ -102,7 +102,7 @@ DETOKENIZE_PARAMS = TensorSpec("detokenize_params", DType.STRING, (1,), optional
 
 # Names/dtypes from tensorrt_llm/config.pbtxt; the CPU engine implements exactly these.
 ENGINE_INPUTS: tuple[TensorSpec, ...] = (
-    TensorSpec("input_ids", DType.INT32, (-1,), doc="prompt token ids"),
+    TensorSpec("input_ids", DType.INT32, (-1,), optional=True, doc="prompt token ids"),
     _scalar("input_lengths", DType.INT32, "number of prompt tokens", optional=False),
     _scalar("request_output_len", DType.INT32, "maximum new tokens", optional=False),
     _scalar("end_id", DType.INT32, "end-of-sequence id; -1 disables"),
@@ -123,6 +123,12 @@ ENGINE_INPUTS: tuple[TensorSpec, ...] = (
     _scalar("streaming", DType.BOOL, "one response per step"),
     DETOKENIZE_PARAMS,
 )
+
+# TensorRT-LLM's way to cancel: a request with `stop` true and the Triton request id of the
+# running request (the ensemble cannot propagate a client's cancellation to a step already
+# running, so our client sends this when it abandons a stream).  It needs no other inputs.
+STOP = _scalar("stop", DType.BOOL, "cancel the running request that has this request's id")
+ENGINE_CONTROL_INPUTS: tuple[TensorSpec, ...] = (STOP,)
 
 ENGINE_OUTPUTS: tuple[TensorSpec, ...] = (
     TensorSpec("output_ids", DType.INT32, (-1, -1), doc="[beam, tokens] new tokens of this response"),

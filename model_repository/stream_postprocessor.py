@@ -11,6 +11,7 @@ stream must arrive in order: the postprocessing model runs a single instance.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -72,11 +73,22 @@ class StreamPostprocessor:
         # Finished streams: later responses of theirs (tokens the engine made past a stop
         # string) yield no text but repeat the outcome.
         self._ended: OrderedDict[str, tuple[FinishReason, int, int, float]] = OrderedDict()
+        self._lock = threading.Lock()  # the metrics thread asks too
 
     def __len__(self) -> int:
         return len(self._live)
 
+    def live_streams(self) -> int:
+        """Streams with state, after dropping the expired ones."""
+        with self._lock:
+            self._evict(self._clock())
+            return len(self._live)
+
     def process(self, params_json: str | bytes, ids: Sequence[int]) -> StepOutput:
+        with self._lock:
+            return self._process(params_json, ids)
+
+    def _process(self, params_json: str | bytes, ids: Sequence[int]) -> StepOutput:
         stream_id = _stream_id(params_json)
         now = self._clock()
         self._evict(now)

@@ -15,6 +15,7 @@ from contract.model_configs import OpenVinoEngineParameters
 from model_repository.cpu_engine.runner import HandleStatus
 from model_repository.engine_inputs import EngineInputs
 
+WARM_UP_REQUEST_ID = 2**62  # never reached by the runner's counter
 UNSUPPORTED_MESSAGE = "'{field}' is not supported by the CPU engine (OpenVINO GenAI has no such control)"
 
 _STATUS = {
@@ -99,6 +100,13 @@ class OpenVinoBackend:
         if params.inference_threads:
             properties["INFERENCE_NUM_THREADS"] = params.inference_threads
         self._pipe = og.ContinuousBatchingPipeline(str(Path(params.engine_dir)), scheduler, "CPU", properties)
+
+    def warm_up(self) -> None:
+        """Run one tiny request so the first real one does not pay for kernel compilation."""
+        handle = self.add(WARM_UP_REQUEST_ID, EngineInputs(input_ids=(0, 0, 0, 0), input_lengths=4, request_output_len=2, end_id=-1))
+        while self.has_unfinished():
+            self.step()
+        handle.read()
 
     def add(self, request_id: int, request: EngineInputs) -> OpenVinoHandle:
         ids = self._ov.Tensor(np.asarray([request.input_ids], dtype=np.int64))

@@ -81,6 +81,7 @@ class _Active:
     sink: ResponseSink
     handle: Handle
     arrived: float
+    request_id: str = ""  # Triton's request id, the key of `stop` requests
     last_token_at: float = 0.0
     generated: list[int] = field(default_factory=list)
     log_probs: list[float] = field(default_factory=list)
@@ -105,20 +106,29 @@ class EngineRunner:
         self._observer = observer or _NoObserver()
         self._clock = clock
         self._cond = threading.Condition()
-        self._incoming: list[tuple[EngineInputs, ResponseSink, float]] = []
+        self._incoming: list[tuple[EngineInputs, ResponseSink, float, str]] = []
+        self._stops: set[str] = set()
         self._active: dict[int, _Active] = {}
         self._next_id = 0
         self._stopping = False
         self._thread: threading.Thread | None = None
         self.steps = 0
+        self.backend_stats: dict[str, float] = {}  # refreshed on the step thread
+        self._stats_due = 0.0
 
     # --- called from Triton's thread ------------------------------------------------------
-    def submit(self, request: EngineInputs, sink: ResponseSink) -> None:
+    def submit(self, request: EngineInputs, sink: ResponseSink, request_id: str = "") -> None:
         with self._cond:
             if self._stopping:
                 sink.fail("the engine is shutting down")
                 return
-            self._incoming.append((request, sink, self._clock()))
+            self._incoming.append((request, sink, self._clock(), request_id))
+            self._cond.notify()
+
+    def stop(self, request_id: str) -> None:
+        """Cancel every request with this Triton request id (TensorRT-LLM's `stop`)."""
+        with self._cond:
+            self._stops.add(request_id)
             self._cond.notify()
 
     def start(self) -> None:
@@ -131,7 +141,7 @@ class EngineRunner:
             self._cond.notify()
         if self._thread is not None:
             self._thread.join(timeout_s)
-        for req, sink, _ in self._incoming:
+        for _, sink, _, _ in self._incoming:
             sink.fail("the engine is shutting down")
         self._incoming.clear()
 
@@ -144,55 +154,60 @@ class EngineRunner:
     def _loop(self) -> None:
         while True:
             with self._cond:
-                while not self._incoming and not self._active and not self._stopping:
+                while not self._incoming and not self._active and not self._stops and not self._stopping:
                     self._cond.wait()
                 if self._stopping:
                     break
                 incoming, self._incoming = self._incoming, []
+                stops, self._stops = self._stops, set()
             try:
-                self.run_once(incoming)
+                self.run_once(incoming, stops)
             except Exception as e:  # a broken step must not kill the thread silently
                 log.exception("engine step failed")
                 self._fail_all(f"engine step failed: {e}")
         self._fail_all("the engine is shutting down")
 
-    def run_once(self, incoming: list[tuple[EngineInputs, ResponseSink, float]]) -> None:
-        """Admit new requests, advance the batch one step, deliver tokens."""
-        for request, sink, arrived in incoming:
-            self._admit(request, sink, arrived)
-        self._drop_cancelled()
+    def run_once(self, incoming: list[tuple[EngineInputs, ResponseSink, float, str]], stops: set[str] = frozenset()) -> None:
+        """Admit new requests, drop cancelled ones, advance the batch one step, deliver tokens."""
+        for request, sink, arrived, request_id in incoming:
+            self._admit(request, sink, arrived, request_id)
+        self._drop_cancelled(stops)
         if self._backend.has_unfinished():
             self._backend.step()
             self.steps += 1
         self._deliver()
+        now = self._clock()
+        if now >= self._stats_due or not self._active:  # read on this thread only
+            self.backend_stats = self._backend.stats()
+            self._stats_due = now + 0.2
 
-    def _admit(self, request: EngineInputs, sink: ResponseSink, arrived: float) -> None:
+    def _admit(self, request: EngineInputs, sink: ResponseSink, arrived: float, request_id: str) -> None:
         if sink.is_cancelled():
             sink.fail("cancelled before it started", cancelled=True)
             return
-        request_id = self._next_id
+        key = self._next_id
         self._next_id += 1
         try:
-            handle = self._backend.add(request_id, request)
+            handle = self._backend.add(key, request)
         except Exception as e:
             sink.fail(f"the engine rejected the request: {e}")
             return
         now = self._clock()
         self._observer.on_scheduled(now - arrived)
-        self._active[request_id] = _Active(request, sink, handle, arrived, last_token_at=arrived,
-                                           multi_token_stops=multi_token_stops(request))
+        self._active[key] = _Active(request, sink, handle, arrived, request_id, last_token_at=arrived,
+                                    multi_token_stops=multi_token_stops(request))
 
-    def _drop_cancelled(self) -> None:
-        for request_id, a in list(self._active.items()):
-            if a.sink.is_cancelled():
+    def _drop_cancelled(self, stops: set[str]) -> None:
+        for key, a in list(self._active.items()):
+            if a.sink.is_cancelled() or (a.request_id and a.request_id in stops):
                 a.handle.cancel()
-                del self._active[request_id]
+                del self._active[key]
                 a.sink.fail("cancelled", cancelled=True)
                 self._observer.on_finished(a.request, len(a.generated), HandleStatus.CANCELLED)
 
     def _deliver(self) -> None:
         now = self._clock()
-        for request_id, a in list(self._active.items()):
+        for key, a in list(self._active.items()):
             ids, lps = a.handle.read()
             status = a.handle.status()
             if ids:
@@ -209,7 +224,7 @@ class EngineRunner:
                         status = HandleStatus.STOPPED
                         break
             if status == HandleStatus.IGNORED:
-                del self._active[request_id]
+                del self._active[key]
                 a.sink.fail("the engine could not schedule the request (it does not fit the KV cache)")
                 continue
             final = status != HandleStatus.RUNNING
@@ -219,11 +234,11 @@ class EngineRunner:
             elif final:
                 a.sink.send(a.generated[a.sent:], a.log_probs[a.sent:], a.cum_log_prob, True)
             if final:
-                del self._active[request_id]
+                del self._active[key]
                 self._observer.on_finished(a.request, len(a.generated), status)
 
     def _fail_all(self, message: str) -> None:
-        for request_id, a in list(self._active.items()):
+        for a in list(self._active.values()):
             try:
                 a.handle.cancel()
             finally:

@@ -7,14 +7,17 @@ import json
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
+from contract import metrics
 from contract.build_record import BuildRecord, check_runtime
 from contract.model_configs import OpenVinoEngineParameters
-from contract.tensors import ENGINE_INPUTS, ENGINE_OUTPUTS
+from contract.tensors import ENGINE_INPUTS, ENGINE_OUTPUTS, STOP
 from model_repository import triton_io
 from model_repository.cpu_engine.openvino_backend import UNSUPPORTED_MESSAGE, OpenVinoBackend, unsupported_fields
 from model_repository.cpu_engine.request_check import EngineRequestCheck
 from model_repository.cpu_engine.runner import EngineRunner
 from model_repository.engine_inputs import EngineInputs
+from model_repository.engine_metrics import MetricsRecorder
+from model_repository.triton_metrics import TritonMetricsPublisher
 
 FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
 
@@ -48,6 +51,11 @@ class TritonSink:
         _final_error(self._sender, message, "CANCELLED" if cancelled else "INTERNAL")
 
 
+def _is_stop(request):
+    tensor = pb_utils.get_input_tensor_by_name(request, STOP.name)
+    return tensor is not None and bool(tensor.as_numpy().reshape(-1)[0])
+
+
 class TritonPythonModel:
     def initialize(self, args):
         triton_io.log_environment("openvino_llm")
@@ -57,8 +65,13 @@ class TritonPythonModel:
         limits = record.spec["limits"]
         vocab_size = json.loads((params.engine_dir / "config.json").read_text())["vocab_size"]
         self.check = EngineRequestCheck(limits["max_input_len"], limits["max_seq_len"], vocab_size)
-        self.runner = EngineRunner(OpenVinoBackend(params))
+        backend = OpenVinoBackend(params)
+        backend.warm_up()
+        recorder = MetricsRecorder()
+        self.runner = EngineRunner(backend, observer=recorder)
         self.runner.start()
+        self.metrics = TritonMetricsPublisher(args["model_name"], metrics.ENGINE_METRICS, self._gauges, recorder)
+        self.metrics.start()
         triton_io.logger().log_info(
             f"openvino_llm: {record.spec['precision']} engine from {params.engine_dir}, "
             f"max_num_seqs={params.max_num_seqs}, kv_cache={params.kv_cache_size_gb}GB"
@@ -67,6 +80,13 @@ class TritonPythonModel:
     def execute(self, requests):
         for request in requests:
             sender = request.get_response_sender()
+            if _is_stop(request):  # TensorRT-LLM's cancel-by-request-id, same reply
+                if request.request_id():
+                    self.runner.stop(request.request_id())
+                    sender.send(flags=FINAL)
+                else:
+                    _final_error(sender, "'stop' needs the request id of the request to stop", "INVALID_ARG")
+                continue
             try:
                 engine_request = EngineInputs.from_arrays(triton_io.read_inputs(request, ENGINE_INPUTS))
             except ValueError as e:
@@ -77,8 +97,14 @@ class TritonPythonModel:
             if problems:
                 _final_error(sender, "; ".join(problems), "INVALID_ARG")
                 continue
-            self.runner.submit(engine_request, TritonSink(sender, engine_request.detokenize_params))
+            self.runner.submit(engine_request, TritonSink(sender, engine_request.detokenize_params), request.request_id())
         return None
 
+    def _gauges(self):
+        running, waiting = self.runner.counts()
+        return {metrics.REQUESTS_RUNNING.name: running, metrics.REQUESTS_WAITING.name: waiting,
+                metrics.KV_CACHE_USAGE.name: self.runner.backend_stats.get("kv_cache_usage", 0.0)}
+
     def finalize(self):
+        self.metrics.stop()
         self.runner.shutdown()

@@ -4,11 +4,13 @@ The logic is model_repository.stream_postprocessor; this file only converts tens
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
+from contract import metrics
 from contract.model_configs import PostprocessingParameters
 from contract.tensors import POSTPROCESSING_INPUTS, POSTPROCESSING_OUTPUTS
 from model_repository import triton_io
 from model_repository.detokenizer import DetokenizerFactory
 from model_repository.stream_postprocessor import StreamPostprocessor
+from model_repository.triton_metrics import TritonMetricsPublisher
 from tokenizers import Tokenizer
 
 
@@ -18,7 +20,15 @@ class TritonPythonModel:
         params = triton_io.load_parameters(args, PostprocessingParameters)
         factory = DetokenizerFactory(Tokenizer.from_file(str(params.tokenizer_dir / "tokenizer.json")))
         self.streams = StreamPostprocessor(factory, ttl_s=params.stream_state_ttl_s)
+        self.metrics = TritonMetricsPublisher(args["model_name"], metrics.POSTPROCESSING_METRICS, self._gauges)
+        self.metrics.start()
         triton_io.logger().log_info(f"postprocessing: {factory.strategy} detokenizer")
+
+    def _gauges(self):
+        return {metrics.POSTPROCESSING_STREAMS.name: self.streams.live_streams()}
+
+    def finalize(self):
+        self.metrics.stop()
 
     def execute(self, requests):
         return [self._one(request) for request in requests]

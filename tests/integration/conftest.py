@@ -7,6 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from google.protobuf import text_format
+
+from build_engines.render import read_config
 from build_engines.repository import render_repository
 from client import LlmClient
 from serving.launcher import ServerSettings, TritonServer
@@ -20,10 +23,17 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+STREAM_TTL_S = 3.0  # short, so tests can see cancelled streams' state go away
+
+
 @pytest.fixture(scope="session")
 def repository(default_engine, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("served") / "repository"
     render_repository(default_engine, out)
+    post = out / "postprocessing" / "config.pbtxt"
+    config = read_config(post)
+    config.parameters["stream_state_ttl_s"].string_value = str(STREAM_TTL_S)
+    post.write_text(text_format.MessageToString(config))
     return out
 
 
@@ -42,3 +52,10 @@ def server(repository, tmp_path_factory):
 def client(server):
     with LlmClient(server.settings.grpc_url) as c:
         yield c
+
+
+@pytest.fixture
+def metrics(server):
+    from bench import prometheus
+
+    return lambda: prometheus.scrape(server.settings.metrics_url)

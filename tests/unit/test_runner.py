@@ -103,9 +103,9 @@ def test_streaming_and_non_streaming_with_in_flight_joining():
     backend = FakeBackend({0: [10, 11, 12, 2], 1: [20, 21, 22, 23, 24, 25], 2: [30, 31, 2]})
     runner = EngineRunner(backend)
     a, b, c = Sink(), Sink(), Sink()
-    runner.run_once([(request(0), a, 0.0)])
-    runner.run_once([(request(1, max_new=5, streaming=False), b, 0.0)])  # joins the running batch
-    runner.run_once([(request(2), c, 0.0)])
+    runner.run_once([(request(0), a, 0.0, "")])
+    runner.run_once([(request(1, max_new=5, streaming=False), b, 0.0, "")])  # joins the running batch
+    runner.run_once([(request(2), c, 0.0, "")])
     while runner.counts()[0]:
         runner.run_once([])
     assert a.chunks == [[10], [11], [12], [2]] and a.finals == 1
@@ -119,7 +119,7 @@ def test_multi_token_stop_word_stops_the_sequence():
     backend = FakeBackend({0: [5, 6, 7, 8, 9, 10]})
     runner = EngineRunner(backend)
     sink = Sink()
-    runner.run_once([(request(0, stops=((7, 8),)), sink, 0.0)])
+    runner.run_once([(request(0, stops=((7, 8),)), sink, 0.0, "")])
     while runner.counts()[0]:
         runner.run_once([])
     assert sink.tokens == [5, 6, 7, 8] and sink.finals == 1
@@ -130,7 +130,7 @@ def test_cancelled_request_is_dropped_and_its_slot_freed():
     backend = FakeBackend({0: list(range(100, 200)), 1: [1, 2]})
     runner = EngineRunner(backend)
     a, b = Sink(), Sink()
-    runner.run_once([(request(0, max_new=50), a, 0.0), (request(1), b, 0.0)])
+    runner.run_once([(request(0, max_new=50), a, 0.0, ""), (request(1), b, 0.0, "")])
     a.cancelled = True
     runner.run_once([])
     assert a.error == "cancelled" and backend.handles[0].state == HandleStatus.CANCELLED
@@ -146,7 +146,7 @@ def test_backend_rejection_fails_only_that_request():
 
     runner = EngineRunner(Picky({0: [1, 2]}))
     bad, good = Sink(), Sink()
-    runner.run_once([(request(9), bad, 0.0), (request(0), good, 0.0)])
+    runner.run_once([(request(9), bad, 0.0, ""), (request(0), good, 0.0, "")])
     while runner.counts()[0]:
         runner.run_once([])
     assert "prompt too long" in bad.error and good.tokens == [1, 2]
@@ -169,3 +169,15 @@ def test_thread_sleeps_when_idle_and_serves_submissions():
     late = Sink()
     runner.submit(request(0), late)
     assert late.error == "the engine is shutting down"
+
+
+def test_stop_by_request_id_cancels_only_that_request():
+    backend = FakeBackend({0: list(range(100, 200)), 1: list(range(200, 300))})
+    runner = EngineRunner(backend)
+    a, b = Sink(), Sink()
+    runner.run_once([(request(0, max_new=50), a, 0.0, "req-a"), (request(1, max_new=3), b, 0.0, "req-b")])
+    runner.run_once([], {"req-a"})
+    assert a.error == "cancelled" and backend.handles[0].state == HandleStatus.CANCELLED
+    while runner.counts()[0]:
+        runner.run_once([])
+    assert b.tokens == [200, 201, 202] and b.finals == 1

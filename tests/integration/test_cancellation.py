@@ -1,0 +1,79 @@
+"""Cancelling a stream frees its engine slot at once; many cancellations leak nothing."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from bench.prometheus import value
+from client import ChatMessage, RequestTimeout, SamplingParams
+from contract import metrics as m
+from tests.integration.conftest import STREAM_TTL_S
+
+pytestmark = pytest.mark.server
+LONG = SamplingParams(max_tokens=400, min_tokens=400, temperature=0.0)
+PROMPT = [ChatMessage("user", "Write a very long story about the history of bread.")]
+
+
+def wait_for(predicate, timeout_s):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return predicate()
+
+
+def running(metrics):
+    return value(metrics(), m.REQUESTS_RUNNING.name)
+
+
+def settled(metrics, name, **labels):
+    """The counter's value once earlier tests' events are published (every 0.25 s)."""
+    assert wait_for(lambda: running(metrics) == 0, 5.0)
+    previous = None
+    while True:
+        current = value(metrics(), name, **labels)
+        if current == previous:
+            return current
+        previous = current
+        time.sleep(0.6)
+
+
+def test_cancel_mid_stream_frees_the_engine_slot(client, metrics):
+    before = settled(metrics, m.REQUESTS_FINISHED.name, outcome="cancelled")
+    stream = client.stream(PROMPT, LONG)
+    for _ in range(3):
+        next(stream)
+    assert running(metrics) == 1
+    stream.close()  # the client goes away mid-answer
+    t0 = time.monotonic()
+    assert wait_for(lambda: running(metrics) == 0, 2.0)
+    freed_after = time.monotonic() - t0
+    assert value(metrics(), m.REQUESTS_FINISHED.name, outcome="cancelled") == before + 1
+    # The gauge is published every 0.25 s; the slot itself is dropped before the next step.
+    assert freed_after < 1.0
+
+
+def test_timeout_cancels_on_the_server(client, metrics):
+    with pytest.raises(RequestTimeout):
+        client.generate(PROMPT, LONG, timeout_s=0.5)
+    assert wait_for(lambda: running(metrics) == 0, 2.0)
+
+
+def test_twenty_cancellations_in_a_row_leave_no_state(client, metrics):
+    before = settled(metrics, m.REQUESTS_FINISHED.name, outcome="cancelled")
+    generated_before = value(metrics(), m.GENERATED_TOKENS.name)
+    for _ in range(20):
+        stream = client.stream(PROMPT, LONG)
+        next(stream)
+        next(stream)
+        stream.close()
+    assert wait_for(lambda: running(metrics) == 0 and value(metrics(), m.REQUESTS_WAITING.name) == 0, 3.0)
+    assert wait_for(lambda: value(metrics(), m.REQUESTS_FINISHED.name, outcome="cancelled") == before + 20, 2.0)
+    assert value(metrics(), m.GENERATED_TOKENS.name) - generated_before < 20 * 50  # nobody ran on to 400 tokens
+    # Postprocessing never sees the end of a cancelled stream; its state expires.
+    assert wait_for(lambda: value(metrics(), m.POSTPROCESSING_STREAMS.name) == 0, STREAM_TTL_S + 2)
+    result = client.generate([ChatMessage("user", "What is the capital of France?")], SamplingParams(max_tokens=10, temperature=0))
+    assert "Paris" in result.text
