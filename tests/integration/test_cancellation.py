@@ -46,7 +46,7 @@ def test_cancel_mid_stream_frees_the_engine_slot(client, metrics):
     stream = client.stream(PROMPT, LONG)
     for _ in range(3):
         next(stream)
-    assert running(metrics) == 1
+    assert wait_for(lambda: running(metrics) == 1, 1.0)
     stream.close()  # the client goes away mid-answer
     t0 = time.monotonic()
     assert wait_for(lambda: running(metrics) == 0, 2.0)
