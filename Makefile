@@ -14,6 +14,7 @@ BACKEND ?= openvino
 PRECISION ?=
 ENGINE_ARGS ?=
 PROMPT ?= Tell me a story about a brave knight.
+OPENAI_PORT ?= 9000
 PYTEST_ARGS ?=
 
 # Nothing is cached outside the repository, and nothing is fetched from a model hub.
@@ -50,10 +51,10 @@ build-engine: venv
 	$(PY) -m build_engines build --backend $(BACKEND) $(CHECKPOINT_ARG) $(PRECISION_ARG) --skip-existing $(ENGINE_ARGS)
 
 serve: build-engine
-	$(PY) -m serving up
+	$(PY) -m serving up --openai-port $(OPENAI_PORT)
 
 serve-detached: build-engine
-	$(PY) -m serving up --detach
+	$(PY) -m serving up --detach --openai-port $(OPENAI_PORT)
 
 stop: venv
 	$(PY) -m serving down

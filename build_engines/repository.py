@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from build_engines.render import MODEL_SOURCES, RenderedModel, ensemble_config, python_model_config, write_repository
+from build_engines.render import RenderedModel, ensemble_config, python_model_config, write_repository
 from build_engines.spec import BuildSpec, EngineBackend
 from contract import names
 from contract.build_record import BuildRecord
@@ -39,13 +39,13 @@ def text_models(engine_dir: Path, spec: BuildSpec) -> list[RenderedModel]:
         RenderedModel(
             python_model_config(names.PREPROCESSING, PREPROCESSING_INPUTS, PREPROCESSING_OUTPUTS,
                                 max_batch_size=limits.max_batch_size, parameters=to_parameters(pre)),
-            MODEL_SOURCES / "preprocessing" / "model.py",
+            "model_repository.preprocessing.model",
         ),
         # One instance: the responses of a stream must be detokenized in order.
         RenderedModel(
             python_model_config(names.POSTPROCESSING, POSTPROCESSING_INPUTS, POSTPROCESSING_OUTPUTS,
                                 max_batch_size=limits.max_batch_size, parameters=to_parameters(post)),
-            MODEL_SOURCES / "postprocessing" / "model.py",
+            "model_repository.postprocessing.model",
         ),
     ]
 
@@ -66,7 +66,7 @@ def openvino_engine_model(engine_dir: Path, spec: BuildSpec, record: BuildRecord
         names.OPENVINO_ENGINE, ENGINE_INPUTS + ENGINE_CONTROL_INPUTS, ENGINE_OUTPUTS, max_batch_size=spec.limits.max_batch_size,
         parameters=to_parameters(params), decoupled=True, dynamic_batching=False,
     )
-    return RenderedModel(config, MODEL_SOURCES / "openvino_llm" / "model.py")
+    return RenderedModel(config, "model_repository.openvino_llm.model")
 
 
 def render_repository(engine_dir: Path, out_dir: Path) -> list[str]:

@@ -14,6 +14,7 @@ import click
 
 from contract import names
 from serving.launcher import ServerFailed, ServerSettings, TritonServer
+from serving.openai_process import OpenAiFront, served_model_name
 
 PID_FILE = Path("build/tritonserver.pid")
 
@@ -32,6 +33,8 @@ def server_options(f):
         click.option("--exit-timeout", "exit_timeout_s", type=int, default=30, show_default=True,
                      help="Seconds in-flight requests get to finish on shutdown."),
         click.option("--ready-timeout", "ready_timeout_s", type=float, default=600.0, show_default=True),
+        click.option("--openai-port", type=int, default=0, show_default=True,
+                     help="Also serve the OpenAI-compatible API on this port (0 = off)."),
     ]
     for option in reversed(options):
         f = option(f)
@@ -43,11 +46,31 @@ def _settings(kwargs: dict) -> ServerSettings:
     return ServerSettings(**{k: kwargs[k] for k in keys})
 
 
-def _banner(s: ServerSettings) -> str:
+def _banner(s: ServerSettings, front: OpenAiFront | None = None) -> str:
+    openai = f"  OpenAI   {front.url}/v1\n" if front else ""
     return (f"Triton is serving {s.repository} (ensemble ready)\n"
-            f"  gRPC     {s.grpc_url}\n  HTTP     {s.http_url}\n  metrics  {s.metrics_url}\n"
+            f"  gRPC     {s.grpc_url}\n  HTTP     {s.http_url}\n  metrics  {s.metrics_url}\n{openai}"
             f"  log      {s.log_file}\n"
             f"Try: python -m client --url {s.grpc_url} generate \"Tell me a story about a brave knight.\" --stream")
+
+
+def _start(settings: ServerSettings, ready_timeout_s: float, openai_port: int) -> tuple[TritonServer, OpenAiFront | None]:
+    """Triton, ready; then the OpenAI front if asked.  Exits with a clear message on failure."""
+    server = TritonServer(settings)
+    front = None
+    try:
+        server.start()
+        server.wait_ready(ready_timeout_s)
+        if openai_port:
+            front = OpenAiFront(settings.grpc_url, settings.host, openai_port, served_model_name(settings.repository),
+                                settings.log_file.with_name("openai_front.log"))
+            front.start()
+    except (ServerFailed, RuntimeError) as e:
+        if front:
+            front.stop()
+        server.stop()
+        raise click.ClickException(str(e)) from None
+    return server, front
 
 
 @click.group()
@@ -58,25 +81,21 @@ def main() -> None:
 @main.command()
 @server_options
 @click.option("--detach", is_flag=True, help=f"Return once ready; the server keeps running (pid in {PID_FILE}).")
-def up(detach: bool, ready_timeout_s: float, **kwargs) -> None:
+def up(detach: bool, ready_timeout_s: float, openai_port: int, **kwargs) -> None:
     """Start the server and stay in the foreground until Ctrl-C / SIGTERM."""
     settings = _settings(kwargs)
     if detach:
         _up_detached(settings, ready_timeout_s)
         return
-    server = TritonServer(settings)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    try:
-        server.start()
-        server.wait_ready(ready_timeout_s)
-    except ServerFailed as e:
-        server.stop()
-        raise click.ClickException(str(e)) from None
-    click.echo(_banner(settings))
+    server, front = _start(settings, ready_timeout_s, openai_port)
+    click.echo(_banner(settings, front))
     while not stop.is_set() and server.is_running():
         stop.wait(0.5)
+    if front:
+        front.stop()
     if not server.is_running():
         click.echo(f"tritonserver exited unexpectedly; last log lines:\n{server.log_tail()}", err=True)
         sys.exit(server.process.returncode or 1)
@@ -130,27 +149,23 @@ def down(timeout_s: float) -> None:
 @main.command(context_settings={"ignore_unknown_options": True})
 @server_options
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
-def run(command: tuple[str, ...], ready_timeout_s: float, **kwargs) -> None:
+def run(command: tuple[str, ...], ready_timeout_s: float, openai_port: int, **kwargs) -> None:
     """Start the server, run COMMAND once it is ready, stop the server; exit with COMMAND's status."""
     settings = _settings(kwargs)
-    server = TritonServer(settings)
-    try:
-        server.start()
-        server.wait_ready(ready_timeout_s)
-    except ServerFailed as e:
-        server.stop()
-        raise click.ClickException(str(e)) from None
-    click.echo(_banner(settings), err=True)
+    server, front = _start(settings, ready_timeout_s, openai_port)
+    click.echo(_banner(settings, front), err=True)
     try:
         code = subprocess.call(list(command))
     finally:
+        if front:
+            front.stop()
         server.stop()
     sys.exit(code)
 
 
 @main.command()
 @server_options
-def status(ready_timeout_s: float, **kwargs) -> None:
+def status(ready_timeout_s: float, openai_port: int, **kwargs) -> None:
     """Exit 0 if a server is ready at these ports."""
     ready = TritonServer(_settings(kwargs)).is_ready()
     click.echo("ready" if ready else "not ready")

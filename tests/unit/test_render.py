@@ -1,5 +1,6 @@
 """Rendered configs parse as Triton's ModelConfig and the ensemble is wired consistently."""
 
+import importlib.util
 from pathlib import Path
 
 import pytest
@@ -29,7 +30,9 @@ def test_repository_layout_and_configs_parse(repository):
     for m in models:
         assert (repository / m / "1").is_dir()
     for m in (names.PREPROCESSING, names.POSTPROCESSING, names.OPENVINO_ENGINE):
-        assert (repository / m / "1" / "model.py").is_file()
+        source = (repository / m / "1" / "model.py").read_text()
+        module = source.split("from ")[-1].split(" import")[0]
+        assert importlib.util.find_spec(module) is not None, source  # imports the installed adapter
 
 
 def test_ensemble_exposes_the_contract(repository):

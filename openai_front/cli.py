@@ -1,0 +1,40 @@
+"""`python -m openai_front serve`: the OpenAI-compatible front on uvicorn."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import click
+
+from contract import names
+
+API_KEY_ENV = "OPENAI_FRONT_API_KEY"
+DEFAULT_PORT = 9000
+
+
+@click.group()
+def main() -> None:
+    """OpenAI-compatible HTTP front for the Triton ensemble."""
+
+
+@main.command()
+@click.option("--grpc-url", default=names.DEFAULT_GRPC_URL, show_default=True, help="Triton gRPC address.")
+@click.option("--host", default=names.DEFAULT_HOST, show_default=True)
+@click.option("--port", type=int, default=DEFAULT_PORT, show_default=True)
+@click.option("--model-name", default="default", show_default=True, help="The model id clients use.")
+@click.option("--api-key-file", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help=f"File holding the API key (or set ${API_KEY_ENV}); unset = no authentication.")
+@click.option("--max-body-bytes", type=int, default=1 << 20, show_default=True)
+@click.option("--request-timeout", "request_timeout_s", type=float, default=600.0, show_default=True)
+def serve(grpc_url, host, port, model_name, api_key_file, max_body_bytes, request_timeout_s) -> None:
+    import uvicorn
+
+    from openai_front.app import FrontSettings, create_app
+
+    api_key = api_key_file.read_text().strip() if api_key_file else os.environ.get(API_KEY_ENV) or None
+    settings = FrontSettings(grpc_url=grpc_url, model_name=model_name, api_key=api_key,
+                             max_body_bytes=max_body_bytes, request_timeout_s=request_timeout_s)
+    click.echo(f"OpenAI-compatible API on http://{host}:{port}/v1 (model {model_name!r}, "
+               f"authentication {'on' if api_key else 'off'}) -> Triton {grpc_url}", err=True)
+    uvicorn.run(create_app(settings), host=host, port=port, log_level="warning", timeout_graceful_shutdown=30)

@@ -1,0 +1,65 @@
+"""OpenAI request bodies we accept.  Unknown fields are rejected (as OpenAI does); fields
+we cannot honour are listed in UNSUPPORTED and rejected with a message naming them."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Request(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    model: str
+    max_tokens: int | None = Field(default=None, ge=1)
+    temperature: float | None = Field(default=None, ge=0.0, le=2.0)
+    top_p: float | None = Field(default=None, gt=0.0, le=1.0)
+    stop: str | list[str] | None = None
+    seed: int | None = Field(default=None, ge=0)
+    n: int = 1
+    stream: bool = False
+    presence_penalty: float | None = Field(default=None, ge=-2.0, le=2.0)
+    frequency_penalty: float | None = Field(default=None, ge=-2.0, le=2.0)
+    user: str | None = None
+    # Accepted and ignored when they ask for the default.
+    logprobs: bool | int | None = None
+    logit_bias: dict[str, float] | None = None
+    # Extensions most OpenAI-compatible servers (vLLM, TGI) accept.
+    top_k: int | None = Field(default=None, ge=0)
+    min_tokens: int | None = Field(default=None, ge=0)
+    repetition_penalty: float | None = Field(default=None, gt=0.0)
+    ignore_eos: bool = False
+    skip_special_tokens: bool | None = None
+
+
+class StreamOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    include_usage: bool = False
+
+
+class CompletionRequest(_Request):
+    prompt: str | list[str]
+    echo: bool = False
+    best_of: int | None = None
+    suffix: str | None = None
+    stream_options: StreamOptions | None = None
+
+
+class ChatMessageIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    role: Literal["system", "developer", "user", "assistant", "tool"]
+    content: str | list[dict] | None = None
+    name: str | None = None
+
+
+class ChatCompletionRequest(_Request):
+    messages: list[ChatMessageIn] = Field(min_length=1)
+    max_completion_tokens: int | None = Field(default=None, ge=1)
+    stream_options: StreamOptions | None = None
+    top_logprobs: int | None = None
+    tools: list[dict] | None = None
+    tool_choice: str | dict | None = None
+    functions: list[dict] | None = None
+    response_format: dict | None = None
+    parallel_tool_calls: bool | None = None

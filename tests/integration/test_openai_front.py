@@ -1,0 +1,194 @@
+"""The OpenAI-compatible front, called with the official `openai` package."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+import openai
+import pytest
+
+from tests.integration.conftest import free_port
+
+pytestmark = pytest.mark.server
+MODEL = "SmolLM2-135M-Instruct"
+KEY = "test-key-123"
+
+
+@pytest.fixture(scope="module")
+def front(server, tmp_path_factory):
+    port = free_port()
+    key_file = tmp_path_factory.mktemp("front") / "key"
+    key_file.write_text(KEY)
+    log = open(tmp_path_factory.mktemp("front-log") / "front.log", "wb")
+    proc = subprocess.Popen([sys.executable, "-m", "openai_front", "serve", "--grpc-url", server.settings.grpc_url,
+                             "--port", str(port), "--model-name", MODEL, "--api-key-file", str(key_file)],
+                            stdout=log, stderr=subprocess.STDOUT, env=os.environ | {"PYTHONUNBUFFERED": "1"})
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if urllib.request.urlopen(base + "/health", timeout=2).status == 200:
+                break
+        except (urllib.error.URLError, ConnectionError):
+            time.sleep(0.3)
+    else:
+        proc.kill()
+        raise RuntimeError("the OpenAI front did not come up")
+    yield base
+    proc.terminate()
+    try:
+        proc.wait(40)  # uvicorn drains open connections first
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise
+
+
+@pytest.fixture
+def oai(front):
+    return openai.OpenAI(base_url=front + "/v1", api_key=KEY, max_retries=0)
+
+
+def test_models(oai):
+    assert [m.id for m in oai.models.list().data] == [MODEL]
+
+
+def test_chat_completion(oai):
+    r = oai.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "What is the capital of France?"}],
+                                    max_tokens=16, temperature=0)
+    assert "Paris" in r.choices[0].message.content
+    assert r.choices[0].finish_reason == "stop"
+    assert r.usage.prompt_tokens > 10 and 0 < r.usage.completion_tokens <= 16
+    assert r.usage.total_tokens == r.usage.prompt_tokens + r.usage.completion_tokens
+
+
+def test_streamed_chat_equals_whole(oai):
+    messages = [{"role": "system", "content": "You are concise."}, {"role": "user", "content": "Name three fruits in Japanese (日本語)."}]
+    whole = oai.chat.completions.create(model=MODEL, messages=messages, max_tokens=40, temperature=0)
+    chunks = list(oai.chat.completions.create(model=MODEL, messages=messages, max_tokens=40, temperature=0, stream=True,
+                                              stream_options={"include_usage": True}))
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == whole.choices[0].message.content
+    assert chunks[0].choices[0].delta.role == "assistant"
+    finishes = [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason]
+    assert finishes == [whole.choices[0].finish_reason]
+    assert chunks[-1].usage.completion_tokens == whole.usage.completion_tokens
+
+
+def test_completion_and_stop(oai):
+    r = oai.completions.create(model=MODEL, prompt="1, 2, 3, 4,", max_tokens=20, temperature=0, stop=[" 7"])
+    assert " 7" not in r.choices[0].text
+    streamed = "".join(c.choices[0].text for c in oai.completions.create(
+        model=MODEL, prompt="1, 2, 3, 4,", max_tokens=20, temperature=0, stop=[" 7"], stream=True))
+    assert streamed == r.choices[0].text
+
+
+def test_length_finish_and_seed(oai):
+    kw = dict(model=MODEL, messages=[{"role": "user", "content": "Tell me a story."}], max_tokens=8, temperature=1.0, seed=42)
+    a, b = oai.chat.completions.create(**kw), oai.chat.completions.create(**kw)
+    assert a.choices[0].finish_reason == "length" and a.usage.completion_tokens == 8
+    assert a.choices[0].message.content == b.choices[0].message.content  # same seed, same text
+
+
+@pytest.mark.parametrize("kwargs,param", [
+    ({"n": 2}, "n"),
+    ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}]}, "tools"),
+    ({"temperature": 5}, "temperature"),
+    ({"top_p": 1.5}, "top_p"),
+    ({"max_tokens": 100_000}, "max_tokens"),
+    ({"extra_body": {"frobnicate": 1}}, "frobnicate"),
+])
+def test_unsupported_or_invalid_parameters_get_openai_errors(oai, kwargs, param):
+    with pytest.raises(openai.BadRequestError) as e:
+        oai.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "hi"}], **kwargs)
+    assert e.value.status_code == 400
+    assert e.value.body["param"] == param or param in e.value.body["message"]
+
+
+def test_api_key_is_required(front):
+    bad = openai.OpenAI(base_url=front + "/v1", api_key="wrong", max_retries=0)
+    with pytest.raises(openai.AuthenticationError):
+        bad.models.list()
+
+
+def test_unknown_model_is_404(oai):
+    with pytest.raises(openai.NotFoundError):
+        oai.chat.completions.create(model="gpt-4", messages=[{"role": "user", "content": "hi"}])
+
+
+def test_oversized_body_is_refused_before_it_is_read(front):
+    import http.client
+
+    host, port = front.removeprefix("http://").split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=30)
+    conn.putrequest("POST", "/v1/completions")
+    for name, value in {"Authorization": f"Bearer {KEY}", "Content-Type": "application/json",
+                        "Content-Length": str(2 << 20)}.items():
+        conn.putheader(name, value)
+    conn.endheaders()  # announce 2 MiB, send none of it
+    response = conn.getresponse()
+    assert response.status == 413
+    assert "request body over" in json.loads(response.read())["error"]["message"]
+
+
+def test_sixteen_concurrent_sse_streams(front):
+    client = openai.AsyncOpenAI(base_url=front + "/v1", api_key=KEY, max_retries=0)
+
+    async def one(i):
+        stream = await client.chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": f"Write a sentence about the number {i}."}],
+            max_tokens=24, stream=True, extra_body={"min_tokens": 24}, stream_options={"include_usage": True})
+        parts, usage = [], None
+        async for chunk in stream:
+            if chunk.choices:
+                parts.append(chunk.choices[0].delta.content or "")
+            if chunk.usage:
+                usage = chunk.usage
+        return "".join(parts), usage
+
+    async def main():
+        try:
+            return await asyncio.gather(*(one(i) for i in range(16)))
+        finally:
+            await client.close()
+
+    results = asyncio.run(main())
+    assert len(results) == 16
+    for text, usage in results:
+        assert text and usage.completion_tokens == 24
+
+
+def test_client_disconnect_mid_sse_frees_the_engine(front, metrics):
+    import http.client
+    import socket
+
+    from bench.prometheus import value
+    from contract import metrics as m
+
+    host, port = front.removeprefix("http://").split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=30)
+    body = json.dumps({"model": MODEL, "messages": [{"role": "user", "content": "Write a long story."}],
+                       "max_tokens": 400, "min_tokens": 400, "stream": True})
+    conn.request("POST", "/v1/chat/completions", body=body,
+                 headers={"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"})
+    response = conn.getresponse()
+    assert response.status == 200
+    for _ in range(5):
+        assert response.readline().startswith(b"data:")
+        response.readline()
+    deadline = time.monotonic() + 2
+    while value(metrics(), m.REQUESTS_RUNNING.name) != 1 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    conn.sock.shutdown(socket.SHUT_RDWR)  # the client vanishes mid-answer
+    response.close()
+    conn.close()
+    deadline = time.monotonic() + 5
+    while value(metrics(), m.REQUESTS_RUNNING.name) != 0 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert value(metrics(), m.REQUESTS_RUNNING.name) == 0

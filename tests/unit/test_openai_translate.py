@@ -1,0 +1,62 @@
+import pytest
+
+from client.types import GenerationResult, StreamChunk
+from openai_front.errors import ApiError, param_of
+from openai_front.schemas import ChatCompletionRequest, CompletionRequest
+from openai_front.translate import ResponseShaper, chat_input, completion_input
+
+
+def chat(**kw):
+    return ChatCompletionRequest(**({"model": "m", "messages": [{"role": "user", "content": "hi"}]} | kw))
+
+
+def test_chat_mapping():
+    messages, sampling = chat(messages=[{"role": "developer", "content": "be brief"},
+                                        {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}],
+                              max_completion_tokens=9, stop="END", temperature=0.5, seed=3).model_copy(), None
+    messages, sampling = chat_input(messages)
+    assert [(m.role, m.content) for m in messages] == [("system", "be brief"), ("user", "ab")]
+    assert (sampling.max_tokens, sampling.stop, sampling.temperature, sampling.seed) == (9, ("END",), 0.5, 3)
+
+
+def test_completion_mapping_and_ignore_eos():
+    prompt, sampling = completion_input(CompletionRequest(model="m", prompt=["x"], max_tokens=7, ignore_eos=True, echo=True))
+    assert prompt == "x" and sampling.min_tokens == 7 and sampling.echo
+
+
+@pytest.mark.parametrize("request_,param", [
+    (chat(n=3), "n"),
+    (chat(tools=[{"type": "function"}]), "tools"),
+    (chat(response_format={"type": "json_object"}), "response_format"),
+    (chat(logprobs=True), "logprobs"),
+    (chat(messages=[{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]), "messages[0].content"),
+])
+def test_unsupported_chat_parameters(request_, param):
+    with pytest.raises(ApiError) as e:
+        chat_input(request_)
+    assert e.value.status == 400 and e.value.param == param
+
+
+def test_batched_prompts_are_refused():
+    with pytest.raises(ApiError, match="one prompt per request"):
+        completion_input(CompletionRequest(model="m", prompt=["a", "b"]))
+
+
+def test_error_param_names_map_to_openai_names():
+    assert param_of("invalid 'stop_words': at most 64", chat=True) == "stop"
+    assert param_of("invalid 'text_input': the prompt is empty", chat=False) == "prompt"
+    assert param_of("invalid 'messages': ...", chat=True) == "messages"
+    assert param_of("invalid 'max_tokens': 5 is too large", chat=True) == "max_tokens"
+
+
+def test_shapes():
+    shaper = ResponseShaper("m", chat=True)
+    whole = shaper.whole(GenerationResult("hello", "length", 5, 3, 0.1, 0.2))
+    assert whole["object"] == "chat.completion" and whole["choices"][0]["message"]["content"] == "hello"
+    assert whole["usage"] == {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8}
+    first = shaper.first_chunk()
+    assert first["choices"][0]["delta"] == {"role": "assistant", "content": ""}
+    chunk = shaper.chunk(StreamChunk("he", "", 5, 1), None)
+    assert chunk["id"] == first["id"] == whole["id"] and chunk["choices"][0]["delta"] == {"content": "he"}
+    text = ResponseShaper("m", chat=False).chunk(StreamChunk("x", "stop", 1, 1), "stop")
+    assert text["object"] == "text_completion" and text["choices"][0]["finish_reason"] == "stop"
