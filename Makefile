@@ -16,6 +16,8 @@ ENGINE_ARGS ?=
 PROMPT ?= Tell me a story about a brave knight.
 OPENAI_PORT ?= 9000
 PYTEST_ARGS ?=
+VALUES ?=
+ENGINE_DIR ?=
 
 # Nothing is cached outside the repository, and nothing is fetched from a model hub.
 export HF_HOME := $(CURDIR)/build/hf-home
@@ -25,8 +27,9 @@ export PIP_NO_CACHE_DIR := 1
 
 CHECKPOINT_ARG := $(if $(MODEL),--checkpoint $(MODEL),)
 PRECISION_ARG := $(if $(PRECISION),--precision $(PRECISION),)
+CHART_ARGS := $(foreach f,$(VALUES),-f $(f)) $(if $(ENGINE_DIR),--engine-dir $(ENGINE_DIR),)
 
-.PHONY: help venv build-engine serve serve-detached stop demo client bench-throughput test test-unit clean
+.PHONY: help venv build-engine serve serve-detached stop demo client bench-throughput chart-check chart-template test test-unit clean
 
 help:
 	@echo "make demo          build the default model's engine, start Triton, stream a completion, stop"
@@ -35,6 +38,8 @@ help:
 	@echo "make serve-detached / make stop   the same in the background"
 	@echo "make client PROMPT='...'          stream a completion from a running server"
 	@echo "make bench-throughput          output tok/s at concurrency 1 and 16 (in-flight batching speed-up)"
+	@echo "make chart-check   [VALUES='a.yaml b.yaml'] [ENGINE_DIR=...] helm lint + render + Kubernetes schema check"
+	@echo "make chart-template [VALUES=...] [ENGINE_DIR=...]  the Kubernetes manifests (like helm template)"
 	@echo "make test          install everything and run the whole test suite"
 
 venv: $(STAMP)
@@ -67,6 +72,13 @@ demo: build-engine
 
 bench-throughput: build-engine
 	$(PY) -m serving run -- $(PY) -m bench throughput --concurrency 1 --concurrency 16
+
+# The Helm chart (deploy/helm/llama-triton), rendered by Helm's Go SDK from the venv (no helm binary).
+chart-check: venv
+	$(PY) -m deploy check $(CHART_ARGS)
+
+chart-template: venv
+	@$(PY) -m deploy template $(CHART_ARGS)
 
 test: venv
 	$(PY) -m pytest $(PYTEST_ARGS)

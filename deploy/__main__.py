@@ -1,0 +1,3 @@
+from deploy.cli import main
+
+main(prog_name="python -m deploy")

@@ -1,0 +1,138 @@
+{{/* Names and labels. */}}
+{{- define "llama-triton.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "llama-triton.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 52 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 52 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 52 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "llama-triton.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "llama-triton.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "llama-triton.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{ include "llama-triton.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{- define "llama-triton.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "llama-triton.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "llama-triton.claimName" -}}
+{{- default (printf "%s-models" (include "llama-triton.fullname" .)) .Values.storage.existingClaim }}
+{{- end }}
+
+{{- define "llama-triton.adminSecretName" -}}
+{{- default (printf "%s-admin" (include "llama-triton.fullname" .)) .Values.triton.restrictedApi.existingSecret }}
+{{- end }}
+
+{{/* GPUs per pod: one MPI rank per GPU, tensor x pipeline parallel. */}}
+{{- define "llama-triton.worldSize" -}}
+{{- mul (int .Values.engine.tensorParallelSize) (int .Values.engine.pipelineParallelSize) }}
+{{- end }}
+
+{{- define "llama-triton.repositoryPath" -}}
+{{- printf "%s/%s" .Values.storage.mountPath .Values.storage.repositoryDir }}
+{{- end }}
+
+{{/* Flags every rank shares: where the models are, the ports, the restricted admin APIs.
+     $(TRITON_ADMIN_KEY) is expanded by the kubelet from the Secret-backed env variable, so
+     the key never appears in the manifest. */}}
+{{- define "llama-triton.commonArgs" -}}
+- --model-repository={{ include "llama-triton.repositoryPath" . }}
+- --http-port={{ .Values.triton.ports.http }}
+- --grpc-port={{ .Values.triton.ports.grpc }}
+- --metrics-port={{ .Values.triton.ports.metrics }}
+- --disable-auto-complete-config
+{{- with .Values.triton.restrictedApi }}
+{{- if .enabled }}
+- --http-restricted-api={{ join "," .http }}:{{ .header }}=$(TRITON_ADMIN_KEY)
+- --grpc-restricted-protocol={{ join "," .grpc }}:{{ .header }}=$(TRITON_ADMIN_KEY)
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* Rank 0: serves every model, owns the endpoints and metrics. */}}
+{{- define "llama-triton.serverArgs" -}}
+{{ include "llama-triton.commonArgs" . }}
+- --model-control-mode=none
+- --strict-readiness=true
+- --exit-on-error=true
+- --exit-timeout-secs={{ .Values.triton.exitTimeoutSeconds }}
+- --allow-metrics=true
+- --allow-gpu-metrics=true
+- --allow-cpu-metrics=true
+- --log-verbose={{ .Values.triton.logVerbose }}
+{{- range .Values.triton.extraArgs }}
+- {{ . | quote }}
+{{- end }}
+{{- end }}
+
+{{/* World size > 1 without a launcher: mpirun, one rank per GPU.  Ranks > 0 load only the
+     engine model, whose backend keeps them inside model load (they never open endpoints);
+     each rank's Python stubs get their own shared-memory prefix. */}}
+{{- define "llama-triton.mpirunArgs" -}}
+{{- $world := int (include "llama-triton.worldSize" .) }}
+{{- range $rank := until $world }}
+{{- if gt $rank 0 }}
+- ":"
+{{- end }}
+- "-n"
+- "1"
+- tritonserver
+{{- if eq $rank 0 }}
+{{ include "llama-triton.serverArgs" $ }}
+{{- else }}
+{{ include "llama-triton.commonArgs" $ }}
+- --model-control-mode=explicit
+- --load-model={{ $.Values.models.engine }}
+{{- end }}
+- --backend-config=python,shm-region-prefix-name=prefix{{ $rank }}_
+{{- end }}
+{{- end }}
+
+{{- define "llama-triton.command" -}}
+{{- if .Values.triton.command }}
+{{- toYaml .Values.triton.command }}
+{{- else if gt (int (include "llama-triton.worldSize" .)) 1 }}
+- mpirun
+{{- else }}
+- tritonserver
+{{- end }}
+{{- end }}
+
+{{- define "llama-triton.args" -}}
+{{- if and (not .Values.triton.command) (gt (int (include "llama-triton.worldSize" .)) 1) }}
+{{- include "llama-triton.mpirunArgs" . }}
+{{- else }}
+{{- include "llama-triton.serverArgs" . }}
+{{- end }}
+{{- end }}
+
+{{/* Value combinations the schema cannot express. */}}
+{{- define "llama-triton.validate" -}}
+{{- if has "health" .Values.triton.restrictedApi.http }}
+{{- fail "triton.restrictedApi.http must not restrict 'health': the kubelet's probes call /v2/health/* without a key" }}
+{{- end }}
+{{- if and .Values.autoscaling.enabled (gt (int .Values.autoscaling.minReplicas) (int .Values.autoscaling.maxReplicas)) }}
+{{- fail "autoscaling.minReplicas must be <= autoscaling.maxReplicas" }}
+{{- end }}
+{{- end }}

@@ -1,0 +1,197 @@
+"""What the chart's objects mean: GPUs from the engine, Triton's flags, probes, draining,
+exposure, secrets, Prometheus and the autoscaler wiring."""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+import yaml
+
+from contract import names
+from deploy import chart
+
+TP2 = chart.CI_VALUES_DIR / "tp2-hpa-servicemonitor-values.yaml"
+
+
+def render(values=None, files=()):
+    rendered = chart.render(chart.merge_values(chart.load_values(list(files)), values or {}))
+    return [d for r in rendered for d in r.documents]
+
+
+def one(objects, kind, suffix=""):
+    found = [o for o in objects if o["kind"] == kind and o["metadata"]["name"].endswith(suffix)]
+    assert len(found) == 1, f"{kind}*{suffix}: {[o['metadata']['name'] for o in found]}"
+    return found[0]
+
+
+def triton(objects):
+    return one(objects, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+
+
+@pytest.fixture(scope="module")
+def default():
+    return render()
+
+
+@pytest.fixture(scope="module")
+def tp2():
+    return render(files=[TP2])
+
+
+def test_value_defaults_are_the_contract_names():
+    values = chart.default_values()
+    assert values["triton"]["ports"] == {"http": names.DEFAULT_HTTP_PORT, "grpc": names.DEFAULT_GRPC_PORT,
+                                         "metrics": names.DEFAULT_METRICS_PORT}
+    assert values["models"] == {"ensemble": names.ENSEMBLE, "engine": names.TRTLLM_ENGINE}
+
+
+def test_default_image_is_the_ngc_trtllm_image(default):
+    assert triton(default)["image"] == "nvcr.io/nvidia/tritonserver:25.12-trtllm-python-py3"
+
+
+@pytest.mark.parametrize("tp, pp", [(1, 1), (2, 1), (4, 2), (1, 4)])
+def test_gpus_and_mpi_ranks_follow_the_engine(tp, pp):
+    container = triton(render({"engine": {"tensorParallelSize": tp, "pipelineParallelSize": pp}}))
+    world = tp * pp
+    assert container["resources"]["limits"]["nvidia.com/gpu"] == str(world)
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert (env["WORLD_SIZE"], env["TP_SIZE"], env["PP_SIZE"]) == (str(world), str(tp), str(pp))
+    if world == 1:
+        assert container["command"] == ["tritonserver"]
+        return
+    assert container["command"] == ["mpirun"]
+    ranks = " ".join(container["args"]).split(" : ")
+    assert len(ranks) == world
+    assert all(r.startswith("-n 1 tritonserver ") for r in ranks)
+    assert "--model-control-mode=none" in ranks[0]
+    for rank, text in enumerate(ranks):
+        assert f"--backend-config=python,shm-region-prefix-name=prefix{rank}_" in text
+        if rank:  # ranks > 0 load the engine model only
+            assert f"--load-model={names.TRTLLM_ENGINE}" in text and "--model-control-mode=explicit" in text
+
+
+def test_a_launcher_command_gets_rank_zero_flags():
+    container = triton(render(files=[chart.CI_VALUES_DIR / "launcher-engine-build-values.yaml"]))
+    assert container["command"][:3] == ["python3", "-m", "serving"]
+    assert container["args"][0].startswith("--model-repository=") and ":" not in container["args"]
+    assert container["resources"]["limits"]["nvidia.com/gpu"] == "8"
+
+
+def test_gpu_count_cannot_be_overridden_by_resources():
+    container = triton(render({"resources": {"limits": {"nvidia.com/gpu": 7}}}))
+    assert container["resources"]["limits"]["nvidia.com/gpu"] == "1"
+
+
+def test_triton_serves_the_volume_with_admin_apis_locked(default):
+    args = triton(default)["args"]
+    assert "--model-repository=/models/repository" in args
+    assert "--model-control-mode=none" in args
+    assert [f"--{p}-port={port}" for p, port in (("http", 8000), ("grpc", 8001), ("metrics", 8002))] == \
+        [a for a in args if a.split("=")[0] in ("--http-port", "--grpc-port", "--metrics-port")]
+    http = next(a for a in args if a.startswith("--http-restricted-api="))
+    grpc = next(a for a in args if a.startswith("--grpc-restricted-protocol="))
+    for flag in (http, grpc):
+        apis, key = flag.split("=", 1)[1].split(":")
+        assert {"model-repository", "model-config", "shared-memory", "logging"} <= set(apis.split(","))
+        assert not {"health", "inference", "metadata"} & set(apis.split(","))
+        assert key == "triton-admin-key=$(TRITON_ADMIN_KEY)"
+
+
+def test_secrets_reach_the_pod_only_by_reference(default, tp2):
+    secret = one(default, "Secret")
+    key = base64.b64decode(secret["data"]["admin-key"]).decode()
+    assert len(key) >= 32
+    for objects in (default, tp2):
+        pod = one(objects, "Deployment")["spec"]["template"]["spec"]
+        env = {e["name"]: e for c in pod["containers"] + pod.get("initContainers", []) for e in c["env"]}
+        assert env["TRITON_ADMIN_KEY"]["valueFrom"]["secretKeyRef"]["key"]
+        assert not [n for n, e in env.items() if "value" in e and any(s in n for s in ("KEY", "TOKEN", "PASSWORD"))]
+    everything_but_the_secret = yaml.safe_dump([o for o in default if o["kind"] != "Secret"])
+    assert key not in everything_but_the_secret
+    assert not [o for o in tp2 if o["kind"] == "Secret"]  # an existing Secret is used, none made
+
+
+def test_probes_on_triton_health_endpoints(default):
+    container = triton(default)
+    assert container["startupProbe"]["httpGet"] == {"path": "/v2/health/ready", "port": "http"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/v2/health/ready", "port": "http"}
+    assert container["livenessProbe"]["httpGet"] == {"path": "/v2/health/live", "port": "http"}
+    startup = container["startupProbe"]
+    assert startup["periodSeconds"] * startup["failureThreshold"] >= 15 * 60  # engine load takes minutes
+
+
+def test_shutdown_drains_in_flight_requests(default):
+    pod = one(default, "Deployment")["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    exit_timeout = int(next(a for a in container["args"] if a.startswith("--exit-timeout-secs=")).split("=")[1])
+    sleep = int(container["lifecycle"]["preStop"]["exec"]["command"][1])
+    assert sleep > 0 and pod["terminationGracePeriodSeconds"] > sleep + exit_timeout
+
+
+def test_mpi_waits_for_the_drain_before_killing_ranks(tp2):
+    container = triton(tp2)
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    exit_timeout = int(next(a for a in container["args"] if a.startswith("--exit-timeout-secs=")).split("=")[1])
+    assert int(env["OMPI_MCA_odls_base_sigkill_timeout"]) >= exit_timeout
+
+
+def test_pod_hardening(default):
+    pod = one(default, "Deployment")["spec"]["template"]["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] and pod["automountServiceAccountToken"] is False
+    ctx = pod["containers"][0]["securityContext"]
+    assert ctx["capabilities"]["drop"] == ["ALL"] and ctx["readOnlyRootFilesystem"]
+    assert ctx["allowPrivilegeEscalation"] is False
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["shm"]["emptyDir"] == {"medium": "Memory", "sizeLimit": "8Gi"}
+    mounts = {m["mountPath"]: m for m in pod["containers"][0]["volumeMounts"]}
+    assert mounts["/dev/shm"]["name"] == "shm" and mounts["/tmp"]["name"] == "tmp"
+    assert mounts["/models"]["readOnly"] is True
+
+
+def test_services_expose_only_what_is_needed(default):
+    clients = one(default, "Service", "triton")
+    assert {p["name"]: p["port"] for p in clients["spec"]["ports"]} == {"http": 8000, "grpc": 8001}
+    assert clients["spec"]["type"] == "ClusterIP"
+    metrics = one(default, "Service", "-metrics")
+    assert {p["name"]: p["port"] for p in metrics["spec"]["ports"]} == {"metrics": 8002}
+    assert metrics["metadata"]["annotations"]["prometheus.io/scrape"] == "true"
+    assert metrics["metadata"]["annotations"]["prometheus.io/port"] == "8002"
+    ports = {p["name"] for p in triton(default)["ports"]}
+    assert ports == {"http", "grpc", "metrics"}
+
+
+def test_servicemonitor_selects_the_metrics_service_only(tp2):
+    monitor = one(tp2, "ServiceMonitor")
+    selector = monitor["spec"]["selector"]["matchLabels"]
+    selected = [s["metadata"]["name"] for s in tp2 if s["kind"] == "Service"
+                and selector.items() <= s["metadata"]["labels"].items()]
+    assert selected == [one(tp2, "Service", "-metrics")["metadata"]["name"]]
+    assert monitor["spec"]["endpoints"][0]["port"] == "metrics"
+    assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+
+
+def test_hpa_scales_the_deployment_on_a_metric_the_adapter_defines(tp2):
+    hpa = one(tp2, "HorizontalPodAutoscaler")
+    deployment = one(tp2, "Deployment")
+    assert hpa["spec"]["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment",
+                                            "name": deployment["metadata"]["name"]}
+    assert "replicas" not in deployment["spec"]  # the HPA owns the count
+    rules = yaml.safe_load(one(tp2, "ConfigMap", "-adapter-rules")["data"]["config.yaml"])["rules"]
+    defined = {r["name"]["as"] for r in rules}
+    assert defined == {"triton_waiting_requests", "triton_pending_requests", "triton_queue_time_us_per_request"}
+    metric = hpa["spec"]["metrics"][0]
+    assert metric["type"] == "Pods" and metric["pods"]["metric"]["name"] in defined
+    assert chart.default_values()["autoscaling"]["metric"] in defined
+    for rule in rules:
+        assert set(rule["resources"]["overrides"]) == {"namespace", "pod"}
+        assert "<<.LabelMatchers>>" in rule["metricsQuery"] and "<<.GroupBy>>" in rule["metricsQuery"]
+    waiting = next(r for r in rules if r["name"]["as"] == "triton_waiting_requests")
+    assert f'model="{names.TRTLLM_ENGINE}"' in waiting["metricsQuery"]
+
+
+def test_optional_objects_are_off_by_default(default):
+    kinds = {o["kind"] for o in default}
+    assert not kinds & {"HorizontalPodAutoscaler", "ServiceMonitor", "ConfigMap"}
+    assert {"Deployment", "Service", "PodDisruptionBudget", "PersistentVolumeClaim"} <= kinds
+    assert one(default, "PersistentVolumeClaim")["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
