@@ -37,6 +37,7 @@ help:
 	@echo "make serve         build, then run Triton in the foreground (Ctrl-C stops it)"
 	@echo "make serve-detached / make stop   the same in the background"
 	@echo "make client PROMPT='...'          stream a completion from a running server"
+	@echo "make bench         genai-perf sweeps + baselines (offline engine, one-at-a-time, transformers serve): build/bench/report"
 	@echo "make bench-throughput          output tok/s at concurrency 1 and 16 (in-flight batching speed-up)"
 	@echo "make chart-check   [VALUES='a.yaml b.yaml'] [ENGINE_DIR=...] helm lint + render + Kubernetes schema check"
 	@echo "make chart-template [VALUES=...] [ENGINE_DIR=...]  the Kubernetes manifests (like helm template)"
@@ -69,6 +70,9 @@ client: venv
 
 demo: build-engine
 	$(PY) -m serving run -- $(PY) -m client generate "$(PROMPT)" --stream --max-tokens 200
+
+bench: build-engine
+	$(PY) -m bench suite
 
 bench-throughput: build-engine
 	$(PY) -m serving run -- $(PY) -m bench throughput --concurrency 1 --concurrency 16

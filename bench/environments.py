@@ -1,0 +1,57 @@
+"""The side environments a benchmark needs, made from pinned lock files inside build/:
+genai-perf (needs numpy 2, so not in the project's venv), the peer server (transformers
+serve, a newer transformers than optimum-intel allows), and the shared libraries that the
+perf_analyzer of tritonclient 2.51 links against."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BUILD = ROOT / "build"
+# The Python that made the project's venv (the base interpreter), for the side venvs too.
+BASE_PYTHON = Path(sys.base_prefix) / "bin" / f"python{sys.version_info.major}.{sys.version_info.minor}"
+
+
+def ensure_venv(name: str, lock: Path) -> Path:
+    """build/<name>, with exactly the lock's packages (reinstalled when the lock changes)."""
+    venv = BUILD / name
+    stamp = venv / ".lock"
+    if stamp.is_file() and stamp.read_text() == lock.read_text():
+        return venv
+    subprocess.run([str(BASE_PYTHON), "-m", "venv", "--clear", str(venv)], check=True)
+    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", "--no-cache-dir"]
+    subprocess.run(pip + ["--upgrade", "pip==26.3"], check=True)
+    subprocess.run(pip + ["--no-deps", "-r", str(lock)], check=True)
+    stamp.write_text(lock.read_text())
+    return venv
+
+
+def perf_analyzer_libs() -> Path:
+    """perf_analyzer (tritonclient 2.51 wheel) needs libb64.so.0d and libcudart.so.12; the
+    nvidia-pytriton wheel already carries both under hashed names: link them by soname."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("pytriton")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("nvidia-pytriton is not installed")
+    libs = Path(list(spec.submodule_search_locations)[0]).parent / "nvidia_pytriton.libs"
+    target = BUILD / "perf-libs"
+    target.mkdir(parents=True, exist_ok=True)
+    for soname, pattern in (("libb64.so.0d", "libb64-*.so.0d"), ("libcudart.so.12", "libcudart-*.so.12*")):
+        found = sorted(libs.glob(pattern))
+        if not found:
+            raise RuntimeError(f"{libs} has no {pattern}")
+        link = target / soname
+        link.unlink(missing_ok=True)
+        link.symlink_to(found[0])
+    return target
+
+
+def perf_analyzer() -> Path:
+    binary = Path(sys.prefix) / "bin" / "perf_analyzer"
+    if not binary.is_file():
+        raise RuntimeError(f"{binary} is missing: it comes with tritonclient==2.51.0")
+    return binary

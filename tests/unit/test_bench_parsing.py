@@ -1,0 +1,62 @@
+"""What the benchmark reads from genai-perf/perf_analyzer exports."""
+
+import json
+
+from bench.genai_perf import Endpoint, Load, Slo, Target, Workload, command, parse_export
+from bench.prometheus import parse, value
+
+S = 1_000_000_000  # ns
+
+
+def triton_request(t0, ttft_s, gap_s, words):
+    stamps = [t0 + int(ttft_s * S) + int(i * gap_s * S) for i in range(len(words))]
+    outputs = [{"text_output": w, "num_output_tokens": i + 1} for i, w in enumerate(words)]
+    return {"timestamp": t0, "request_inputs": {}, "response_timestamps": stamps + [stamps[-1] + 1000],
+            "response_outputs": outputs + [{"text_output": ""}]}
+
+
+def sse(text):
+    return {"response": "data: " + json.dumps({"choices": [{"index": 0, "delta": {"content": text}}]}) + "\n\n"}
+
+
+def test_triton_export(default_checkpoint):
+    words = [" the", " cat", " sat", " on", " the", " mat"]
+    fast = triton_request(1 * S, 0.1, 0.02, words)
+    slow = triton_request(2 * S, 2.0, 0.02, words)  # misses the TTFT SLO
+    outside = triton_request(50 * S, 0.1, 0.02, words)  # after the measurement window
+    export = {"experiments": [{"experiment": {"mode": "concurrency", "value": 2}, "requests": [fast, slow, outside],
+                               "window_boundaries": [0, 10 * S]}]}
+    target = Target("t", Endpoint.TRITON, "x", "ensemble")
+    r = parse_export(export, target, Workload("w", 8, 6), Load("concurrency", 2), default_checkpoint, Slo(1.0, 0.05))
+    assert r.requests == 2 and r.output_tokens == 12 and r.seconds == 10.0
+    assert r.output_tokens_per_s == 1.2 and r.goodput_rps == 0.1 and r.slo_met_fraction == 0.5
+    assert abs(r.ttft_s["p50"] - 1.05) < 1e-3 and abs(r.itl_s["p50"] - 0.02) < 1e-3
+    assert r.ttfts_s == [0.1, 2.0]
+
+
+def test_openai_sse_export_skips_the_role_chunk(default_checkpoint):
+    t0 = 1 * S
+    role = {"response": 'data: {"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}\n\n'}
+    request = {"timestamp": t0, "response_timestamps": [t0 + S // 100, t0 + S // 2, t0 + S // 2 + S // 10],
+               "response_outputs": [role, sse("Hello"), sse(" world")]}
+    export = {"experiments": [{"experiment": {}, "requests": [request], "window_boundaries": [0, 2 * S]}]}
+    r = parse_export(export, Target("p", Endpoint.OPENAI_CHAT, "x", "m"), Workload("w", 8, 2), Load("concurrency", 1),
+                     default_checkpoint, Slo(1.0, 1.0))
+    assert abs(r.ttft_s["p50"] - 0.5) < 1e-6  # the first chunk with text, not the role-only one
+
+
+def test_command_for_the_ensemble(default_checkpoint, tmp_path):
+    cmd = command(tmp_path, Target("t", Endpoint.TRITON, "127.0.0.1:8001", "ensemble", (("min_tokens", 128),)),
+                  Workload("w", 128, 128), Load("request-rate", 2.5), default_checkpoint, tmp_path / "out", 8000)
+    text = " ".join(cmd)
+    for part in ("--endpoint-type kserve", "--backend tensorrtllm", "--streaming", "--request-rate 2.5",
+                 "--extra-inputs min_tokens:128", "--synthetic-input-tokens-mean 128", "--measurement-interval 8000"):
+        assert part in text
+
+
+def test_prometheus_text():
+    samples = parse('# HELP x\nllm_requests_running{model="a"} 3\nllm_requests_finished_total{model="a",outcome="cancelled"} 2\n'
+                    'llm_requests_finished_total{model="a",outcome="finished"} 5\nnv_up 1\n')
+    assert value(samples, "llm_requests_running") == 3
+    assert value(samples, "llm_requests_finished_total") == 7
+    assert value(samples, "llm_requests_finished_total", outcome="cancelled") == 2
