@@ -5,6 +5,7 @@ With no --checkpoint the embedded default model (SmolLM2-135M-Instruct) is prepa
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from pathlib import Path
@@ -56,6 +57,10 @@ def spec_options(f):
         click.option("--kv-cache-size-gb", type=int, default=None, help="CPU KV-cache pool (default: fits the limits)."),
         click.option("--prefix-caching/--no-prefix-caching", default=False, show_default=True),
         click.option("--inference-threads", type=int, default=0, show_default=True, help="0 = all cores."),
+        click.option("--max-queue-size", type=int, default=64, show_default=True,
+                     help="Requests waiting beyond the running batch; more are refused (UNAVAILABLE)."),
+        click.option("--queue-timeout", "queue_timeout_s", type=float, default=60.0, show_default=True,
+                     help="Fail a request that has no first token after this many seconds (0 = never)."),
     ]
     for option in reversed(options):
         f = option(f)
@@ -64,14 +69,14 @@ def spec_options(f):
 
 def make_spec(checkpoint: Path, backend: str, precision: str | None, max_batch_size: int, max_input_len: int,
               max_seq_len: int, max_num_tokens: int, default_max_tokens: int, kv_cache_size_gb: int | None,
-              prefix_caching: bool, inference_threads: int) -> BuildSpec:
+              prefix_caching: bool, inference_threads: int, max_queue_size: int, queue_timeout_s: float) -> BuildSpec:
     engine_backend = EngineBackend(backend)
     return BuildSpec(
         checkpoint=checkpoint.resolve(),
         backend=engine_backend,
         precision=Precision(precision) if precision else DEFAULT_PRECISION[engine_backend],
         limits=EngineLimits(max_batch_size, max_input_len, max_seq_len, max_num_tokens, default_max_tokens),
-        openvino=OpenVinoOptions(kv_cache_size_gb, prefix_caching, inference_threads),
+        openvino=OpenVinoOptions(kv_cache_size_gb, prefix_caching, inference_threads, max_queue_size, queue_timeout_s),
     )
 
 
@@ -137,7 +142,6 @@ def build(checkpoint: Path | None, engine_dir: Path | None, repository: Path, sk
     """Build the engine for the spec, then render the model repository."""
     from build_engines.openvino_build import BuildError, build_openvino_engine, engine_is_built
     from build_engines.repository import render_repository
-    from contract.build_record import BuildRecord
 
     try:
         checkpoint = resolve_checkpoint(checkpoint)
@@ -148,7 +152,7 @@ def build(checkpoint: Path | None, engine_dir: Path | None, repository: Path, sk
     if spec.backend != EngineBackend.OPENVINO:
         _fail(SpecError(f"backend {spec.backend.value!r} cannot be built here"))
     engine_dir = engine_dir or default_engine_dir(checkpoint, spec.backend, spec.precision)
-    if skip_existing and engine_is_built(engine_dir) and BuildRecord.read(engine_dir).spec == spec.to_dict():
+    if skip_existing and engine_is_built(engine_dir) and reuse_engine(engine_dir, spec):
         click.echo(f"engine up to date: {engine_dir}")
     else:
         try:
@@ -158,6 +162,19 @@ def build(checkpoint: Path | None, engine_dir: Path | None, repository: Path, sk
         click.echo(f"engine: {engine_dir}")
     models = render_repository(engine_dir, repository)
     click.echo(f"repository: {repository} ({', '.join(models)})")
+
+
+def reuse_engine(engine_dir: Path, spec: BuildSpec) -> bool:
+    """True if the built engine serves `spec` as it is; its record then takes the spec's
+    serving settings (limits, queue), which need no rebuild."""
+    from contract.build_record import BuildRecord
+
+    record = BuildRecord.read(engine_dir)
+    if BuildSpec.from_dict(record.spec).artifact_fields() != spec.artifact_fields():
+        return False
+    if record.spec != spec.to_dict():
+        dataclasses.replace(record, spec=spec.to_dict()).write(engine_dir)
+    return True
 
 
 @main.command()

@@ -61,6 +61,8 @@ def openvino_engine_model(engine_dir: Path, spec: BuildSpec, record: BuildRecord
         kv_cache_size_gb=spec.kv_cache_size_gb(CheckpointInfo(**info_fields)),
         enable_prefix_caching=spec.openvino.enable_prefix_caching,
         inference_threads=spec.openvino.inference_threads,
+        max_queue_size=spec.openvino.max_queue_size,
+        queue_timeout_s=spec.openvino.queue_timeout_s,
     )
     config = python_model_config(
         names.OPENVINO_ENGINE, ENGINE_INPUTS + ENGINE_CONTROL_INPUTS, ENGINE_OUTPUTS, max_batch_size=spec.limits.max_batch_size,

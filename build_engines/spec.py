@@ -68,8 +68,14 @@ class OpenVinoOptions:
     kv_cache_size_gb: int | None = None  # whole GB (OpenVINO's unit); None: room for every sequence
     enable_prefix_caching: bool = False
     inference_threads: int = 0  # 0: all cores
+    max_queue_size: int = 64  # waiting requests beyond the batch; more are refused at once
+    queue_timeout_s: float = 60.0  # a request without a first token after this long fails; 0: never
 
     def validate(self) -> None:
+        if self.max_queue_size < 0:
+            raise SpecError(f"'max_queue_size' must be >= 0, got {self.max_queue_size}")
+        if self.queue_timeout_s < 0:
+            raise SpecError(f"'queue_timeout_s' must be >= 0, got {self.queue_timeout_s}")
         if self.kv_cache_size_gb is not None and self.kv_cache_size_gb <= 0:
             raise SpecError(f"'kv_cache_size_gb' must be > 0, got {self.kv_cache_size_gb}")
         if self.inference_threads < 0:
@@ -107,6 +113,14 @@ class BuildSpec:
 
     def to_dict(self) -> dict[str, Any]:
         return _jsonable(asdict(self))
+
+    def artifact_fields(self) -> dict[str, Any]:
+        """What the built engine depends on.  An OpenVINO IR does not depend on the serving
+        limits (batch, lengths, KV cache, queue): changing those needs no rebuild."""
+        data = self.to_dict()
+        if self.backend == EngineBackend.OPENVINO:
+            return {k: data[k] for k in ("checkpoint", "backend", "precision")}
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "BuildSpec":

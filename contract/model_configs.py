@@ -42,8 +42,12 @@ class OpenVinoEngineParameters:
     kv_cache_size_gb: int  # KV-cache pool, whole GB
     enable_prefix_caching: bool = False
     inference_threads: int = 0  # 0 = OpenVINO's default (all cores)
+    max_queue_size: int = 64  # requests waiting beyond the running batch; more are refused (UNAVAILABLE)
+    queue_timeout_s: float = 60.0  # no first token after this long: fail (UNAVAILABLE); 0 = wait forever
 
     def validate(self) -> None:
+        if self.max_queue_size < 0 or self.queue_timeout_s < 0:
+            raise ValueError("'max_queue_size' and 'queue_timeout_s' must be >= 0")
         if self.max_num_seqs < 1 or self.max_num_batched_tokens < 1:
             raise ValueError("'max_num_seqs' and 'max_num_batched_tokens' must be >= 1")
         if self.kv_cache_size_gb <= 0:

@@ -36,13 +36,13 @@ def default_checkpoint() -> Path:
 @pytest.fixture(scope="session")
 def default_engine(default_checkpoint: Path) -> Path:
     """The default INT8 CPU engine; rebuilt only when missing or built from another spec."""
+    from build_engines.cli import reuse_engine
     from build_engines.openvino_build import build_openvino_engine, engine_is_built
     from build_engines.spec import BuildSpec
-    from contract.build_record import BuildRecord
 
     spec = BuildSpec(checkpoint=default_checkpoint)
     engine_dir = BUILD / "engines" / "SmolLM2-135M-Instruct-openvino-int8"
-    if not (engine_is_built(engine_dir) and BuildRecord.read(engine_dir).spec == spec.to_dict()):
+    if not (engine_is_built(engine_dir) and reuse_engine(engine_dir, spec)):
         build_openvino_engine(spec, engine_dir)
     return engine_dir
 

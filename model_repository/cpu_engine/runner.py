@@ -49,12 +49,20 @@ class GenerationBackend(Protocol):
     def stats(self) -> dict[str, float]: ...
 
 
+class FailCode(enum.Enum):
+    """Triton error codes a request can end with (names of pb_utils.TritonError codes)."""
+
+    INTERNAL = "INTERNAL"
+    CANCELLED = "CANCELLED"
+    UNAVAILABLE = "UNAVAILABLE"  # overloaded: retry later
+
+
 class ResponseSink(Protocol):
     def is_cancelled(self) -> bool: ...
 
     def send(self, ids: Sequence[int], log_probs: Sequence[float], cum_log_prob: float, final: bool) -> None: ...
 
-    def fail(self, message: str, *, cancelled: bool = False) -> None: ...  # error + final
+    def fail(self, message: str, code: FailCode = FailCode.INTERNAL) -> None: ...  # error + final
 
 
 class RunnerObserver(Protocol):
@@ -100,9 +108,14 @@ def ends_with_stop(generated: Sequence[int], stops: tuple[tuple[int, ...], ...])
 
 
 class EngineRunner:
-    def __init__(self, backend: GenerationBackend, observer: RunnerObserver | None = None,
-                 clock=time.monotonic) -> None:
+    def __init__(self, backend: GenerationBackend, observer: RunnerObserver | None = None, clock=time.monotonic, *,
+                 capacity: int | None = None, queue_timeout_s: float | None = None) -> None:
+        """`capacity`: requests in the engine (running + waiting) beyond which new ones are
+        refused at once; `queue_timeout_s`: a request without its first token after this
+        long is failed instead of waiting on."""
         self._backend = backend
+        self._capacity = capacity
+        self._queue_timeout_s = queue_timeout_s
         self._observer = observer or _NoObserver()
         self._clock = clock
         self._cond = threading.Condition()
@@ -120,7 +133,11 @@ class EngineRunner:
     def submit(self, request: EngineInputs, sink: ResponseSink, request_id: str = "") -> None:
         with self._cond:
             if self._stopping:
-                sink.fail("the engine is shutting down")
+                sink.fail("the engine is shutting down", FailCode.UNAVAILABLE)
+                return
+            load = len(self._active) + len(self._incoming)
+            if self._capacity is not None and load >= self._capacity:
+                sink.fail(f"the engine is full ({load} requests running or queued); retry later", FailCode.UNAVAILABLE)
                 return
             self._incoming.append((request, sink, self._clock(), request_id))
             self._cond.notify()
@@ -142,7 +159,7 @@ class EngineRunner:
         if self._thread is not None:
             self._thread.join(timeout_s)
         for _, sink, _, _ in self._incoming:
-            sink.fail("the engine is shutting down")
+            sink.fail("the engine is shutting down", FailCode.UNAVAILABLE)
         self._incoming.clear()
 
     def counts(self) -> tuple[int, int]:
@@ -183,7 +200,7 @@ class EngineRunner:
 
     def _admit(self, request: EngineInputs, sink: ResponseSink, arrived: float, request_id: str) -> None:
         if sink.is_cancelled():
-            sink.fail("cancelled before it started", cancelled=True)
+            sink.fail("cancelled before it started", FailCode.CANCELLED)
             return
         key = self._next_id
         self._next_id += 1
@@ -198,12 +215,19 @@ class EngineRunner:
                                     multi_token_stops=multi_token_stops(request))
 
     def _drop_cancelled(self, stops: set[str]) -> None:
+        now = self._clock()
         for key, a in list(self._active.items()):
             if a.sink.is_cancelled() or (a.request_id and a.request_id in stops):
-                a.handle.cancel()
-                del self._active[key]
-                a.sink.fail("cancelled", cancelled=True)
-                self._observer.on_finished(a.request, len(a.generated), HandleStatus.CANCELLED)
+                message, code = "cancelled", FailCode.CANCELLED
+            elif not a.generated and self._queue_timeout_s is not None and now - a.arrived > self._queue_timeout_s:
+                message = f"no first token after {now - a.arrived:.0f}s in the queue; the server is overloaded, retry later"
+                code = FailCode.UNAVAILABLE
+            else:
+                continue
+            a.handle.cancel()
+            del self._active[key]
+            a.sink.fail(message, code)
+            self._observer.on_finished(a.request, len(a.generated), HandleStatus.CANCELLED)
 
     def _deliver(self) -> None:
         now = self._clock()
@@ -225,7 +249,8 @@ class EngineRunner:
                         break
             if status == HandleStatus.IGNORED:
                 del self._active[key]
-                a.sink.fail("the engine could not schedule the request (it does not fit the KV cache)")
+                a.sink.fail("the engine could not schedule the request (it does not fit the KV cache)",
+                            FailCode.UNAVAILABLE)
                 continue
             final = status != HandleStatus.RUNNING
             if a.request.streaming and len(a.generated) > a.sent:

@@ -14,7 +14,7 @@ from contract.tensors import ENGINE_INPUTS, ENGINE_OUTPUTS, STOP
 from model_repository import triton_io
 from model_repository.cpu_engine.openvino_backend import UNSUPPORTED_MESSAGE, OpenVinoBackend, unsupported_fields
 from model_repository.cpu_engine.request_check import EngineRequestCheck
-from model_repository.cpu_engine.runner import EngineRunner
+from model_repository.cpu_engine.runner import EngineRunner, FailCode
 from model_repository.engine_inputs import EngineInputs
 from model_repository.engine_metrics import MetricsRecorder
 from model_repository.triton_metrics import TritonMetricsPublisher
@@ -47,8 +47,8 @@ class TritonSink:
         }, ENGINE_OUTPUTS)
         self._sender.send(pb_utils.InferenceResponse(tensors), flags=FINAL if final else 0)
 
-    def fail(self, message, *, cancelled=False):
-        _final_error(self._sender, message, "CANCELLED" if cancelled else "INTERNAL")
+    def fail(self, message, code=FailCode.INTERNAL):
+        _final_error(self._sender, message, code.value)
 
 
 def _is_stop(request):
@@ -68,7 +68,9 @@ class TritonPythonModel:
         backend = OpenVinoBackend(params)
         backend.warm_up()
         recorder = MetricsRecorder()
-        self.runner = EngineRunner(backend, observer=recorder)
+        queue_timeout = params.queue_timeout_s if params.queue_timeout_s > 0 else None
+        self.runner = EngineRunner(backend, observer=recorder, capacity=params.max_num_seqs + params.max_queue_size,
+                                   queue_timeout_s=queue_timeout)
         self.runner.start()
         self.metrics = TritonMetricsPublisher(args["model_name"], metrics.ENGINE_METRICS, self._gauges, recorder)
         self.metrics.start()

@@ -73,3 +73,10 @@ def test_export_command(default_checkpoint, precision, expected):
     cmd = export_command(BuildSpec(default_checkpoint, precision=precision), info, Path("/out"))
     joined = " ".join(cmd)
     assert " ".join(expected) in joined and "--task text-generation-with-past" in joined and cmd[-1] == "/out"
+
+
+def test_serving_settings_do_not_need_a_rebuild():
+    a = BuildSpec(Path("/c"), limits=EngineLimits(max_batch_size=8), openvino=OpenVinoOptions(max_queue_size=1))
+    b = BuildSpec(Path("/c"), limits=EngineLimits(max_batch_size=32))
+    assert a.artifact_fields() == b.artifact_fields()
+    assert a.artifact_fields() != BuildSpec(Path("/c"), precision=Precision.INT4).artifact_fields()

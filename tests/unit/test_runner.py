@@ -6,7 +6,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from model_repository.cpu_engine.runner import EngineRunner, HandleStatus
+from model_repository.cpu_engine.runner import EngineRunner, FailCode, HandleStatus
 from model_repository.engine_inputs import EngineInputs
 
 
@@ -85,8 +85,9 @@ class Sink:
             self.finals += 1
             self.done.set()
 
-    def fail(self, message, *, cancelled=False):
+    def fail(self, message, code=FailCode.INTERNAL):
         self.error = message
+        self.code = code
         self.done.set()
 
     @property
@@ -133,7 +134,7 @@ def test_cancelled_request_is_dropped_and_its_slot_freed():
     runner.run_once([(request(0, max_new=50), a, 0.0, ""), (request(1), b, 0.0, "")])
     a.cancelled = True
     runner.run_once([])
-    assert a.error == "cancelled" and backend.handles[0].state == HandleStatus.CANCELLED
+    assert a.error == "cancelled" and a.code == FailCode.CANCELLED and backend.handles[0].state == HandleStatus.CANCELLED
     assert b.tokens == [1, 2] and runner.counts() == (0, 0)  # the other request went on; nothing leaked
 
 
@@ -181,3 +182,30 @@ def test_stop_by_request_id_cancels_only_that_request():
     while runner.counts()[0]:
         runner.run_once([])
     assert b.tokens == [200, 201, 202] and b.finals == 1
+
+
+def test_full_engine_refuses_at_once():
+    backend = FakeBackend({k: list(range(100)) for k in range(4)})
+    runner = EngineRunner(backend, capacity=2)
+    sinks = [Sink() for _ in range(3)]
+    for key, sink in enumerate(sinks):
+        runner.submit(request(key, max_new=50), sink)
+    assert sinks[2].code == FailCode.UNAVAILABLE and "full (2 requests" in sinks[2].error
+    assert sinks[0].error is None and sinks[1].error is None
+
+
+def test_request_waiting_too_long_for_its_first_token_fails():
+    class Saturated(FakeBackend):  # admits but never schedules request 1
+        def step(self):
+            for key, h in self.handles.items():
+                if key == 0 and h.state == HandleStatus.RUNNING:
+                    h.advance()
+
+    now = [0.0]
+    runner = EngineRunner(Saturated({0: list(range(100)), 1: list(range(100))}), clock=lambda: now[0], queue_timeout_s=5)
+    first, second = Sink(), Sink()
+    runner.run_once([(request(0, max_new=90), first, 0.0, ""), (request(1, max_new=90), second, 0.0, "")])
+    now[0] = 6.0
+    runner.run_once([])
+    assert second.code == FailCode.UNAVAILABLE and "no first token after 6s" in second.error
+    assert first.error is None  # it had tokens: a long answer is not a queue timeout
