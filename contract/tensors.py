@@ -132,6 +132,17 @@ ENGINE_OUTPUTS: tuple[TensorSpec, ...] = (
     DETOKENIZE_PARAMS,
 )
 
+# TensorRT-LLM's stop protocol (tensorrt_llm/config.pbtxt input "stop"; handled by
+# handleStopRequest in triton_backend/inflight_batcher_llm/src/model_instance_state.cc):
+# a request carrying stop=true and the request id of a running request cancels that request.
+# Only the engine models take it; the ensemble never sends it.
+ENGINE_STOP = _scalar("stop", DType.BOOL, "true: cancel the running request that has this request id")
+
+# The C++ `tensorrt_llm` model cannot echo detokenize_params: it takes the engine contract
+# without it (plus `stop`), and the `engine_relay` Python model in front of it adds the echo.
+TRTLLM_INPUTS: tuple[TensorSpec, ...] = tuple(t for t in ENGINE_INPUTS if t is not DETOKENIZE_PARAMS) + (ENGINE_STOP,)
+TRTLLM_OUTPUTS: tuple[TensorSpec, ...] = tuple(t for t in ENGINE_OUTPUTS if t is not DETOKENIZE_PARAMS)
+
 # --- preprocessing / postprocessing -------------------------------------------------------
 PREPROCESSING_INPUTS = ENSEMBLE_INPUTS
 

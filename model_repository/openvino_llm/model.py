@@ -9,11 +9,12 @@ import triton_python_backend_utils as pb_utils
 
 from contract.build_record import BuildRecord, check_runtime
 from contract.model_configs import OpenVinoEngineParameters
-from contract.tensors import ENGINE_INPUTS, ENGINE_OUTPUTS
+from contract.tensors import ENGINE_INPUTS, ENGINE_OUTPUTS, ENGINE_STOP
 from model_repository import triton_io
 from model_repository.cpu_engine.openvino_backend import UNSUPPORTED_MESSAGE, OpenVinoBackend, unsupported_fields
 from model_repository.cpu_engine.request_check import EngineRequestCheck
 from model_repository.cpu_engine.runner import EngineRunner
+from model_repository.cpu_engine.stop_registry import StopRegistry
 from model_repository.engine_inputs import EngineInputs
 
 FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
@@ -58,6 +59,7 @@ class TritonPythonModel:
         vocab_size = json.loads((params.engine_dir / "config.json").read_text())["vocab_size"]
         self.check = EngineRequestCheck(limits["max_input_len"], limits["max_seq_len"], vocab_size)
         self.runner = EngineRunner(OpenVinoBackend(params))
+        self.stops = StopRegistry()
         self.runner.start()
         triton_io.logger().log_info(
             f"openvino_llm: {record.spec['precision']} engine from {params.engine_dir}, "
@@ -67,6 +69,11 @@ class TritonPythonModel:
     def execute(self, requests):
         for request in requests:
             sender = request.get_response_sender()
+            stop = pb_utils.get_input_tensor_by_name(request, ENGINE_STOP.name)
+            if stop is not None and bool(stop.as_numpy().reshape(-1)[0]):
+                self.stops.stop(request.request_id())  # TensorRT-LLM's stop protocol
+                sender.send(flags=FINAL)
+                continue
             try:
                 engine_request = EngineInputs.from_arrays(triton_io.read_inputs(request, ENGINE_INPUTS))
             except ValueError as e:
@@ -77,7 +84,8 @@ class TritonPythonModel:
             if problems:
                 _final_error(sender, "; ".join(problems), "INVALID_ARG")
                 continue
-            self.runner.submit(engine_request, TritonSink(sender, engine_request.detokenize_params))
+            sink = TritonSink(sender, engine_request.detokenize_params)
+            self.runner.submit(engine_request, self.stops.register(request.request_id(), sink))
         return None
 
     def finalize(self):
