@@ -24,9 +24,13 @@ TOKENIZER_SUBDIR = "tokenizer"  # the engine dir's own config.json is TensorRT-L
 ENGINE_CONFIG = "config.json"
 
 
+def has_engine_files(engine_dir: Path) -> bool:
+    """trtllm-build's output: the engine config and one rank<N>.engine per GPU."""
+    return (engine_dir / ENGINE_CONFIG).is_file() and any(engine_dir.glob("rank*.engine"))
+
+
 def engine_is_built(engine_dir: Path) -> bool:
-    return (engine_dir / BUILD_RECORD_FILE).is_file() and (engine_dir / ENGINE_CONFIG).is_file() \
-        and any(engine_dir.glob("rank*.engine"))
+    return (engine_dir / BUILD_RECORD_FILE).is_file() and has_engine_files(engine_dir)
 
 
 def check_host(spec: BuildSpec, detected: GpuTarget | None) -> None:
@@ -67,7 +71,7 @@ def build_trtllm_engine(spec: BuildSpec, engine_dir: Path, *, log_file: Path | N
         with progress.step(step.title):
             run_streaming(step.argv, log_file, what=step.title, append=True)
     with progress.step(f"tokenizer files, {BUILD_RECORD_FILE}, move into place"):
-        if not engine_is_built_staging(paths.engine_dir):
+        if not has_engine_files(paths.engine_dir):
             raise BuildError(f"trtllm-build finished but {paths.engine_dir} has no {ENGINE_CONFIG} and rank*.engine")
         (paths.engine_dir / TOKENIZER_SUBDIR).mkdir()
         copy_tokenizer_files(spec.checkpoint, paths.engine_dir / TOKENIZER_SUBDIR)
@@ -76,6 +80,3 @@ def build_trtllm_engine(spec: BuildSpec, engine_dir: Path, *, log_file: Path | N
             shutil.rmtree(paths.checkpoint_dir, ignore_errors=True)
     return record
 
-
-def engine_is_built_staging(staging: Path) -> bool:
-    return (staging / ENGINE_CONFIG).is_file() and any(staging.glob("rank*.engine"))

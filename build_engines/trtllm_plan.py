@@ -24,6 +24,7 @@ tensorrt_llm==1.1.0, dockerfile/Dockerfile.triton.trt_llm_backend):
 from __future__ import annotations
 
 import os
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,8 +51,8 @@ class Step:
     title: str
     argv: tuple[str, ...]  # empty for a step this kit does in-process
 
-    def render(self) -> str:
-        return " ".join(self.argv) if self.argv else f"({self.title})"
+    def command_line(self) -> str:
+        return shlex.join(self.argv)
 
 
 @dataclass(frozen=True)
