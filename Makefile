@@ -10,8 +10,12 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
 MODEL ?=
-BACKEND ?= openvino
 PRECISION ?=
+TP ?=
+PP ?=
+# TensorRT-LLM when asked for (TP/PP, or a GPU-only precision); the CPU engine otherwise.
+TRT_PRECISIONS := bf16 fp8 int8_sq int8_wo int4_awq
+BACKEND ?= $(if $(or $(TP),$(PP),$(filter $(TRT_PRECISIONS),$(PRECISION))),tensorrt_llm,openvino)
 ENGINE_ARGS ?=
 PROMPT ?= Tell me a story about a brave knight.
 PYTEST_ARGS ?=
@@ -25,11 +29,13 @@ export PIP_NO_CACHE_DIR := 1
 CHECKPOINT_ARG := $(if $(MODEL),--checkpoint $(MODEL),)
 PRECISION_ARG := $(if $(PRECISION),--precision $(PRECISION),)
 
-.PHONY: help venv build-engine serve serve-detached stop demo client bench-throughput test test-unit clean
+.PHONY: help venv build-engine build-engine-openvino build-engine-tensorrt_llm compose-config serve serve-detached stop demo client bench-throughput test test-unit clean
 
 help:
 	@echo "make demo          build the default model's engine, start Triton, stream a completion, stop"
-	@echo "make build-engine  [MODEL=/hf/llama/dir] [PRECISION=int8|int4|fp16] build the engine + model repository"
+	@echo "make build-engine  [MODEL=/hf/llama/dir] [PRECISION=int8|int4|fp16] build the CPU engine + model repository"
+	@echo "make build-engine  MODEL=/hf/llama/dir PRECISION=fp16|bf16|fp8|int8_sq|int8_wo|int4_awq [TP=n] [PP=n]"
+	@echo "                   the TensorRT-LLM engine: here inside the GPU image, else in the compose builder service"
 	@echo "make serve         build, then run Triton in the foreground (Ctrl-C stops it)"
 	@echo "make serve-detached / make stop   the same in the background"
 	@echo "make client PROMPT='...'          stream a completion from a running server"
@@ -46,8 +52,17 @@ $(STAMP): requirements/lock.txt pyproject.toml
 	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
 	@touch $(STAMP)
 
-build-engine: venv
-	$(PY) -m build_engines build --backend $(BACKEND) $(CHECKPOINT_ARG) $(PRECISION_ARG) --skip-existing $(ENGINE_ARGS)
+build-engine: build-engine-$(BACKEND)
+
+build-engine-openvino: venv
+	$(PY) -m build_engines build --backend openvino $(CHECKPOINT_ARG) $(PRECISION_ARG) --skip-existing $(ENGINE_ARGS)
+
+# Standard library only until it knows where to build (see build_engines/dispatch.py).
+build-engine-tensorrt_llm:
+	PYTHONPATH=$(CURDIR) python3 -m build_engines.dispatch "$(MODEL)" $(PRECISION_ARG) --tp $(or $(TP),1) --pp $(or $(PP),1) --skip-existing $(ENGINE_ARGS)
+
+compose-config:
+	docker compose config --quiet 2>/dev/null || docker-compose config --quiet
 
 serve: build-engine
 	$(PY) -m serving up
