@@ -29,7 +29,7 @@ export PIP_NO_CACHE_DIR := 1
 CHECKPOINT_ARG := $(if $(MODEL),--checkpoint $(MODEL),)
 PRECISION_ARG := $(if $(PRECISION),--precision $(PRECISION),)
 
-.PHONY: help venv build-engine build-engine-openvino build-engine-tensorrt_llm compose-config serve serve-detached stop demo client bench-throughput test test-unit clean
+.PHONY: help venv build-engine build-engine-openvino build-engine-tensorrt_llm compose-config test-gpu serve serve-detached stop demo client bench-throughput test test-unit clean
 
 help:
 	@echo "make demo          build the default model's engine, start Triton, stream a completion, stop"
@@ -41,6 +41,7 @@ help:
 	@echo "make client PROMPT='...'          stream a completion from a running server"
 	@echo "make bench-throughput          output tok/s at concurrency 1 and 16 (in-flight batching speed-up)"
 	@echo "make test          install everything and run the whole test suite"
+	@echo "make test-gpu      (GPU host) build a small TensorRT-LLM engine and run the end-to-end tests on it"
 
 venv: $(STAMP)
 
@@ -60,6 +61,11 @@ build-engine-openvino: venv
 # Standard library only until it knows where to build (see build_engines/dispatch.py).
 build-engine-tensorrt_llm:
 	PYTHONPATH=$(CURDIR) python3 -m build_engines.dispatch "$(MODEL)" $(PRECISION_ARG) --tp $(or $(TP),1) --pp $(or $(PP),1) --skip-existing $(ENGINE_ARGS)
+
+# The GPU end-to-end tests, inside the GPU image on a GPU host (this checkout mounted at /workspace).
+test-gpu:
+	docker compose --profile build run --rm -v "$(CURDIR):/workspace" -e PYTHONPATH=/workspace \
+		--entrypoint python3 builder -m pytest tests/integration/test_gpu_pipeline.py $(PYTEST_ARGS)
 
 compose-config:
 	docker compose config --quiet 2>/dev/null || docker-compose config --quiet

