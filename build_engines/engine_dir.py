@@ -8,9 +8,19 @@ import shutil
 import time
 from pathlib import Path
 
-from build_engines.checkpoint import CheckpointInfo
-from build_engines.spec import BuildSpec
+from build_engines.checkpoint import CheckpointInfo, inspect_checkpoint
+from build_engines.process import BuildError
+from build_engines.spec import BuildSpec, EngineBackend
 from contract.build_record import BuildRecord
+
+
+def validated_checkpoint(spec: BuildSpec, backend: EngineBackend) -> CheckpointInfo:
+    """The checkpoint's facts, once the spec is known to be this builder's and valid for them."""
+    if spec.backend != backend:
+        raise BuildError(f"the {backend.value} builder got a {spec.backend.value!r} spec")
+    info = inspect_checkpoint(spec.checkpoint)
+    spec.validate(info)
+    return info
 
 
 def staging_dir(engine_dir: Path) -> Path:

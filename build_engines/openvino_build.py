@@ -11,8 +11,8 @@ import sys
 import time
 from pathlib import Path
 
-from build_engines.checkpoint import CheckpointInfo, checkpoint_hash, copy_tokenizer_files, inspect_checkpoint
-from build_engines.engine_dir import finish_engine, staging_dir
+from build_engines.checkpoint import CheckpointInfo, checkpoint_hash, copy_tokenizer_files
+from build_engines.engine_dir import finish_engine, staging_dir, validated_checkpoint
 from build_engines.process import BuildError, run_streaming
 from build_engines.progress import StepProgress
 from build_engines.spec import BuildSpec, EngineBackend, Precision
@@ -46,12 +46,9 @@ def engine_is_built(engine_dir: Path) -> bool:
 
 
 def build_openvino_engine(spec: BuildSpec, engine_dir: Path, *, log_file: Path | None = None) -> BuildRecord:
-    if spec.backend != EngineBackend.OPENVINO:
-        raise BuildError(f"build_openvino_engine got backend {spec.backend.value!r}")
     progress = StepProgress(total=3)
     with progress.step(f"inspect checkpoint {spec.checkpoint}"):
-        info = inspect_checkpoint(spec.checkpoint)
-        spec.validate(info)
+        info = validated_checkpoint(spec, EngineBackend.OPENVINO)
         digest = checkpoint_hash(spec.checkpoint)
 
     staging = staging_dir(engine_dir)

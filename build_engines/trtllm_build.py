@@ -11,8 +11,8 @@ import shutil
 import time
 from pathlib import Path
 
-from build_engines.checkpoint import checkpoint_hash, copy_tokenizer_files, inspect_checkpoint
-from build_engines.engine_dir import finish_engine, staging_dir
+from build_engines.checkpoint import checkpoint_hash, copy_tokenizer_files
+from build_engines.engine_dir import finish_engine, staging_dir, validated_checkpoint
 from build_engines.gpus import GpuTarget, detect_gpus
 from build_engines.process import BuildError, run_streaming
 from build_engines.progress import StepProgress
@@ -51,12 +51,9 @@ def build_trtllm_engine(spec: BuildSpec, engine_dir: Path, *, log_file: Path | N
                         keep_checkpoint: bool = False) -> BuildRecord:
     from build_engines.trtllm_probe import runtime_versions  # imports tensorrt_llm: inside the image only
 
-    if spec.backend != EngineBackend.TENSORRT_LLM:
-        raise BuildError(f"build_trtllm_engine got backend {spec.backend.value!r}")
     progress = StepProgress(total=4)
     with progress.step(f"check the spec, the GPU and the tools ({spec.checkpoint})"):
-        info = inspect_checkpoint(spec.checkpoint)
-        spec.validate(info)
+        info = validated_checkpoint(spec, EngineBackend.TENSORRT_LLM)
         check_host(spec, detect_gpus())
         runtime_versions()  # TensorRT-LLM and TensorRT must import, not just be listed by pip
         versions = installed_versions(BUILD_PACKAGES) | {"container": container_version()}

@@ -5,11 +5,12 @@ this file only converts Triton objects."""
 
 import uuid
 
+import numpy as np
 import triton_python_backend_utils as pb_utils
 
 from contract.build_record import BuildRecord, check_runtime
 from contract.model_configs import EngineRelayParameters
-from contract.tensors import DETOKENIZE_PARAMS
+from contract.tensors import DETOKENIZE_PARAMS, ENGINE_INPUTS
 from model_repository import triton_io
 from model_repository.relay import FORWARDED_INPUTS, REQUESTED_OUTPUTS, Relay, RelayPool, stop_request_arrays
 
@@ -19,13 +20,14 @@ FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
 class TritonRelaySink:
     def __init__(self, sender, echo):
         self._sender = sender
-        self._echo = echo
+        self._echo = echo  # numpy array; a fresh Tensor per response
 
     def is_cancelled(self):
         return self._sender.is_cancelled()
 
     def forward(self, response):
-        self._sender.send(pb_utils.InferenceResponse(output_tensors=response.output_tensors() + [self._echo]))
+        echo = pb_utils.Tensor(DETOKENIZE_PARAMS.name, self._echo)
+        self._sender.send(pb_utils.InferenceResponse(output_tensors=response.output_tensors() + [echo]))
 
     def forward_error(self, response):
         self._sender.send(pb_utils.InferenceResponse(error=response.error()), flags=FINAL)
@@ -52,10 +54,10 @@ class TritonPythonModel:
     def execute(self, requests):
         for request in requests:
             request_id = f"relay-{uuid.uuid4().hex}"
-            inputs = [t for t in (pb_utils.get_input_tensor_by_name(request, n) for n in FORWARDED_INPUTS) if t is not None]
-            echo = pb_utils.get_input_tensor_by_name(request, DETOKENIZE_PARAMS.name)
-            if echo is None:
-                echo = pb_utils.Tensor(DETOKENIZE_PARAMS.name, triton_io.text_array(""))
+            # Copies: the relay outlives execute(), and the request's tensors with it.
+            arrays = {n: np.array(a, copy=True) for n, a in triton_io.read_inputs(request, ENGINE_INPUTS).items()}
+            echo = arrays.pop(DETOKENIZE_PARAMS.name, triton_io.text_array(""))
+            inputs = [pb_utils.Tensor(n, a) for n, a in arrays.items() if n in FORWARDED_INPUTS]
             sink = TritonRelaySink(request.get_response_sender(), echo)
             self.pool.submit(Relay(request_id, sink, lambda i=inputs, r=request_id: self._start(i, r), self._cancel))
         return None

@@ -9,7 +9,6 @@ import re
 import time
 import uuid
 
-import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 
@@ -92,7 +91,7 @@ def test_relay_echoes_detokenize_params_with_every_response(relay_server):
         seen = []
         while True:
             result, error = responses.get(timeout=60)
-            assert error is None
+            assert error is None, f"{error.status()}: {error.message()}"
             if result.get_response().parameters["triton_final_response"].bool_param:
                 break
             assert result.as_numpy("detokenize_params").reshape(-1)[0] == b'{"echo": "me"}'
