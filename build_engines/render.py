@@ -19,6 +19,7 @@ from contract import names
 from contract.tensors import (
     ENGINE_INPUTS,
     ENGINE_OUTPUTS,
+    ENGINE_TO_CLIENT,
     ENSEMBLE_INPUTS,
     ENSEMBLE_OUTPUTS,
     POSTPROCESSING_INPUTS,
@@ -63,8 +64,6 @@ def internal(producer: str, name: str) -> str:
     return f"_{producer}_{name}"
 
 
-# Engine outputs the client receives as they are (output_ids also feeds postprocessing).
-ENGINE_TO_CLIENT = ("cum_log_probs", "output_log_probs", "output_ids")
 
 
 def ensemble_config(engine_model: str, max_batch_size: int) -> mc.ModelConfig:

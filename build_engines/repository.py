@@ -12,7 +12,7 @@ from pathlib import Path
 from build_engines.render import MODEL_SOURCES, RenderedModel, ensemble_config, python_model_config, write_repository
 from build_engines.spec import BuildSpec, EngineBackend
 from build_engines.trtllm_build import TOKENIZER_SUBDIR
-from build_engines.trtllm_repository import relay_model, trtllm_engine_models
+from build_engines.trtllm_repository import bls_model, relay_model, trtllm_engine_models
 from contract import names
 from contract.build_record import BuildRecord
 from contract.model_configs import OpenVinoEngineParameters, PostprocessingParameters, PreprocessingParameters
@@ -77,15 +77,16 @@ def render_repository(engine_dir: Path, out_dir: Path, *, relay: bool = False) -
     engine_dir = engine_dir.resolve()
     record = BuildRecord.read(engine_dir)
     spec = BuildSpec.from_dict(record.spec)
+    batch = spec.limits.max_batch_size
     if spec.backend == EngineBackend.OPENVINO:
         engine = openvino_engine_model(engine_dir, spec, record)
-        engines = [engine] + ([relay_model(engine_dir, engine.config.name, spec.limits.max_batch_size)] if relay else [])
-        tokenizer_dir = engine_dir
+        engines = [engine] + ([relay_model(engine_dir, engine.config.name, batch)] if relay else [])
+        tokenizer_dir, target = engine_dir, engine.config.name
     else:
         engines = trtllm_engine_models(engine_dir, spec)
-        tokenizer_dir = engine_dir / TOKENIZER_SUBDIR
+        tokenizer_dir, target = engine_dir / TOKENIZER_SUBDIR, names.TRTLLM_ENGINE
     step = names.ENGINE_RELAY if spec.backend == EngineBackend.TENSORRT_LLM or relay else names.OPENVINO_ENGINE
-    models = text_models(tokenizer_dir, spec) + engines
-    models.append(RenderedModel(ensemble_config(step, spec.limits.max_batch_size), None))
+    models = text_models(tokenizer_dir, spec) + engines + [bls_model(engine_dir, target, batch)]
+    models.append(RenderedModel(ensemble_config(step, batch), None))
     write_repository(models, out_dir)
     return [m.config.name for m in models]

@@ -17,7 +17,7 @@ from build_engines.spec import BuildSpec
 from contract import names
 from contract.model_configs import EngineRelayParameters, TensorRtLlmParameters
 from contract.model_parameters import to_parameters
-from contract.tensors import ENGINE_INPUTS, ENGINE_OUTPUTS, TRTLLM_INPUTS, TRTLLM_OUTPUTS
+from contract.tensors import ENGINE_INPUTS, ENGINE_OUTPUTS, ENSEMBLE_INPUTS, ENSEMBLE_OUTPUTS, TRTLLM_INPUTS, TRTLLM_OUTPUTS
 
 TRTLLM_BACKEND = "tensorrtllm"  # /opt/tritonserver/backends/tensorrtllm in the NGC image
 
@@ -56,11 +56,22 @@ def tensorrt_llm_config(engine_dir: Path, spec: BuildSpec) -> mc.ModelConfig:
     return config
 
 
-def relay_model(engine_dir: Path, target_model: str, max_batch_size: int) -> RenderedModel:
+def _relaying_model(name: str, inputs, outputs, engine_dir: Path, target_model: str,
+                    max_batch_size: int) -> RenderedModel:
     params = EngineRelayParameters(target_model=target_model, engine_dir=engine_dir)
-    config = python_model_config(names.ENGINE_RELAY, ENGINE_INPUTS, ENGINE_OUTPUTS, max_batch_size=max_batch_size,
+    config = python_model_config(name, inputs, outputs, max_batch_size=max_batch_size,
                                  parameters=to_parameters(params), decoupled=True, dynamic_batching=False)
-    return RenderedModel(config, MODEL_SOURCES / "engine_relay" / "model.py")
+    return RenderedModel(config, MODEL_SOURCES / name / "model.py")
+
+
+def relay_model(engine_dir: Path, target_model: str, max_batch_size: int) -> RenderedModel:
+    """The ensemble's engine step in front of `target_model` (echoes detokenize_params)."""
+    return _relaying_model(names.ENGINE_RELAY, ENGINE_INPUTS, ENGINE_OUTPUTS, engine_dir, target_model, max_batch_size)
+
+
+def bls_model(engine_dir: Path, target_model: str, max_batch_size: int) -> RenderedModel:
+    """llm_bls: the ensemble's contract as one model whose client cancellation reaches the engine."""
+    return _relaying_model(names.LLM_BLS, ENSEMBLE_INPUTS, ENSEMBLE_OUTPUTS, engine_dir, target_model, max_batch_size)
 
 
 def trtllm_engine_models(engine_dir: Path, spec: BuildSpec) -> list[RenderedModel]:

@@ -166,5 +166,10 @@ POSTPROCESSING_OUTPUTS: tuple[TensorSpec, ...] = (
 )
 
 
+# Engine outputs the client receives as they are (output_ids also feeds postprocessing);
+# the other ensemble outputs come from postprocessing.
+ENGINE_TO_CLIENT: tuple[str, ...] = ("cum_log_probs", "output_log_probs", "output_ids")
+
+
 def by_name(specs: tuple[TensorSpec, ...]) -> dict[str, TensorSpec]:
     return {s.name: s for s in specs}

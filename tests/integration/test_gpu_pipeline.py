@@ -15,9 +15,11 @@ import time
 import pytest
 
 from client import ChatMessage, LlmClient, SamplingParams
+from contract import names
 from serving.launcher import ServerSettings, TritonServer
 from tests.integration import test_bad_requests as cpu_bad_requests
 from tests.integration import test_engine_relay as relay_tests
+from tests.integration import test_llm_bls as bls_tests
 from tests.integration.conftest import ROOT, free_port
 from tests.integration.test_concurrency import test_sixteen_concurrent_streams  # noqa: F401  (runs here too)
 from tests.integration.test_streaming_text import (  # noqa: F401  (the same tests, GPU fixtures)
@@ -96,8 +98,16 @@ def test_bad_words_work_on_the_gpu(client):
 
 def test_client_cancel_reaches_tensorrt_llm(server):
     """The relay test of the CPU wiring, now against the C++ backend: cancelling a relayed
-    stream cancels the TensorRT-LLM request (ResponseIterator.cancel() in the 25.12 image)."""
-    relay_tests.test_client_cancel_stops_the_engine_request(server)
+    stream cancels the TensorRT-LLM request (ResponseIterator.cancel() in the 25.12 image):
+    the cancelled request ends in well under half the time the whole one takes."""
+    full = relay_tests.full_generation_seconds(server.settings.grpc_url)
+    relay_tests.test_client_cancel_stops_the_engine_request(server, limit_s=full / 2)
+
+
+def test_llm_bls_gives_the_ensemble_results(server, client):
+    with LlmClient(server.settings.grpc_url, model=names.LLM_BLS) as bls:
+        bls_tests.test_same_tokens_and_text_as_the_ensemble(bls, client)
+        bls_tests.test_non_streaming_and_stop_strings(bls, client)
 
 
 def test_relay_echoes_detokenize_params(server):

@@ -166,3 +166,18 @@ def test_relay_contract_names():
     assert REQUESTED_OUTPUTS == ("output_ids", "sequence_length", "cum_log_probs", "output_log_probs")
     stop = stop_request_arrays()
     assert set(stop) == {"input_ids", "input_lengths", "request_output_len", "stop"} and bool(stop["stop"][0, 0])
+
+
+def test_llm_bls_dataflow_helpers():
+    import numpy as np
+
+    from model_repository.bls_pipeline import client_outputs, engine_request, postprocessing_request
+
+    pre = {"input_ids": np.array([[1, 2]]), "input_lengths": np.array([[2]]), "detokenize_params": np.array([[b"{}"]])}
+    engine, params = engine_request(pre)
+    assert set(engine) == {"input_ids", "input_lengths"} and params is pre["detokenize_params"]
+    response = {"output_ids": np.array([[[5]]]), "sequence_length": np.array([[1]]), "cum_log_probs": np.array([[0.0]])}
+    assert set(postprocessing_request(response, params)) == {"output_ids", "sequence_length", "detokenize_params"}
+    post = {"text_output": 1, "num_input_tokens": 2, "num_output_tokens": 3, "finish_reason": 4}
+    out = client_outputs(response, post)
+    assert set(out) == set(post) | {"output_ids", "cum_log_probs"}  # output_log_probs was not sent

@@ -47,10 +47,10 @@ def test_layout_and_every_config_parses(repo):
     engine, out = repo
     models = sorted(p.name for p in out.iterdir())
     assert models == sorted([names.ENSEMBLE, names.PREPROCESSING, names.POSTPROCESSING, names.ENGINE_RELAY,
-                             names.TRTLLM_ENGINE])
+                             names.TRTLLM_ENGINE, names.LLM_BLS])
     configs = [read_config(out / m / "config.pbtxt") for m in models]  # Triton's own schema
     check_ensemble_wiring(configs)
-    for m in (names.PREPROCESSING, names.POSTPROCESSING, names.ENGINE_RELAY):
+    for m in (names.PREPROCESSING, names.POSTPROCESSING, names.ENGINE_RELAY, names.LLM_BLS):
         assert (out / m / "1" / "model.py").is_file()
     assert (out / names.TRTLLM_ENGINE / "1").is_dir() and not (out / names.TRTLLM_ENGINE / "1" / "model.py").exists()
     for cfg in out.glob("*/config.pbtxt"):
@@ -106,3 +106,14 @@ def test_configs_round_trip_through_text_format(repo):
     for cfg_file in repo[1].glob("*/config.pbtxt"):
         config = read_config(cfg_file)
         assert text_format.Parse(text_format.MessageToString(config), mc.ModelConfig()) == config
+
+
+def test_llm_bls_has_the_ensemble_contract_and_talks_to_tensorrt_llm(repo):
+    engine, out = repo
+    ens = read_config(out / names.ENSEMBLE / "config.pbtxt")
+    bls = read_config(out / names.LLM_BLS / "config.pbtxt")
+    assert bls.model_transaction_policy.decoupled
+    assert [(i.name, i.data_type) for i in bls.input] == [(i.name, i.data_type) for i in ens.input]
+    assert [(o.name, o.data_type) for o in bls.output] == [(o.name, o.data_type) for o in ens.output]
+    params = from_parameters(EngineRelayParameters, bls.name, _params(bls))
+    assert params.target_model == names.TRTLLM_ENGINE and params.engine_dir == engine.resolve()
