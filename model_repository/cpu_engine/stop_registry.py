@@ -1,7 +1,9 @@
 """TensorRT-LLM's stop protocol for the CPU engine: a request with stop=true cancels the
 running request that has the same Triton request id (as the C++ backend's
 handleStopRequest does) and ends it with a final response, as TensorRT-LLM's executor
-does for a cancelled request.  The engine relay uses it where the Python backend cannot
+does for a cancelled request.  (Not with an error: in Triton 2.51 a final *error* response
+that follows data responses never reaches a BLS caller's ResponseIterator - observed
+here - and the caller would wait forever.)  The engine relay uses it where the Python backend cannot
 cancel a BLS stream (Triton 2.51)."""
 
 from __future__ import annotations
