@@ -10,8 +10,12 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
 MODEL ?=
-BACKEND ?= openvino
 PRECISION ?=
+TP ?=
+PP ?=
+# TensorRT-LLM when asked for (TP/PP, or a GPU-only precision); the CPU engine otherwise.
+TRT_PRECISIONS := bf16 fp8 int8_sq int8_wo int4_awq
+BACKEND ?= $(if $(or $(TP),$(PP),$(filter $(TRT_PRECISIONS),$(PRECISION))),tensorrt_llm,openvino)
 ENGINE_ARGS ?=
 PROMPT ?= Tell me a story about a brave knight.
 OPENAI_PORT ?= 9000
@@ -29,11 +33,13 @@ CHECKPOINT_ARG := $(if $(MODEL),--checkpoint $(MODEL),)
 PRECISION_ARG := $(if $(PRECISION),--precision $(PRECISION),)
 CHART_ARGS := $(foreach f,$(VALUES),-f $(f)) $(if $(ENGINE_DIR),--engine-dir $(ENGINE_DIR),)
 
-.PHONY: help venv build-engine serve serve-detached stop demo client bench-throughput chart-check chart-template test test-unit clean
+.PHONY: help venv build-engine build-engine-openvino build-engine-tensorrt_llm compose-config test-gpu serve serve-detached stop demo client bench bench-throughput chart-check chart-template test test-unit clean
 
 help:
 	@echo "make demo          build the default model's engine, start Triton, stream a completion, stop"
-	@echo "make build-engine  [MODEL=/hf/llama/dir] [PRECISION=int8|int4|fp16] build the engine + model repository"
+	@echo "make build-engine  [MODEL=/hf/llama/dir] [PRECISION=int8|int4|fp16] build the CPU engine + model repository"
+	@echo "make build-engine  MODEL=/hf/llama/dir PRECISION=fp16|bf16|fp8|int8_sq|int8_wo|int4_awq [TP=n] [PP=n]"
+	@echo "                   the TensorRT-LLM engine: here inside the GPU image, else in the compose builder service"
 	@echo "make serve         build, then run Triton in the foreground (Ctrl-C stops it)"
 	@echo "make serve-detached / make stop   the same in the background"
 	@echo "make client PROMPT='...'          stream a completion from a running server"
@@ -42,6 +48,7 @@ help:
 	@echo "make chart-check   [VALUES='a.yaml b.yaml'] [ENGINE_DIR=...] helm lint + render + Kubernetes schema check"
 	@echo "make chart-template [VALUES=...] [ENGINE_DIR=...]  the Kubernetes manifests (like helm template)"
 	@echo "make test          install everything and run the whole test suite"
+	@echo "make test-gpu      (GPU host) build a small TensorRT-LLM engine and run the end-to-end tests on it"
 
 venv: $(STAMP)
 
@@ -53,8 +60,22 @@ $(STAMP): requirements/lock.txt pyproject.toml
 	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
 	@touch $(STAMP)
 
-build-engine: venv
-	$(PY) -m build_engines build --backend $(BACKEND) $(CHECKPOINT_ARG) $(PRECISION_ARG) --skip-existing $(ENGINE_ARGS)
+build-engine: build-engine-$(BACKEND)
+
+build-engine-openvino: venv
+	$(PY) -m build_engines build --backend openvino $(CHECKPOINT_ARG) $(PRECISION_ARG) --skip-existing $(ENGINE_ARGS)
+
+# Standard library only until it knows where to build (see build_engines/dispatch.py).
+build-engine-tensorrt_llm:
+	PYTHONPATH=$(CURDIR) python3 -m build_engines.dispatch "$(MODEL)" $(PRECISION_ARG) --tp $(or $(TP),1) --pp $(or $(PP),1) --skip-existing $(ENGINE_ARGS)
+
+# The GPU end-to-end tests, inside the GPU image on a GPU host (this checkout mounted at /workspace).
+test-gpu:
+	docker compose --profile build run --rm -v "$(CURDIR):/workspace" -e PYTHONPATH=/workspace \
+		--entrypoint python3 builder -m pytest tests/integration/test_gpu_pipeline.py $(PYTEST_ARGS)
+
+compose-config:
+	docker compose config --quiet 2>/dev/null || docker-compose config --quiet
 
 serve: build-engine
 	$(PY) -m serving up --openai-port $(OPENAI_PORT)

@@ -7,14 +7,13 @@ temporary name and renamed when complete, so a half-built engine never looks usa
 
 from __future__ import annotations
 
-import datetime
-import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
 
-from build_engines.checkpoint import CheckpointInfo, checkpoint_hash, copy_tokenizer_files, inspect_checkpoint
+from build_engines.checkpoint import CheckpointInfo, checkpoint_hash, copy_tokenizer_files
+from build_engines.engine_dir import finish_engine, staging_dir, validated_checkpoint
+from build_engines.process import BuildError, run_streaming
 from build_engines.progress import StepProgress
 from build_engines.spec import BuildSpec, EngineBackend, Precision
 from contract.build_record import BUILD_RECORD_FILE, BuildRecord, installed_versions
@@ -24,9 +23,7 @@ BUILD_PACKAGES = ("openvino", "openvino-genai", "openvino-tokenizers", "optimum-
 IR_MODEL_FILE = "openvino_model.xml"
 INT4_GROUP_SIZE = 128
 
-
-class BuildError(RuntimeError):
-    pass
+__all__ = ["BuildError", "build_openvino_engine", "engine_is_built", "export_command"]
 
 
 def export_command(spec: BuildSpec, info: CheckpointInfo, out_dir: Path) -> list[str]:
@@ -49,56 +46,20 @@ def engine_is_built(engine_dir: Path) -> bool:
 
 
 def build_openvino_engine(spec: BuildSpec, engine_dir: Path, *, log_file: Path | None = None) -> BuildRecord:
-    if spec.backend != EngineBackend.OPENVINO:
-        raise BuildError(f"build_openvino_engine got backend {spec.backend.value!r}")
     progress = StepProgress(total=3)
     with progress.step(f"inspect checkpoint {spec.checkpoint}"):
-        info = inspect_checkpoint(spec.checkpoint)
-        spec.validate(info)
+        info = validated_checkpoint(spec, EngineBackend.OPENVINO)
         digest = checkpoint_hash(spec.checkpoint)
 
-    staging = engine_dir.with_name(engine_dir.name + ".partial")
-    shutil.rmtree(staging, ignore_errors=True)
-    engine_dir.parent.mkdir(parents=True, exist_ok=True)
+    staging = staging_dir(engine_dir)
     cmd = export_command(spec, info, staging)
     t0 = time.monotonic()
     with progress.step(f"export to OpenVINO IR ({spec.precision.value} weights)"):
-        _run_streaming(cmd, log_file)
+        run_streaming(cmd, log_file, what="export")
         if not (staging / IR_MODEL_FILE).is_file():
             raise BuildError(f"the exporter finished but wrote no {IR_MODEL_FILE} in {staging}")
         copy_tokenizer_files(spec.checkpoint, staging)
 
     with progress.step(f"write {BUILD_RECORD_FILE} and move into place"):
-        record = BuildRecord(
-            backend=spec.backend.value,
-            spec=spec.to_dict(),
-            checkpoint=info.to_dict() | {"hash": digest},
-            versions=installed_versions(BUILD_PACKAGES),
-            built_at=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            build_seconds=round(time.monotonic() - t0, 1),
-            artifacts={p.name: p.stat().st_size for p in sorted(staging.iterdir()) if p.is_file()},
-        )
-        record.write(staging)
-        if engine_dir.exists():
-            shutil.rmtree(engine_dir)
-        staging.rename(engine_dir)
+        record = finish_engine(staging, engine_dir, spec, info, digest, installed_versions(BUILD_PACKAGES), t0)
     return record
-
-
-def _run_streaming(cmd: list[str], log_file: Path | None) -> None:
-    """Run the exporter, echoing its output (its own progress bars) and keeping a log."""
-    log = open(log_file, "w") if log_file else None
-    try:
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
-        tail: list[str] = []
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            sys.stderr.write("    " + line)
-            if log:
-                log.write(line)
-            tail = (tail + [line])[-30:]
-        if proc.wait() != 0:
-            raise BuildError(f"export failed (exit {proc.returncode}): {' '.join(cmd)}\n" + "".join(tail))
-    finally:
-        if log:
-            log.close()

@@ -19,6 +19,7 @@ from contract import names
 from contract.tensors import (
     ENGINE_INPUTS,
     ENGINE_OUTPUTS,
+    ENGINE_TO_CLIENT,
     ENSEMBLE_INPUTS,
     ENSEMBLE_OUTPUTS,
     POSTPROCESSING_INPUTS,
@@ -32,7 +33,7 @@ class RenderError(ValueError):
     pass
 
 
-def _io(spec: TensorSpec, cls: type):
+def io_message(spec: TensorSpec, cls: type):
     msg = cls(name=spec.name, data_type=mc.DataType.Value(spec.dtype.config_name), dims=list(spec.dims))
     if cls is mc.ModelInput:
         msg.optional = spec.optional
@@ -43,8 +44,8 @@ def python_model_config(name: str, inputs: Iterable[TensorSpec], outputs: Iterab
                         max_batch_size: int, parameters: dict[str, str], decoupled: bool = False,
                         instance_count: int = 1, dynamic_batching: bool = True) -> mc.ModelConfig:
     config = mc.ModelConfig(name=name, backend="python", max_batch_size=max_batch_size)
-    config.input.extend(_io(t, mc.ModelInput) for t in inputs)
-    config.output.extend(_io(t, mc.ModelOutput) for t in outputs)
+    config.input.extend(io_message(t, mc.ModelInput) for t in inputs)
+    config.output.extend(io_message(t, mc.ModelOutput) for t in outputs)
     config.instance_group.add(kind=mc.ModelInstanceGroup.KIND_CPU, count=instance_count)
     if decoupled:
         config.model_transaction_policy.decoupled = True
@@ -60,14 +61,12 @@ def internal(producer: str, name: str) -> str:
     return f"_{producer}_{name}"
 
 
-# Engine outputs the client receives as they are (output_ids also feeds postprocessing).
-ENGINE_TO_CLIENT = ("cum_log_probs", "output_log_probs", "output_ids")
 
 
 def ensemble_config(engine_model: str, max_batch_size: int) -> mc.ModelConfig:
     config = mc.ModelConfig(name=names.ENSEMBLE, platform="ensemble", max_batch_size=max_batch_size)
-    config.input.extend(_io(t, mc.ModelInput) for t in ENSEMBLE_INPUTS)
-    config.output.extend(_io(t, mc.ModelOutput) for t in ENSEMBLE_OUTPUTS)
+    config.input.extend(io_message(t, mc.ModelInput) for t in ENSEMBLE_INPUTS)
+    config.output.extend(io_message(t, mc.ModelOutput) for t in ENSEMBLE_OUTPUTS)
     steps = config.ensemble_scheduling.step
 
     pre = steps.add(model_name=names.PREPROCESSING, model_version=-1)

@@ -11,6 +11,8 @@ from pathlib import Path
 
 from build_engines.render import RenderedModel, ensemble_config, python_model_config, write_repository
 from build_engines.spec import BuildSpec, EngineBackend
+from build_engines.trtllm_build import TOKENIZER_SUBDIR
+from build_engines.trtllm_repository import bls_model, relay_model, trtllm_engine_models
 from contract import names
 from contract.build_record import BuildRecord
 from contract.model_configs import OpenVinoEngineParameters, PostprocessingParameters, PreprocessingParameters
@@ -25,16 +27,16 @@ from contract.tensors import (
     PREPROCESSING_OUTPUTS,
 )
 
-def text_models(engine_dir: Path, spec: BuildSpec) -> list[RenderedModel]:
+def text_models(tokenizer_dir: Path, spec: BuildSpec) -> list[RenderedModel]:
     """Preprocessing and postprocessing: identical for every engine."""
     limits = spec.limits
     pre = PreprocessingParameters(
-        tokenizer_dir=engine_dir,
+        tokenizer_dir=tokenizer_dir,
         max_input_len=limits.max_input_len,
         max_seq_len=limits.max_seq_len,
         default_max_tokens=limits.default_max_tokens,
     )
-    post = PostprocessingParameters(tokenizer_dir=engine_dir)
+    post = PostprocessingParameters(tokenizer_dir=tokenizer_dir)
     return [
         RenderedModel(
             python_model_config(names.PREPROCESSING, PREPROCESSING_INPUTS, PREPROCESSING_OUTPUTS,
@@ -71,15 +73,22 @@ def openvino_engine_model(engine_dir: Path, spec: BuildSpec, record: BuildRecord
     return RenderedModel(config, "model_repository.openvino_llm.model")
 
 
-def render_repository(engine_dir: Path, out_dir: Path) -> list[str]:
+def render_repository(engine_dir: Path, out_dir: Path, *, relay: bool = False) -> list[str]:
+    """Render the repository for a built engine.  `relay` puts the CPU engine behind the
+    engine relay, exactly as `tensorrt_llm` sits on a GPU: the GPU wiring, tested on CPU."""
     engine_dir = engine_dir.resolve()
     record = BuildRecord.read(engine_dir)
     spec = BuildSpec.from_dict(record.spec)
+    batch = spec.limits.max_batch_size
     if spec.backend == EngineBackend.OPENVINO:
         engine = openvino_engine_model(engine_dir, spec, record)
+        engines = [engine] + ([relay_model(engine_dir, engine.config.name, batch)] if relay else [])
+        tokenizer_dir, target = engine_dir, engine.config.name
     else:
-        raise NotImplementedError(f"backend {spec.backend.value!r}")
-    models = text_models(engine_dir, spec) + [engine]
-    models.append(RenderedModel(ensemble_config(engine.config.name, spec.limits.max_batch_size), None))
+        engines = trtllm_engine_models(engine_dir, spec)
+        tokenizer_dir, target = engine_dir / TOKENIZER_SUBDIR, names.TRTLLM_ENGINE
+    step = names.ENGINE_RELAY if spec.backend == EngineBackend.TENSORRT_LLM or relay else names.OPENVINO_ENGINE
+    models = text_models(tokenizer_dir, spec) + engines + [bls_model(engine_dir, target, batch)]
+    models.append(RenderedModel(ensemble_config(step, batch), None))
     write_repository(models, out_dir)
     return [m.config.name for m in models]

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from build_engines.checkpoint import CheckpointInfo
+from build_engines.trtllm_spec import TrtLlmOptions, trtllm_options_from_dict, trtllm_problems
 
 
 class SpecError(ValueError):
@@ -93,6 +94,7 @@ class BuildSpec:
     precision: Precision = Precision.INT8
     limits: EngineLimits = field(default_factory=EngineLimits)
     openvino: OpenVinoOptions = field(default_factory=OpenVinoOptions)
+    trtllm: TrtLlmOptions = field(default_factory=TrtLlmOptions)
 
     def validate(self, info: CheckpointInfo | None = None) -> None:
         allowed = ALLOWED_PRECISIONS[self.backend]
@@ -102,7 +104,12 @@ class BuildSpec:
                 f"allowed: {[p.value for p in allowed]}"
             )
         self.limits.validate(info.max_position_embeddings if info else None)
-        self.openvino.validate()
+        if self.backend == EngineBackend.OPENVINO:
+            self.openvino.validate()
+        else:
+            problems = trtllm_problems(self.precision.value, self.trtllm, self.limits, info)
+            if problems:
+                raise SpecError("; ".join(problems))
 
     def kv_cache_size_gb(self, info: CheckpointInfo) -> int:
         """The OpenVINO KV-cache pool: the given size, or room for every sequence at full length."""
@@ -112,7 +119,11 @@ class BuildSpec:
         return max(1, math.ceil(per_token * self.limits.max_batch_size * self.limits.max_seq_len / 1e9))
 
     def to_dict(self) -> dict[str, Any]:
-        return _jsonable(asdict(self))
+        """The spec as JSON; only the options section of its own backend is recorded."""
+        data = _jsonable(asdict(self))
+        del data[_OPTIONS_SECTION[EngineBackend.TENSORRT_LLM if self.backend == EngineBackend.OPENVINO
+                                  else EngineBackend.OPENVINO]]
+        return data
 
     def artifact_fields(self) -> dict[str, Any]:
         """What the built engine depends on.  An OpenVINO IR does not depend on the serving
@@ -129,11 +140,15 @@ class BuildSpec:
             backend=EngineBackend(data["backend"]),
             precision=Precision(data["precision"]),
             limits=EngineLimits(**data["limits"]),
-            openvino=OpenVinoOptions(**data["openvino"]),
+            openvino=OpenVinoOptions(**data["openvino"]) if "openvino" in data else OpenVinoOptions(),
+            trtllm=trtllm_options_from_dict(data["trtllm"]) if "trtllm" in data else TrtLlmOptions(),
         )
 
     def with_checkpoint(self, path: Path) -> "BuildSpec":
         return replace(self, checkpoint=path)
+
+
+_OPTIONS_SECTION = {EngineBackend.OPENVINO: "openvino", EngineBackend.TENSORRT_LLM: "trtllm"}
 
 
 def _jsonable(value: Any) -> Any:

@@ -8,6 +8,7 @@ tag does not match", but said in words that name both versions).
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -23,6 +24,16 @@ RUNTIME_PACKAGES: dict[str, tuple[str, ...]] = {
     "openvino": ("openvino", "openvino-genai"),
     "tensorrt_llm": ("tensorrt_llm", "tensorrt"),
 }
+
+
+# NGC Triton images say which release they are (e.g. NVIDIA_TRITON_SERVER_VERSION=25.12).
+CONTAINER_VERSION_VARIABLES = ("NVIDIA_TRITON_SERVER_VERSION", "TRITON_SERVER_VERSION")
+
+
+def container_version(environ: dict[str, str] | None = None) -> str:
+    """The Triton container release this process runs in ('none' outside an NGC image)."""
+    env = os.environ if environ is None else environ
+    return next((env[v] for v in CONTAINER_VERSION_VARIABLES if env.get(v)), "none")
 
 
 class BuildRecordError(RuntimeError):

@@ -54,3 +54,42 @@ class OpenVinoEngineParameters:
             raise ValueError(f"'kv_cache_size_gb' must be > 0, got {self.kv_cache_size_gb}")
         if self.inference_threads < 0:
             raise ValueError(f"'inference_threads' must be >= 0, got {self.inference_threads}")
+
+
+@dataclass(frozen=True)
+class EngineRelayParameters:
+    # The model that runs the engine contract: `tensorrt_llm` (C++ backend) on a GPU;
+    # the CPU engine (`openvino_llm`) in this project's CPU tests of the GPU wiring.
+    target_model: str
+    engine_dir: Path  # holds build.json: the relay refuses an engine built by other runtime versions
+    # How often requests whose client went away are looked for (TensorRT-LLM's backend
+    # polls with the same kind of period: cancellation_check_period_ms).
+    cancel_check_period_ms: int = 50
+
+    def validate(self) -> None:
+        if not self.target_model.strip():
+            raise ValueError("'target_model' must name a model of the repository")
+        if self.cancel_check_period_ms < 1:
+            raise ValueError(f"'cancel_check_period_ms' must be >= 1, got {self.cancel_check_period_ms}")
+
+
+@dataclass(frozen=True)
+class TensorRtLlmParameters:
+    """`parameters` of the C++ `tensorrt_llm` model, rendered (never parsed) by this kit.
+    Keys are those read by TensorRT-LLM 1.1's triton_backend/inflight_batcher_llm/src/
+    model_instance_state.cc and model_state.cc."""
+
+    gpt_model_path: Path  # the engine directory
+    kv_cache_free_gpu_mem_fraction: float
+    enable_kv_cache_reuse: bool
+    enable_chunked_context: bool
+    batch_scheduler_policy: str  # max_utilization | guaranteed_no_evict
+    cancellation_check_period_ms: int
+    gpt_model_type: str = "inflight_fused_batching"
+    max_beam_width: int = 1
+    exclude_input_in_output: bool = True
+    # getGuidedDecodingConfigFromParams reads these three without a fallback, so they must
+    # be present; empty values leave guided decoding off.
+    tokenizer_dir: str = ""
+    guided_decoding_backend: str = ""
+    xgrammar_tokenizer_info_path: str = ""

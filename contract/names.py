@@ -8,6 +8,12 @@ POSTPROCESSING = "postprocessing"
 # Engine step names: the GPU one keeps NVIDIA's name so their docs and tools apply.
 TRTLLM_ENGINE = "tensorrt_llm"
 OPENVINO_ENGINE = "openvino_llm"
+# The GPU ensemble's engine step: a Python model that relays the engine contract to
+# `tensorrt_llm` (BLS, streamed) and echoes detokenize_params with every response.
+ENGINE_RELAY = "engine_relay"
+# The ensemble as one decoupled Python model (same inputs and outputs): the entry point
+# whose client cancellation reaches the engine (an ensemble's does not).
+LLM_BLS = "llm_bls"
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_HTTP_PORT = 8000

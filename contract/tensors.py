@@ -124,9 +124,11 @@ ENGINE_INPUTS: tuple[TensorSpec, ...] = (
     DETOKENIZE_PARAMS,
 )
 
-# TensorRT-LLM's way to cancel: a request with `stop` true and the Triton request id of the
-# running request (the ensemble cannot propagate a client's cancellation to a step already
-# running, so our client sends this when it abandons a stream).  It needs no other inputs.
+# TensorRT-LLM's stop protocol (tensorrt_llm/config.pbtxt input "stop"; handleStopRequest in
+# triton_backend/inflight_batcher_llm/src/model_instance_state.cc): a request with `stop` true
+# and the Triton request id of a running request cancels that request.  Triton's ensemble
+# does not pass a client's cancellation on to a step already running, so our client sends
+# this when it abandons a stream.  Only the engine models take it.
 STOP = _scalar("stop", DType.BOOL, "cancel the running request that has this request's id")
 ENGINE_CONTROL_INPUTS: tuple[TensorSpec, ...] = (STOP,)
 
@@ -137,6 +139,11 @@ ENGINE_OUTPUTS: tuple[TensorSpec, ...] = (
     TensorSpec("output_log_probs", DType.FP32, (-1, -1), doc="[beam, tokens]"),
     DETOKENIZE_PARAMS,
 )
+
+# The C++ `tensorrt_llm` model cannot echo detokenize_params: it takes the engine contract
+# without it (plus `stop`), and the `engine_relay` Python model in front of it adds the echo.
+TRTLLM_INPUTS: tuple[TensorSpec, ...] = tuple(t for t in ENGINE_INPUTS if t is not DETOKENIZE_PARAMS) + ENGINE_CONTROL_INPUTS
+TRTLLM_OUTPUTS: tuple[TensorSpec, ...] = tuple(t for t in ENGINE_OUTPUTS if t is not DETOKENIZE_PARAMS)
 
 # --- preprocessing / postprocessing -------------------------------------------------------
 PREPROCESSING_INPUTS = ENSEMBLE_INPUTS
@@ -159,6 +166,11 @@ POSTPROCESSING_OUTPUTS: tuple[TensorSpec, ...] = (
     ENSEMBLE_OUTPUTS[4],  # num_output_tokens
     ENSEMBLE_OUTPUTS[5],  # finish_reason
 )
+
+
+# Engine outputs the client receives as they are (output_ids also feeds postprocessing);
+# the other ensemble outputs come from postprocessing.
+ENGINE_TO_CLIENT: tuple[str, ...] = ("cum_log_probs", "output_log_probs", "output_ids")
 
 
 def by_name(specs: tuple[TensorSpec, ...]) -> dict[str, TensorSpec]:

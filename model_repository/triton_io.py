@@ -16,8 +16,12 @@ from contract.tensors import DType, TensorSpec
 T = TypeVar("T")
 
 
+def model_config(args: Mapping[str, str]) -> dict[str, Any]:
+    return json.loads(args["model_config"])
+
+
 def load_parameters(args: Mapping[str, str], cls: type[T]) -> T:
-    config = json.loads(args["model_config"])
+    config = model_config(args)
     return from_parameters(cls, config["name"], config.get("parameters", {}))
 
 

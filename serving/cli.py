@@ -170,3 +170,29 @@ def status(ready_timeout_s: float, openai_port: int, **kwargs) -> None:
     ready = TritonServer(_settings(kwargs)).is_ready()
     click.echo("ready" if ready else "not ready")
     sys.exit(0 if ready else 1)
+
+
+@main.command("gpu-up")
+@click.option("--repository", type=click.Path(exists=True, file_okay=False, path_type=Path),
+              default=Path("build/repository"), show_default=True)
+@click.option("--host", default="0.0.0.0", show_default=True, help="Address rank 0 binds (inside the container).")
+@click.option("--http-port", type=int, default=names.DEFAULT_HTTP_PORT, show_default=True)
+@click.option("--grpc-port", type=int, default=names.DEFAULT_GRPC_PORT, show_default=True)
+@click.option("--metrics-port", type=int, default=names.DEFAULT_METRICS_PORT, show_default=True)
+@click.option("--exit-timeout", "exit_timeout_s", type=int, default=30, show_default=True)
+@click.option("--log-verbose", type=int, default=0, show_default=True)
+@click.option("--dry-run", is_flag=True, help="Print the command instead of running it.")
+def gpu_up(dry_run: bool, **kwargs) -> None:
+    """Serve a TensorRT-LLM repository in the NGC image: one MPI rank per GPU of the engine
+    (TP x PP from its build.json); stays in the foreground and exits with the server's status."""
+    from contract.build_record import BuildRecordError
+    from serving.gpu_launcher import GpuServerSettings, LaunchError, prepare, supervise
+
+    settings = GpuServerSettings(**kwargs)
+    try:
+        cmd = prepare(settings)
+    except (LaunchError, BuildRecordError) as e:
+        raise click.ClickException(str(e)) from None
+    click.echo(" ".join(cmd), err=True)
+    if not dry_run:
+        sys.exit(supervise(cmd, kill_after_s=settings.exit_timeout_s + 30))

@@ -217,7 +217,15 @@ class EngineRunner:
     def _drop_cancelled(self, stops: set[str]) -> None:
         now = self._clock()
         for key, a in list(self._active.items()):
-            if a.sink.is_cancelled() or (a.request_id and a.request_id in stops):
+            if a.request_id and a.request_id in stops:
+                # As TensorRT-LLM's executor ends a cancelled request: a final response, not an
+                # error (in Triton 2.51 an error final after data never reaches a BLS caller).
+                a.handle.cancel()
+                del self._active[key]
+                a.sink.send([], [], a.cum_log_prob, True)
+                self._observer.on_finished(a.request, len(a.generated), HandleStatus.CANCELLED)
+                continue
+            if a.sink.is_cancelled():
                 message, code = "cancelled", FailCode.CANCELLED
             elif not a.generated and self._queue_timeout_s is not None and now - a.arrived > self._queue_timeout_s:
                 message = f"no first token after {now - a.arrived:.0f}s in the queue; the server is overloaded, retry later"

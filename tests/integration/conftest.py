@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import socket
 from pathlib import Path
 
@@ -38,14 +39,23 @@ def repository(default_engine, tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def server(repository, tmp_path_factory):
-    logs = tmp_path_factory.mktemp("logs")
-    settings = ServerSettings(
-        repository=repository, http_port=free_port(), grpc_port=free_port(), metrics_port=free_port(),
-        log_file=logs / "tritonserver.log", server_dir=ROOT / "build" / "tritonserver", exit_timeout_s=10,
-    )
-    with TritonServer(settings) as running:
-        yield running
+def serve(tmp_path_factory):
+    """start(repository) -> a ready server on free loopback ports, stopped when the session ends."""
+    with contextlib.ExitStack() as servers:
+        def start(repository: Path) -> TritonServer:
+            settings = ServerSettings(
+                repository=repository, http_port=free_port(), grpc_port=free_port(), metrics_port=free_port(),
+                log_file=tmp_path_factory.mktemp("logs") / "tritonserver.log",
+                server_dir=ROOT / "build" / "tritonserver", exit_timeout_s=10,
+            )
+            return servers.enter_context(TritonServer(settings))
+
+        yield start
+
+
+@pytest.fixture(scope="session")
+def server(repository, serve):
+    return serve(repository)
 
 
 @pytest.fixture(scope="session")

@@ -24,12 +24,12 @@ def repository(default_engine, tmp_path_factory) -> Path:
 
 def test_repository_layout_and_configs_parse(repository):
     models = sorted(p.name for p in repository.iterdir())
-    assert models == sorted([names.ENSEMBLE, names.PREPROCESSING, names.POSTPROCESSING, names.OPENVINO_ENGINE])
+    assert models == sorted([names.ENSEMBLE, names.PREPROCESSING, names.POSTPROCESSING, names.OPENVINO_ENGINE, names.LLM_BLS])
     configs = [read_config(repository / m / "config.pbtxt") for m in models]
     check_ensemble_wiring(configs)
     for m in models:
         assert (repository / m / "1").is_dir()
-    for m in (names.PREPROCESSING, names.POSTPROCESSING, names.OPENVINO_ENGINE):
+    for m in (names.PREPROCESSING, names.POSTPROCESSING, names.OPENVINO_ENGINE, names.LLM_BLS):
         source = (repository / m / "1" / "model.py").read_text()
         module = source.split("from ")[-1].split(" import")[0]
         assert importlib.util.find_spec(module) is not None, source  # imports the installed adapter

@@ -1,0 +1,80 @@
+"""GPU memory arithmetic for `plan`: weights per GPU, KV-cache bytes per token, and how many
+full-length sequences the KV cache holds at a given kv_cache_free_gpu_mem_fraction.
+
+Estimates, not measurements: activations and the CUDA context are a named reserve, and
+TensorRT-LLM allocates the KV cache in blocks of `tokens_per_block` tokens.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from build_engines.checkpoint import CheckpointInfo
+from build_engines.spec import BuildSpec
+from build_engines.trtllm_spec import KvCacheDtype
+
+GIB = 1024**3
+# Bytes per weight of the quantized linear layers (int4 AWQ: 4 bits + one fp16 scale per
+# block).  Embeddings, lm_head and norms stay 16-bit (quantize.py leaves lm_head alone
+# unless --quantize_lm_head).
+LINEAR_WEIGHT_BYTES = {"fp16": 2.0, "bf16": 2.0, "fp8": 1.0, "int8_sq": 1.0, "int8_wo": 1.0, "int4_awq": 0.5}
+KV_ELEMENT_BYTES = {KvCacheDtype.AUTO: 2, KvCacheDtype.FP8: 1, KvCacheDtype.INT8: 1}
+TOKENS_PER_BLOCK = 32  # trtllm-build --tokens_per_block default (plugin.py)
+RUNTIME_RESERVE_GIB = 2.0  # CUDA context, TensorRT activations and runtime buffers per GPU (rough)
+
+
+class CapacityError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Capacity:
+    weights_gib_per_gpu: float
+    kv_bytes_per_token_per_gpu: float
+    kv_pool_gib_per_gpu: float
+    kv_tokens: int  # tokens the KV pool holds (whole blocks)
+    max_full_sequences: int  # sequences of max_seq_len tokens that fit at once
+    concurrent_sequences: int  # min(that, max_batch_size): what the engine will run at once
+
+    def lines(self, spec: BuildSpec) -> list[str]:
+        t = spec.trtllm
+        return [
+            f"weights: ~{self.weights_gib_per_gpu:.2f} GiB per GPU ({spec.precision.value}, TP={t.tp_size} PP={t.pp_size})",
+            f"KV cache: {self.kv_bytes_per_token_per_gpu / 1024:.1f} KiB per token per GPU "
+            f"({t.kv_cache_dtype.value}); pool ~{self.kv_pool_gib_per_gpu:.1f} GiB per GPU at "
+            f"kv_cache_free_gpu_mem_fraction={t.serving.kv_cache_free_gpu_mem_fraction} of {t.gpu.memory_gib:g} GiB "
+            f"(less weights and ~{RUNTIME_RESERVE_GIB:g} GiB runtime reserve) = {self.kv_tokens:,} tokens",
+            f"concurrency: {self.max_full_sequences:,} sequences of max_seq_len={spec.limits.max_seq_len} fit; "
+            f"max_batch_size={spec.limits.max_batch_size} -> {self.concurrent_sequences} at once",
+        ]
+
+
+def weight_bytes(info: CheckpointInfo, precision: str) -> float:
+    h, q, kv = info.hidden_size, info.num_heads * info.head_dim, info.num_kv_heads * info.head_dim
+    linear = info.num_layers * (h * q + 2 * h * kv + q * h + 3 * h * info.intermediate_size)
+    return linear * LINEAR_WEIGHT_BYTES[precision] + (info.num_parameters - linear) * 2.0
+
+
+def kv_bytes_per_token_per_gpu(info: CheckpointInfo, spec: BuildSpec) -> float:
+    """K and V of this GPU's layers (layers / PP) and KV heads (KV heads / TP)."""
+    t = spec.trtllm
+    layers = math.ceil(info.num_layers / t.pp_size)
+    kv_heads = info.num_kv_heads // t.tp_size
+    return 2 * layers * kv_heads * info.head_dim * KV_ELEMENT_BYTES[t.kv_cache_dtype]
+
+
+def estimate(info: CheckpointInfo, spec: BuildSpec) -> Capacity:
+    t = spec.trtllm
+    weights = weight_bytes(info, spec.precision.value) / t.world_size / GIB
+    free = t.gpu.memory_gib - weights - RUNTIME_RESERVE_GIB
+    if free <= 0:
+        raise CapacityError(f"the weights need ~{weights:.1f} GiB per GPU; a {t.gpu.name} has {t.gpu.memory_gib:g} GiB: "
+                            "raise 'tp_size'/'pp_size' or pick a smaller 'precision'")
+    pool = free * t.serving.kv_cache_free_gpu_mem_fraction
+    per_token = kv_bytes_per_token_per_gpu(info, spec)
+    blocks = int(pool * GIB // (per_token * TOKENS_PER_BLOCK))
+    blocks_per_sequence = math.ceil(spec.limits.max_seq_len / TOKENS_PER_BLOCK)
+    sequences = blocks // blocks_per_sequence
+    return Capacity(weights, per_token, pool, blocks * TOKENS_PER_BLOCK, sequences,
+                    min(sequences, spec.limits.max_batch_size))

@@ -1,0 +1,129 @@
+"""The build spec's command-line options (shared by `plan` and `build`) and their
+translation into one typed BuildSpec."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from build_engines.gpus import DEFAULT_GPU, GpuError, GpuTarget, detect_gpus, known_gpu
+from build_engines.spec import DEFAULT_PRECISION, BuildSpec, EngineBackend, EngineLimits, OpenVinoOptions, Precision
+from build_engines.trtllm_spec import (
+    KvCacheDtype,
+    SchedulerPolicy,
+    SpeculativeDecoding,
+    TrtLlmOptions,
+    TrtLlmServing,
+)
+
+_LIMITS = EngineLimits()
+_OV = OpenVinoOptions()
+_TRT = TrtLlmOptions()
+_SERVING = TrtLlmServing()
+
+
+def _choice(enum_cls) -> click.Choice:
+    return click.Choice([m.value for m in enum_cls])
+
+
+_OPTIONS = [
+    click.option("--checkpoint", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
+                 help="HF Llama checkpoint dir (default: the embedded SmolLM2-135M-Instruct)."),
+    click.option("--backend", type=_choice(EngineBackend), default=EngineBackend.OPENVINO.value, show_default=True),
+    click.option("--precision", type=_choice(Precision), default=None,
+                 help="openvino: int8 (default) | int4 | fp16; tensorrt_llm: fp16 (default) | bf16 | fp8 | int8_sq | "
+                      "int8_wo | int4_awq"),
+    click.option("--max-batch-size", type=int, default=_LIMITS.max_batch_size, show_default=True),
+    click.option("--max-input-len", type=int, default=_LIMITS.max_input_len, show_default=True),
+    click.option("--max-seq-len", type=int, default=_LIMITS.max_seq_len, show_default=True),
+    click.option("--max-num-tokens", type=int, default=_LIMITS.max_num_tokens, show_default=True,
+                 help="Tokens per engine step (prefill chunk + decodes)."),
+    click.option("--default-max-tokens", type=int, default=_LIMITS.default_max_tokens, show_default=True),
+    # CPU engine
+    click.option("--kv-cache-size-gb", type=int, default=None, help="[openvino] KV-cache pool (default: fits the limits)."),
+    click.option("--prefix-caching/--no-prefix-caching", default=False, show_default=True, help="[openvino]"),
+    click.option("--inference-threads", type=int, default=0, show_default=True, help="[openvino] 0 = all cores."),
+    click.option("--max-queue-size", type=int, default=_OV.max_queue_size, show_default=True,
+                 help="[openvino] requests waiting beyond the running batch; more are refused (UNAVAILABLE)."),
+    click.option("--queue-timeout", "queue_timeout_s", type=float, default=_OV.queue_timeout_s, show_default=True,
+                 help="[openvino] fail a request with no first token after this many seconds (0 = never)."),
+    # TensorRT-LLM
+    click.option("--tp", "tp_size", type=int, default=_TRT.tp_size, show_default=True, help="[tensorrt_llm] tensor parallel size."),
+    click.option("--pp", "pp_size", type=int, default=_TRT.pp_size, show_default=True, help="[tensorrt_llm] pipeline parallel size."),
+    click.option("--kv-cache-dtype", type=_choice(KvCacheDtype), default=_TRT.kv_cache_dtype.value, show_default=True,
+                 help="[tensorrt_llm] auto = the model's 16-bit dtype."),
+    click.option("--gpu", default=None, help=f"[tensorrt_llm] target GPU, e.g. H100-SXM, L40S, A100-80GB "
+                                             f"(default: this host's, else {DEFAULT_GPU} for planning)."),
+    click.option("--gpu-count", type=int, default=None, help="[tensorrt_llm] GPUs on the host (default: TP x PP)."),
+    click.option("--gpu-sm", type=int, default=None, help="[tensorrt_llm] an unlisted GPU: compute capability x 10 (89)."),
+    click.option("--gpu-memory-gib", type=float, default=None, help="[tensorrt_llm] an unlisted GPU: memory per GPU."),
+    click.option("--calib-dataset", default=None,
+                 help="[tensorrt_llm] calibration data for fp8/int8_sq/int4_awq/quantized KV: HF dataset name or local dir."),
+    click.option("--calib-size", type=int, default=_TRT.calib_size, show_default=True),
+    click.option("--paged-context-fmha/--no-paged-context-fmha", default=_TRT.use_paged_context_fmha, show_default=True,
+                 help="[tensorrt_llm] needed for KV-cache reuse and chunked context."),
+    click.option("--kv-cache-fraction", type=float, default=_SERVING.kv_cache_free_gpu_mem_fraction, show_default=True,
+                 help="[tensorrt_llm] kv_cache_free_gpu_mem_fraction."),
+    click.option("--kv-cache-reuse/--no-kv-cache-reuse", default=_SERVING.enable_kv_cache_reuse, show_default=True),
+    click.option("--chunked-context/--no-chunked-context", default=_SERVING.enable_chunked_context, show_default=True),
+    click.option("--scheduler-policy", type=_choice(SchedulerPolicy), default=_SERVING.batch_scheduler_policy.value,
+                 show_default=True),
+    click.option("--max-queue-delay-us", type=int, default=_SERVING.max_queue_delay_microseconds, show_default=True),
+    click.option("--speculative-decoding", type=_choice(SpeculativeDecoding), default=SpeculativeDecoding.NONE.value,
+                 show_default=True, help="[tensorrt_llm] extension point; only 'none' today."),
+]
+
+
+def spec_options(f):
+    for option in reversed(_OPTIONS):
+        f = option(f)
+    return f
+
+
+def resolve_gpu(name: str | None, count: int | None, sm: int | None, memory_gib: float | None,
+                world_size: int, detect=detect_gpus) -> GpuTarget:
+    """--gpu-sm/--gpu-memory-gib, else --gpu, else this host's GPUs, else the planning default."""
+    if (sm is None) != (memory_gib is None):
+        raise GpuError("give both --gpu-sm and --gpu-memory-gib for an unlisted GPU")
+    if sm is not None:
+        return GpuTarget(name or f"SM{sm}", sm, memory_gib, count or world_size)
+    if name is not None:
+        return known_gpu(name, count or world_size)
+    detected = detect()
+    if detected is not None:
+        return GpuTarget(detected.name, detected.sm, detected.memory_gib, count or detected.count)
+    return known_gpu(DEFAULT_GPU, count or world_size)
+
+
+def make_spec(checkpoint: Path, backend: str, precision: str | None, max_batch_size: int, max_input_len: int,
+              max_seq_len: int, max_num_tokens: int, default_max_tokens: int, kv_cache_size_gb: int | None,
+              prefix_caching: bool, inference_threads: int, max_queue_size: int = _OV.max_queue_size,
+              queue_timeout_s: float = _OV.queue_timeout_s, tp_size: int = 1, pp_size: int = 1,
+              kv_cache_dtype: str = "auto", gpu: str | None = None, gpu_count: int | None = None,
+              gpu_sm: int | None = None, gpu_memory_gib: float | None = None, calib_dataset: str | None = None,
+              calib_size: int = _TRT.calib_size, paged_context_fmha: bool = True,
+              kv_cache_fraction: float = _SERVING.kv_cache_free_gpu_mem_fraction, kv_cache_reuse: bool = True,
+              chunked_context: bool = True, scheduler_policy: str = _SERVING.batch_scheduler_policy.value,
+              max_queue_delay_us: int = 0, speculative_decoding: str = "none", detect=detect_gpus) -> BuildSpec:
+    engine_backend = EngineBackend(backend)
+    trtllm = TrtLlmOptions()
+    if engine_backend == EngineBackend.TENSORRT_LLM:
+        trtllm = TrtLlmOptions(
+            tp_size=tp_size, pp_size=pp_size, kv_cache_dtype=KvCacheDtype(kv_cache_dtype),
+            use_paged_context_fmha=paged_context_fmha, calib_dataset=calib_dataset, calib_size=calib_size,
+            gpu=resolve_gpu(gpu, gpu_count, gpu_sm, gpu_memory_gib, tp_size * pp_size, detect),
+            speculative_decoding=SpeculativeDecoding(speculative_decoding),
+            serving=TrtLlmServing(kv_cache_free_gpu_mem_fraction=kv_cache_fraction, enable_kv_cache_reuse=kv_cache_reuse,
+                                  enable_chunked_context=chunked_context,
+                                  batch_scheduler_policy=SchedulerPolicy(scheduler_policy),
+                                  max_queue_delay_microseconds=max_queue_delay_us),
+        )
+    return BuildSpec(
+        checkpoint=checkpoint.resolve(),
+        backend=engine_backend,
+        precision=Precision(precision) if precision else DEFAULT_PRECISION[engine_backend],
+        limits=EngineLimits(max_batch_size, max_input_len, max_seq_len, max_num_tokens, default_max_tokens),
+        openvino=OpenVinoOptions(kv_cache_size_gb, prefix_caching, inference_threads, max_queue_size, queue_timeout_s),
+        trtllm=trtllm,
+    )

@@ -1,0 +1,50 @@
+"""What `plan` prints: the steps with their exact commands, and the memory arithmetic."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from build_engines.capacity import CapacityError, estimate
+from build_engines.checkpoint import CheckpointInfo
+from build_engines.spec import BuildSpec, EngineBackend, Precision
+from build_engines.trtllm_plan import BuildPaths, find_examples_dir, plan_steps
+from build_engines.trtllm_spec import KvCacheDtype
+
+
+def plan_lines(spec: BuildSpec, info: CheckpointInfo, engine_dir: Path) -> list[str]:
+    head = [f"checkpoint: {spec.checkpoint} ({info.architecture}, {info.num_parameters / 1e6:.1f}M parameters, "
+            f"{info.num_layers} layers, {info.num_heads} heads, {info.num_kv_heads} KV heads)",
+            f"engine dir: {engine_dir}"]
+    if spec.backend == EngineBackend.OPENVINO:
+        return head + _openvino_lines(spec, info, engine_dir)
+    return head + _trtllm_lines(spec, info, engine_dir)
+
+
+def _openvino_lines(spec: BuildSpec, info: CheckpointInfo, engine_dir: Path) -> list[str]:
+    from build_engines.openvino_build import export_command
+
+    per_token = info.kv_cache_bytes_per_token(2)
+    return ["step 1: " + " ".join(export_command(spec, info, engine_dir)),
+            f"KV cache: {per_token / 1024:.1f} KiB/token at 16 bits; pool {spec.kv_cache_size_gb(info)} GB "
+            f"for {spec.limits.max_batch_size} x {spec.limits.max_seq_len} tokens"]
+
+
+def _trtllm_lines(spec: BuildSpec, info: CheckpointInfo, engine_dir: Path) -> list[str]:
+    t = spec.trtllm
+    paths = BuildPaths(engine_dir.with_name(engine_dir.name + ".checkpoint"),
+                       engine_dir.with_name(engine_dir.name + ".partial"), find_examples_dir())
+    lines = [f"target: {t.gpu.describe()}, TP={t.tp_size} PP={t.pp_size} -> {t.world_size} rank(s), "
+             f"precision {spec.precision.value}, KV cache {t.kv_cache_dtype.value}"]
+    for n, step in enumerate(plan_steps(spec, info, paths), 1):
+        lines.append(f"step {n}: {step.title}" + (f"\n    {step.command_line()}" if step.argv else ""))
+    try:
+        lines += spec_capacity_lines(spec, info)
+    except CapacityError as e:
+        lines.append(f"does not fit: {e}")
+    if spec.precision == Precision.FP8 and t.kv_cache_dtype == KvCacheDtype.AUTO:
+        lines.append("hint: --kv-cache-dtype fp8 halves the KV cache (NVIDIA's FP8 recipe quantizes both)")
+    return lines
+
+
+def spec_capacity_lines(spec: BuildSpec, info: CheckpointInfo) -> list[str]:
+    return estimate(info, spec).lines(spec)

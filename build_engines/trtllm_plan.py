@@ -1,0 +1,139 @@
+"""The exact steps that turn a Hugging Face Llama checkpoint into a TensorRT-LLM engine.
+
+Step 1 writes a TensorRT-LLM checkpoint: `convert_checkpoint.py` for 16-bit and INT8
+weight-only weights, ModelOpt's `quantize.py` for formats calibrated on sample text (FP8,
+INT8 SmoothQuant, INT4 AWQ, and any quantized KV cache).  Step 2 compiles it with
+`trtllm-build`.  Both are TensorRT-LLM's own tools, run as child processes inside the
+pinned image, so each step returns its GPU memory when it ends and a user can rerun a
+printed command by hand.
+
+Argument names are checked against TensorRT-LLM 1.1.0 (tensorrtllm_backend r25.12 pins
+tensorrt_llm==1.1.0, dockerfile/Dockerfile.triton.trt_llm_backend):
+  examples/quantization/quantize.py: --model_dir --dtype --qformat (fp8|int8_sq|int4_awq|
+      int8_wo|full_prec) --kv_cache_dtype (int8|fp8) --calib_dataset --calib_size
+      --calib_max_seq_length --awq_block_size --tp_size --pp_size --output_dir
+  examples/models/core/llama/convert_checkpoint.py: --model_dir --output_dir --dtype
+      (float16|bfloat16) --tp_size --pp_size --use_weight_only --weight_only_precision int8 --workers
+  tensorrt_llm/commands/build.py (trtllm-build): --checkpoint_dir --output_dir --max_batch_size
+      --max_input_len --max_seq_len --max_num_tokens --max_beam_width --kv_cache_type paged --workers;
+  tensorrt_llm/plugin/plugin.py (cli_plugin_args): --gemm_plugin --gpt_attention_plugin
+      --context_fmha --remove_input_padding --use_paged_context_fmha --use_fp8_context_fmha
+      --use_fused_mlp --multiple_profiles --reduce_fusion --tokens_per_block
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+from build_engines.capacity import TOKENS_PER_BLOCK
+from build_engines.checkpoint import CheckpointInfo
+from build_engines.spec import BuildSpec, Precision
+from build_engines.trtllm_spec import CALIBRATED_PRECISIONS, KvCacheDtype
+
+# Where the TensorRT-LLM examples live inside the image (tensorrtllm_backend's Dockerfile
+# copies them to /app/examples; older NGC images had /app/tensorrt_llm/examples).
+EXAMPLES_DIR_VARIABLE = "TRTLLM_EXAMPLES_DIR"
+EXAMPLES_DIR_CANDIDATES = (Path("/app/examples"), Path("/app/tensorrt_llm/examples"))
+QUANTIZE_SCRIPT = Path("quantization/quantize.py")
+CONVERT_SCRIPT = Path("models/core/llama/convert_checkpoint.py")
+TRTLLM_BUILD = "trtllm-build"
+
+# Our precision -> quantize.py --qformat.
+QFORMAT = {Precision.FP8: "fp8", Precision.INT8_SQ: "int8_sq", Precision.INT4_AWQ: "int4_awq",
+           Precision.INT8_WO: "int8_wo", Precision.FP16: "full_prec", Precision.BF16: "full_prec"}
+
+
+@dataclass(frozen=True)
+class Step:
+    title: str
+    argv: tuple[str, ...]  # empty for a step this kit does in-process
+
+    def command_line(self) -> str:
+        return shlex.join(self.argv)
+
+
+@dataclass(frozen=True)
+class BuildPaths:
+    checkpoint_dir: Path  # TensorRT-LLM checkpoint written by step 1 (deleted after the build)
+    engine_dir: Path  # where trtllm-build writes; renamed into place when everything succeeded
+    examples_dir: Path
+
+
+def find_examples_dir(environ: dict[str, str] | None = None) -> Path:
+    env = os.environ if environ is None else environ
+    if env.get(EXAMPLES_DIR_VARIABLE):
+        return Path(env[EXAMPLES_DIR_VARIABLE])
+    for candidate in EXAMPLES_DIR_CANDIDATES:
+        if (candidate / QUANTIZE_SCRIPT).is_file():
+            return candidate
+    return EXAMPLES_DIR_CANDIDATES[0]
+
+
+def model_dtype(spec: BuildSpec, info: CheckpointInfo) -> str:
+    """Dtype of everything that is not quantized: the precision's for 16-bit builds,
+    otherwise the checkpoint's (bfloat16 stays bfloat16, anything else becomes float16)."""
+    if spec.precision == Precision.BF16:
+        return "bfloat16"
+    if spec.precision == Precision.FP16:
+        return "float16"
+    return "bfloat16" if info.dtype == "bfloat16" else "float16"
+
+
+def uses_modelopt(spec: BuildSpec) -> bool:
+    return spec.precision.value in CALIBRATED_PRECISIONS or spec.trtllm.kv_cache_dtype != KvCacheDtype.AUTO
+
+
+def checkpoint_step(spec: BuildSpec, info: CheckpointInfo, paths: BuildPaths) -> Step:
+    t = spec.trtllm
+    common = ("--model_dir", str(spec.checkpoint), "--output_dir", str(paths.checkpoint_dir),
+              "--dtype", model_dtype(spec, info), "--tp_size", str(t.tp_size), "--pp_size", str(t.pp_size))
+    if uses_modelopt(spec):
+        argv = ("python3", str(paths.examples_dir / QUANTIZE_SCRIPT), *common,
+                "--qformat", QFORMAT[spec.precision],
+                "--calib_dataset", str(t.calib_dataset), "--calib_size", str(t.calib_size),
+                "--calib_max_seq_length", str(t.calib_max_seq_length))
+        if t.kv_cache_dtype != KvCacheDtype.AUTO:
+            argv += ("--kv_cache_dtype", t.kv_cache_dtype.value)
+        if spec.precision == Precision.INT4_AWQ:
+            argv += ("--awq_block_size", str(t.awq_block_size))
+        return Step(f"quantize ({QFORMAT[spec.precision]}, calibrated on {t.calib_dataset}) into a TensorRT-LLM checkpoint", argv)
+    argv = ("python3", str(paths.examples_dir / CONVERT_SCRIPT), *common, "--workers", str(t.world_size))
+    if spec.precision == Precision.INT8_WO:
+        argv += ("--use_weight_only", "--weight_only_precision", "int8")
+    return Step("convert the Hugging Face checkpoint into a TensorRT-LLM checkpoint", argv)
+
+
+def _switch(on: bool) -> str:
+    return "enable" if on else "disable"
+
+
+def engine_step(spec: BuildSpec, paths: BuildPaths) -> Step:
+    t, limits, p = spec.trtllm, spec.limits, spec.trtllm.plugins
+    argv = (TRTLLM_BUILD, "--checkpoint_dir", str(paths.checkpoint_dir), "--output_dir", str(paths.engine_dir),
+            "--max_batch_size", str(limits.max_batch_size), "--max_input_len", str(limits.max_input_len),
+            "--max_seq_len", str(limits.max_seq_len), "--max_num_tokens", str(limits.max_num_tokens),
+            "--max_beam_width", "1", "--kv_cache_type", "paged" if t.paged_kv_cache else "continuous",
+            "--tokens_per_block", str(TOKENS_PER_BLOCK),
+            "--gpt_attention_plugin", "auto", "--gemm_plugin", "auto" if p.gemm_plugin else "disable",
+            "--context_fmha", _switch(p.context_fmha), "--remove_input_padding", _switch(p.remove_input_padding),
+            "--use_paged_context_fmha", _switch(t.use_paged_context_fmha),
+            "--use_fused_mlp", _switch(p.use_fused_mlp), "--multiple_profiles", _switch(p.multiple_profiles))
+    if spec.precision == Precision.FP8:
+        argv += ("--use_fp8_context_fmha", "enable")
+    if p.reduce_fusion:
+        argv += ("--reduce_fusion", "enable")
+    argv += ("--workers", str(t.world_size))
+    return Step(f"compile the engine for {t.gpu.describe()}", argv)
+
+
+def plan_steps(spec: BuildSpec, info: CheckpointInfo, paths: BuildPaths) -> list[Step]:
+    return [
+        checkpoint_step(spec, info, paths),
+        engine_step(spec, paths),
+        Step("copy the tokenizer files into <engine>/tokenizer, write build.json (spec, versions, checkpoint hash), "
+             "move the engine into place, delete the intermediate checkpoint", ()),
+        Step("render the Triton model repository (ensemble, preprocessing, engine_relay, tensorrt_llm, postprocessing, llm_bls)", ()),
+    ]

@@ -1,0 +1,174 @@
+"""The TensorRT-LLM part of the build spec: parallelism, KV cache, plugins, calibration, the
+target GPU, and the serving settings of the `tensorrt_llm` Triton model.
+
+Every rule that can be checked before a GPU is touched is checked here, and every message
+names the fields involved.  Argument names are those of the pinned TensorRT-LLM 1.1.0
+(see build_engines/trtllm_plan.py for the commands they become).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from build_engines.gpus import FP8_MIN_SM, MIN_SM, GpuTarget, known_gpu, DEFAULT_GPU
+
+if TYPE_CHECKING:
+    from build_engines.checkpoint import CheckpointInfo
+
+
+class KvCacheDtype(str, enum.Enum):
+    AUTO = "auto"  # the model's 16-bit activation dtype
+    FP8 = "fp8"
+    INT8 = "int8"
+
+
+class SchedulerPolicy(str, enum.Enum):
+    # batch_scheduler_policy of the tensorrt_llm model (model_instance_state.cc,
+    # getSchedulerConfigFromParams): the only two values the backend accepts.
+    MAX_UTILIZATION = "max_utilization"
+    GUARANTEED_NO_EVICT = "guaranteed_no_evict"
+
+
+class SpeculativeDecoding(str, enum.Enum):
+    """Extension point.  trtllm-build's --speculative_decoding_mode also knows
+    draft_tokens_external, medusa, eagle, lookahead_decoding and explicit_draft_tokens
+    (tensorrt_llm/commands/build.py); each needs draft models or heads and serving
+    parameters that this kit does not render yet."""
+
+    NONE = "none"
+
+
+@dataclass(frozen=True)
+class TrtLlmPlugins:
+    """trtllm-build plugin/feature switches (tensorrt_llm/plugin/plugin.py, cli_plugin_args)."""
+
+    gemm_plugin: bool = True  # --gemm_plugin auto (cuBLASLt GEMMs in the model dtype)
+    context_fmha: bool = True  # fused attention in the context phase
+    remove_input_padding: bool = True  # packed tokens; required by in-flight batching
+    use_fused_mlp: bool = True  # one GEMM for gate+up of the gated MLP
+    multiple_profiles: bool = True  # more TensorRT profiles: slower build, faster engine
+    reduce_fusion: bool = False  # AllReduce+RMSNorm fusion (TP > 1 only)
+
+
+@dataclass(frozen=True)
+class TrtLlmServing:
+    """Parameters of the `tensorrt_llm` Triton model (names: tensorrt_llm/config.pbtxt and
+    triton_backend/inflight_batcher_llm/src/model_instance_state.cc)."""
+
+    kv_cache_free_gpu_mem_fraction: float = 0.9  # of the GPU memory left after the engine loads
+    enable_kv_cache_reuse: bool = True  # prefix caching across requests
+    enable_chunked_context: bool = True  # long prompts prefilled in max_num_tokens chunks
+    batch_scheduler_policy: SchedulerPolicy = SchedulerPolicy.GUARANTEED_NO_EVICT
+    max_queue_delay_microseconds: int = 0  # the in-flight batcher needs no batching delay
+    max_queue_size: int = 0  # 0: unbounded queue in front of the executor
+    cancellation_check_period_ms: int = 100
+
+
+@dataclass(frozen=True)
+class TrtLlmOptions:
+    tp_size: int = 1
+    pp_size: int = 1
+    kv_cache_dtype: KvCacheDtype = KvCacheDtype.AUTO
+    paged_kv_cache: bool = True
+    use_paged_context_fmha: bool = True  # needed by KV-cache reuse and chunked context
+    plugins: TrtLlmPlugins = field(default_factory=TrtLlmPlugins)
+    calib_dataset: str | None = None  # HF dataset name or local directory (quantize.py --calib_dataset)
+    calib_size: int = 512
+    calib_max_seq_length: int = 512
+    awq_block_size: int = 128
+    gpu: GpuTarget = field(default_factory=lambda: known_gpu(DEFAULT_GPU))
+    speculative_decoding: SpeculativeDecoding = SpeculativeDecoding.NONE
+    serving: TrtLlmServing = field(default_factory=TrtLlmServing)
+
+    @property
+    def world_size(self) -> int:
+        return self.tp_size * self.pp_size
+
+
+# Formats whose scales come from running calibration data through the model (ModelOpt PTQ).
+CALIBRATED_PRECISIONS = ("fp8", "int8_sq", "int4_awq")
+
+
+def needs_calibration(precision: str, options: TrtLlmOptions) -> bool:
+    return precision in CALIBRATED_PRECISIONS or options.kv_cache_dtype != KvCacheDtype.AUTO
+
+
+def trtllm_problems(precision: str, o: TrtLlmOptions, limits, info: "CheckpointInfo | None") -> list[str]:
+    """Every rule broken by this combination, each naming its fields."""
+    errors = _parallelism_problems(o, info) + _gpu_problems(precision, o)
+    if needs_calibration(precision, o) and not o.calib_dataset:
+        what = f"precision {precision!r}" if precision in CALIBRATED_PRECISIONS else f"kv_cache_dtype {o.kv_cache_dtype.value!r}"
+        errors.append(f"'calib_dataset' is required for {what}: its scales are calibrated on sample text "
+                      "(give a Hugging Face dataset name such as cnn_dailymail, or a local directory)")
+    if o.calib_size < 1 or o.calib_max_seq_length < 1:
+        errors.append("'calib_size' and 'calib_max_seq_length' must be >= 1")
+    if precision == "int4_awq" and info is not None and (info.hidden_size % o.awq_block_size
+                                                         or info.intermediate_size % o.awq_block_size):
+        errors.append(f"'awq_block_size' {o.awq_block_size} must divide hidden_size {info.hidden_size} "
+                      f"and intermediate_size {info.intermediate_size}")
+    if not o.paged_kv_cache:
+        errors.append("'paged_kv_cache' must be true: the in-flight batcher (gpt_model_type=inflight_fused_batching) needs it")
+    s = o.serving
+    for name in ("enable_kv_cache_reuse", "enable_chunked_context"):
+        if getattr(s, name) and not o.use_paged_context_fmha:
+            errors.append(f"'{name}' needs 'use_paged_context_fmha' (trtllm-build --use_paged_context_fmha enable)")
+    if not s.enable_chunked_context and limits.max_num_tokens < limits.max_input_len:
+        errors.append(f"'max_num_tokens' ({limits.max_num_tokens}) < 'max_input_len' ({limits.max_input_len}) needs "
+                      "'enable_chunked_context': without it a long prompt never fits one engine step")
+    if not 0 < s.kv_cache_free_gpu_mem_fraction <= 1:
+        errors.append(f"'kv_cache_free_gpu_mem_fraction' must be in (0, 1], got {s.kv_cache_free_gpu_mem_fraction}")
+    if s.max_queue_delay_microseconds < 0 or s.max_queue_size < 0 or s.cancellation_check_period_ms < 1:
+        errors.append("'max_queue_delay_microseconds' and 'max_queue_size' must be >= 0, "
+                      "'cancellation_check_period_ms' >= 1")
+    if o.plugins.reduce_fusion and o.tp_size == 1:
+        errors.append("'reduce_fusion' fuses the AllReduce of tensor parallelism: it needs 'tp_size' > 1")
+    if o.speculative_decoding != SpeculativeDecoding.NONE:
+        errors.append(f"'speculative_decoding' {o.speculative_decoding.value!r} is not implemented yet")
+    return errors
+
+
+def _parallelism_problems(o: TrtLlmOptions, info: "CheckpointInfo | None") -> list[str]:
+    if o.tp_size < 1 or o.pp_size < 1:
+        return [f"'tp_size' and 'pp_size' must be >= 1, got {o.tp_size} and {o.pp_size}"]
+    errors = []
+    if info is not None:
+        if info.num_kv_heads % o.tp_size:
+            errors.append(f"'tp_size' {o.tp_size} must divide the checkpoint's {info.num_kv_heads} KV heads "
+                          "(num_key_value_heads): each GPU holds whole KV heads")
+        if info.num_heads % o.tp_size:
+            errors.append(f"'tp_size' {o.tp_size} must divide the checkpoint's {info.num_heads} attention heads")
+        if o.pp_size > info.num_layers:
+            errors.append(f"'pp_size' {o.pp_size} exceeds the checkpoint's {info.num_layers} layers")
+    if o.world_size > o.gpu.count:
+        errors.append(f"'tp_size' x 'pp_size' = {o.world_size} GPUs, but 'gpu_count' is {o.gpu.count} "
+                      f"({o.gpu.describe()})")
+    return errors
+
+
+def _gpu_problems(precision: str, o: TrtLlmOptions) -> list[str]:
+    gpu = o.gpu
+    if gpu.sm < MIN_SM:
+        return [f"'gpu' {gpu.name} is SM {gpu.sm / 10:.1f} ({gpu.architecture}); TensorRT-LLM 1.1 needs "
+                f"SM {MIN_SM / 10:.1f} (Ampere) or newer"]
+    errors = []
+    for what, wants_fp8 in ((f"'precision' {precision!r}", precision == "fp8"),
+                            ("'kv_cache_dtype' 'fp8'", o.kv_cache_dtype == KvCacheDtype.FP8)):
+        if wants_fp8 and gpu.sm < FP8_MIN_SM:
+            errors.append(f"{what} needs an Ada Lovelace (SM 8.9) or Hopper (SM 9.0) GPU or newer; "
+                          f"'gpu' {gpu.name} is SM {gpu.sm / 10:.1f} ({gpu.architecture})")
+    return errors
+
+
+def trtllm_options_from_dict(data: dict) -> TrtLlmOptions:
+    """Inverse of dataclasses.asdict (enums as values), for specs read back from build.json."""
+    d = dict(data)
+    d["kv_cache_dtype"] = KvCacheDtype(d["kv_cache_dtype"])
+    d["speculative_decoding"] = SpeculativeDecoding(d["speculative_decoding"])
+    d["plugins"] = TrtLlmPlugins(**d["plugins"])
+    d["gpu"] = GpuTarget(**d["gpu"])
+    serving = dict(d["serving"])
+    serving["batch_scheduler_policy"] = SchedulerPolicy(serving["batch_scheduler_policy"])
+    d["serving"] = TrtLlmServing(**serving)
+    return TrtLlmOptions(**d)

@@ -1,0 +1,110 @@
+"""BLS calls shared by the Python models that call other models (engine_relay, llm_bls),
+so neither model.py copies them.
+Imported only inside the Python-backend stub, where `triton_python_backend_utils` exists."""
+
+from __future__ import annotations
+
+import functools
+import uuid
+from typing import Iterable, Mapping
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+from contract.build_record import BuildRecord, check_runtime
+from contract.model_configs import EngineRelayParameters
+from model_repository import triton_io
+from model_repository.relay import FINISHED, REQUESTED_OUTPUTS, Relay, RelayPool, stop_request_arrays
+
+
+def copied_arrays(request, names: Iterable[str]) -> dict[str, np.ndarray]:
+    """Copies of the request's tensors: work that outlives execute() must not read the
+    request's shared memory after Triton releases the request."""
+    out = {}
+    for name in names:
+        tensor = pb_utils.get_input_tensor_by_name(request, name)
+        if tensor is not None:
+            out[name] = np.array(tensor.as_numpy(), copy=True)
+    return out
+
+
+def tensors(arrays: Mapping[str, np.ndarray]) -> list:
+    return [pb_utils.Tensor(name, array) for name, array in arrays.items()]
+
+
+def call(model: str, arrays: Mapping[str, np.ndarray], outputs: Iterable[str]) -> dict[str, np.ndarray]:
+    """One request to a non-decoupled model; raises with the model's error message."""
+    response = pb_utils.InferenceRequest(model_name=model, inputs=tensors(arrays),
+                                         requested_output_names=list(outputs)).exec()
+    if response.has_error():
+        raise BlsError(response.error().message())
+    return {t.name(): np.array(t.as_numpy(), copy=True) for t in response.output_tensors()}  # outlive the response
+
+
+class BlsError(RuntimeError):
+    pass
+
+
+def stream(model: str, arrays: Mapping[str, np.ndarray], outputs: Iterable[str], request_id: str):
+    """A streamed request to a decoupled model: its response iterator."""
+    return pb_utils.InferenceRequest(model_name=model, inputs=tensors(arrays), requested_output_names=list(outputs),
+                                     request_id=request_id).exec(decoupled=True)
+
+
+def cancel_stream(model: str, request_id: str, responses) -> None:
+    """Cancel a streamed request: ResponseIterator.cancel() where the Python backend has it
+    (r25.05+); TensorRT-LLM's stop request (same request id, stop=true) before that."""
+    if hasattr(responses, "cancel"):
+        responses.cancel()
+        return
+    for _ in stream(model, stop_request_arrays(), (), request_id):
+        pass
+
+
+FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
+
+
+class SenderSink:
+    """A RelaySink over Triton's response sender; subclasses say how a response is forwarded."""
+
+    def __init__(self, sender):
+        self.sender = sender
+
+    def is_cancelled(self):
+        return self.sender.is_cancelled()
+
+    def forward_error(self, response):
+        self.sender.send(pb_utils.InferenceResponse(error=response.error()), flags=FINAL)
+
+    def fail(self, message, code):
+        self.sender.send(triton_io.error_response(message, code), flags=FINAL)
+
+    def finish(self):
+        self.sender.send(flags=FINAL)
+
+
+def start_relays(model_name: str, args) -> tuple[EngineRelayParameters, RelayPool]:
+    """Initialize a model that relays to an engine: read its EngineRelayParameters, refuse an
+    engine built by other runtime versions, start the worker threads and the cancel watcher."""
+    triton_io.log_environment(model_name)
+    params = triton_io.load_parameters(args, EngineRelayParameters)
+    record = BuildRecord.read(params.engine_dir)
+    check_runtime(record)  # refuses an engine built by other TensorRT-LLM / TensorRT versions
+    max_batch_size = int(triton_io.model_config(args)["max_batch_size"])
+
+    def log_outcome(relay, outcome, seconds):
+        if outcome != FINISHED:
+            triton_io.logger().log_info(f"{model_name}: {relay.request_id} {outcome} after {seconds:.2f}s")
+
+    triton_io.logger().log_info(f"{model_name}: -> {params.target_model}, engine {params.engine_dir} "
+                                f"({record.spec['precision']}, built with {record.versions})")
+    return params, RelayPool(max_workers=2 * max_batch_size, cancel_period_s=params.cancel_check_period_ms / 1000,
+                             on_done=log_outcome)
+
+
+def relay_stream(pool: RelayPool, target: str, arrays: Mapping[str, np.ndarray], sink, id_prefix: str) -> None:
+    """Stream `arrays` to the engine model `target` on a pool worker, the responses into
+    `sink`; the request id (unique) is what a stop request names."""
+    request_id = f"{id_prefix}-{uuid.uuid4().hex}"
+    start = functools.partial(stream, target, arrays, REQUESTED_OUTPUTS, request_id)
+    pool.submit(Relay(request_id, sink, start, functools.partial(cancel_stream, target)))

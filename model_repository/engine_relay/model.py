@@ -1,0 +1,36 @@
+"""Triton adapter of the engine relay: the GPU ensemble's engine step.  It relays the
+engine contract to `target_model` (the C++ `tensorrt_llm` model) as a streamed BLS call
+and returns detokenize_params with every response.  The logic is model_repository.relay;
+this file only converts Triton objects."""
+
+import triton_python_backend_utils as pb_utils
+
+from contract.tensors import DETOKENIZE_PARAMS
+from model_repository import bls_calls, triton_io
+from model_repository.relay import FORWARDED_INPUTS
+
+
+class TritonRelaySink(bls_calls.SenderSink):
+    def __init__(self, sender, echo):
+        super().__init__(sender)
+        self._echo = echo  # numpy array; a fresh Tensor per response
+
+    def forward(self, response):
+        echo = pb_utils.Tensor(DETOKENIZE_PARAMS.name, self._echo)
+        self.sender.send(pb_utils.InferenceResponse(output_tensors=response.output_tensors() + [echo]))
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        self.params, self.pool = bls_calls.start_relays("engine_relay", args)
+
+    def execute(self, requests):
+        for request in requests:
+            arrays = bls_calls.copied_arrays(request, FORWARDED_INPUTS + (DETOKENIZE_PARAMS.name,))
+            echo = arrays.pop(DETOKENIZE_PARAMS.name, triton_io.text_array(""))
+            sink = TritonRelaySink(request.get_response_sender(), echo)
+            bls_calls.relay_stream(self.pool, self.params.target_model, arrays, sink, "relay")
+        return None
+
+    def finalize(self):
+        self.pool.shutdown()

@@ -1,0 +1,51 @@
+"""Triton adapter of llm_bls: the ensemble's inputs and outputs, preprocessing -> engine ->
+postprocessing as BLS calls, so that a client's cancellation reaches the engine.  The logic
+is model_repository.bls_pipeline and model_repository.relay; this file only converts
+Triton objects."""
+
+import triton_python_backend_utils as pb_utils
+
+from contract import names
+from contract.tensors import ENSEMBLE_INPUTS, PREPROCESSING_OUTPUTS
+from model_repository import bls_calls
+from model_repository.bls_pipeline import (POSTPROCESSING_OUTPUT_NAMES, client_outputs, engine_request,
+                                           postprocessing_request)
+
+ENSEMBLE_INPUT_NAMES = tuple(t.name for t in ENSEMBLE_INPUTS)
+PREPROCESSING_OUTPUT_NAMES = tuple(t.name for t in PREPROCESSING_OUTPUTS)
+
+
+class PipelineSink(bls_calls.SenderSink):
+    """Each engine response goes through postprocessing before it reaches the client."""
+
+    def __init__(self, sender, detokenize_params):
+        super().__init__(sender)
+        self._detokenize_params = detokenize_params
+
+    def forward(self, response):
+        engine = {t.name(): t.as_numpy() for t in response.output_tensors()}
+        post = bls_calls.call(names.POSTPROCESSING, postprocessing_request(engine, self._detokenize_params),
+                              POSTPROCESSING_OUTPUT_NAMES)
+        self.sender.send(pb_utils.InferenceResponse(bls_calls.tensors(client_outputs(engine, post))))
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        self.params, self.pool = bls_calls.start_relays("llm_bls", args)
+
+    def execute(self, requests):
+        for request in requests:
+            sender = request.get_response_sender()
+            try:  # tokenizing here keeps preprocessing's errors (and their codes) as they are
+                preprocessed = bls_calls.call(names.PREPROCESSING, bls_calls.copied_arrays(request, ENSEMBLE_INPUT_NAMES),
+                                              PREPROCESSING_OUTPUT_NAMES)
+            except bls_calls.BlsError as e:
+                sender.send(pb_utils.InferenceResponse(error=pb_utils.TritonError(str(e))), flags=bls_calls.FINAL)
+                continue
+            engine, detokenize_params = engine_request(preprocessed)
+            bls_calls.relay_stream(self.pool, self.params.target_model, engine, PipelineSink(sender, detokenize_params),
+                                   "bls")
+        return None
+
+    def finalize(self):
+        self.pool.shutdown()

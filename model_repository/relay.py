@@ -1,0 +1,208 @@
+"""The engine relay's logic: one engine request relayed to the model that runs the engine
+(`tensorrt_llm` on a GPU) as a streamed BLS call, every response forwarded with the
+request's detokenize_params, errors passed on, and client cancellation turned into
+cancelling the engine request.
+
+Why a relay: the C++ `tensorrt_llm` backend cannot echo an extra tensor, and Triton's
+ensemble rejects a step fed by a decoupled model and by anything else, so postprocessing's
+per-request settings must travel through the engine step (contract/tensors.py).
+
+Facts it is built on (python_backend sources): BLS `exec(decoupled=True)` returns a
+response iterator whose responses carry no final flag (the iterator just ends), so the
+relay forwards each response at once and sends an empty final response when the
+iterator ends.  `ResponseIterator.cancel()` exists from python_backend r25.05 on (PR #398;
+the pinned 25.12 image has it); Triton 2.51 (r24.10) has none, so there the relay falls
+back to TensorRT-LLM's stop protocol: a request with the same request id and stop=true.
+
+Nothing here imports Triton: tests drive it with fakes.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable, Iterable, Protocol
+
+import numpy as np
+
+from contract.tensors import STOP, TRTLLM_INPUTS, TRTLLM_OUTPUTS
+
+# What the relay sends to the target and asks back (the engine contract without the echo).
+FORWARDED_INPUTS = tuple(t.name for t in TRTLLM_INPUTS if t is not STOP)
+REQUESTED_OUTPUTS = tuple(t.name for t in TRTLLM_OUTPUTS)
+
+
+def stop_request_arrays() -> dict[str, np.ndarray]:
+    """A stop request: the engine's required inputs (placeholders) and stop=true.  The
+    target cancels the running request with the same request id."""
+    return {
+        "input_ids": np.zeros((1, 1), dtype=np.int32),
+        "input_lengths": np.ones((1, 1), dtype=np.int32),
+        "request_output_len": np.ones((1, 1), dtype=np.int32),
+        STOP.name: np.ones((1, 1), dtype=np.bool_),
+    }
+
+
+FINISHED, ERROR, CANCELLED = "finished", "error", "cancelled"
+
+
+class Response(Protocol):
+    def has_error(self) -> bool: ...
+
+    def output_tensors(self) -> list: ...
+
+
+class RelaySink(Protocol):
+    """The client side of one relayed request (Triton's response sender)."""
+
+    def is_cancelled(self) -> bool: ...
+
+    def forward(self, response: Response) -> None: ...  # outputs + detokenize_params, not final
+
+    def forward_error(self, response: Response) -> None: ...  # the target's error, final
+
+    def fail(self, message: str, code: str) -> None: ...  # our error, final
+
+    def finish(self) -> None: ...  # empty final response
+
+
+class Relay:
+    """One relayed request.  `run` is called on a worker thread; `cancel` from any thread."""
+
+    def __init__(self, request_id: str, sink: RelaySink, start: Callable[[], Iterable[Response]],
+                 cancel_stream: Callable[[str, object], None]) -> None:
+        self.request_id = request_id
+        self.sink = sink
+        self._start = start
+        self._cancel_stream = cancel_stream
+        self._lock = threading.Lock()
+        self._stream: Iterable[Response] | None = None
+        self._cancelled = False
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancelled
+
+    def cancel(self) -> None:
+        with self._lock:
+            if self._cancelled:
+                return
+            self._cancelled = True
+            stream = self._stream
+        if stream is not None:
+            self._cancel_stream(self.request_id, stream)
+
+    def run(self) -> str:
+        """Relay until the engine's stream ends; returns the outcome: finished | error | cancelled."""
+        if self._cancelled:
+            self.sink.fail("cancelled before the engine started it", "CANCELLED")
+            return CANCELLED
+        try:
+            stream = self._start()
+        except Exception as e:
+            self.sink.fail(f"the engine model did not accept the request: {e}", "INTERNAL")
+            return ERROR
+        with self._lock:
+            self._stream = stream
+            cancel_now = self._cancelled
+        if cancel_now:
+            self._cancel_stream(self.request_id, stream)
+        return self._pump(stream)
+
+    def _pump(self, stream: Iterable[Response]) -> str:
+        ended = False  # a final error went out; the rest is drained unseen
+        try:
+            for response in stream:
+                if ended or self._cancelled:
+                    continue
+                if response.has_error():
+                    self.sink.forward_error(response)
+                    ended = True
+                elif response.output_tensors():
+                    self.sink.forward(response)
+        except Exception as e:
+            if not ended:
+                self.sink.fail(f"the engine stream failed: {e}", "INTERNAL")
+            return ERROR
+        if self._cancelled:
+            if not ended:
+                self.sink.fail("cancelled by the client", "CANCELLED")
+            return CANCELLED
+        if ended:
+            return ERROR
+        self.sink.finish()
+        return FINISHED
+
+
+class CancelWatcher:
+    """One thread that looks for relays whose client went away (every `period_s`, only
+    while there are relays) and cancels them; TensorRT-LLM's backend polls the same way."""
+
+    def __init__(self, period_s: float) -> None:
+        self._period_s = period_s
+        self._cond = threading.Condition()
+        self._active: set[Relay] = set()
+        self._stopping = False
+        self._thread = threading.Thread(target=self._loop, name="relay-cancel-watch", daemon=True)
+        self._thread.start()
+
+    def add(self, relay: Relay) -> None:
+        with self._cond:
+            self._active.add(relay)
+            self._cond.notify()
+
+    def remove(self, relay: Relay) -> None:
+        with self._cond:
+            self._active.discard(relay)
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stopping = True
+            self._cond.notify()
+        self._thread.join(5)
+
+    def check_once(self) -> int:
+        with self._cond:
+            relays = list(self._active)
+        cancelled = [r for r in relays if not r.cancelled and r.sink.is_cancelled()]
+        for relay in cancelled:
+            relay.cancel()
+        return len(cancelled)
+
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                while not self._active and not self._stopping:
+                    self._cond.wait()
+                if self._stopping:
+                    return
+                self._cond.wait(self._period_s)
+            self.check_once()
+
+
+class RelayPool:
+    """Worker threads for relays (each blocks on its BLS stream) and the cancel watcher."""
+
+    def __init__(self, max_workers: int, cancel_period_s: float,
+                 on_done: Callable[[Relay, str, float], None] = lambda relay, outcome, seconds: None) -> None:
+        self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="relay")
+        self._watcher = CancelWatcher(cancel_period_s)
+        self._on_done = on_done
+
+    def submit(self, relay: Relay) -> None:
+        self._watcher.add(relay)
+        self._pool.submit(self._run, relay)
+
+    def _run(self, relay: Relay) -> None:
+        started = time.monotonic()
+        outcome = ERROR
+        try:
+            outcome = relay.run()
+        finally:
+            self._watcher.remove(relay)
+            self._on_done(relay, outcome, time.monotonic() - started)
+
+    def shutdown(self) -> None:
+        self._watcher.stop()
+        self._pool.shutdown(wait=False, cancel_futures=True)

@@ -1,0 +1,130 @@
+"""Start tritonserver on a TensorRT-LLM model repository: one MPI rank per GPU.
+
+The world size comes from the engine's build.json (TP x PP), never from a flag.  Rank 0
+serves the whole repository on the network ports; ranks > 0 load only `tensorrt_llm`
+(they are the engine's other GPUs) with the network off, and every rank gets its own
+Python-backend shared-memory prefix.  Unlike NVIDIA's launch_triton_server.py (which
+starts mpirun and returns), the launcher stays in the foreground, forwards SIGINT/SIGTERM
+to the child, and exits with the child's status - what a container's PID 1 must do.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+from build_engines.render import read_config
+from contract import names
+from contract.build_record import BuildRecord, check_runtime
+from contract.model_configs import TensorRtLlmParameters
+
+NGC_TRITONSERVER = "/opt/tritonserver/bin/tritonserver"
+ENGINE_PATH_KEY = "gpt_model_path"
+assert ENGINE_PATH_KEY in TensorRtLlmParameters.__dataclass_fields__
+
+
+class LaunchError(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class GpuServerSettings:
+    repository: Path
+    host: str = "0.0.0.0"  # inside a container; publish ports to choose exposure
+    http_port: int = names.DEFAULT_HTTP_PORT
+    grpc_port: int = names.DEFAULT_GRPC_PORT
+    metrics_port: int = names.DEFAULT_METRICS_PORT
+    exit_timeout_s: int = 30
+    log_verbose: int = 0
+    tritonserver: str = NGC_TRITONSERVER
+    mpirun: str = "mpirun"
+    extra_args: tuple[str, ...] = field(default_factory=tuple)
+
+
+def engine_dir_of(repository: Path) -> Path:
+    config_file = repository / names.TRTLLM_ENGINE / "config.pbtxt"
+    if not config_file.is_file():
+        raise LaunchError(f"{repository} has no {names.TRTLLM_ENGINE}/config.pbtxt: render a TensorRT-LLM repository "
+                          "first (python -m build_engines build --backend tensorrt_llm ...)")
+    params = read_config(config_file).parameters
+    if ENGINE_PATH_KEY not in params:
+        raise LaunchError(f"{config_file} has no '{ENGINE_PATH_KEY}' parameter")
+    return Path(params[ENGINE_PATH_KEY].string_value)
+
+
+def world_size(record: BuildRecord) -> int:
+    trtllm = record.spec.get("trtllm")
+    if record.backend != "tensorrt_llm" or trtllm is None:
+        raise LaunchError(f"build.json describes a {record.backend!r} engine, not a TensorRT-LLM one")
+    return int(trtllm["tp_size"]) * int(trtllm["pp_size"])
+
+
+def rank_args(s: GpuServerSettings, rank: int) -> list[str]:
+    args = [s.tritonserver, f"--model-repository={s.repository}", "--disable-auto-complete-config",
+            f"--backend-config=python,shm-region-prefix-name=prefix{rank}_",
+            f"--exit-timeout-secs={s.exit_timeout_s}", f"--log-verbose={s.log_verbose}"]
+    if rank == 0:
+        return args + [f"--http-address={s.host}", f"--http-port={s.http_port}",
+                       f"--grpc-address={s.host}", f"--grpc-port={s.grpc_port}",
+                       f"--metrics-address={s.host}", f"--metrics-port={s.metrics_port}",
+                       "--allow-metrics=true", "--model-control-mode=none", "--strict-readiness=true",
+                       *s.extra_args]
+    return args + ["--model-control-mode=explicit", f"--load-model={names.TRTLLM_ENGINE}",
+                   "--allow-http=false", "--allow-grpc=false", "--allow-metrics=false"]
+
+
+def launch_command(s: GpuServerSettings, world: int) -> list[str]:
+    if world < 1:
+        raise LaunchError(f"world size must be >= 1, got {world}")
+    if world == 1:
+        return rank_args(s, 0)
+    cmd = [s.mpirun, "--allow-run-as-root"]
+    for rank in range(world):
+        cmd += (["-n", "1"] + rank_args(s, rank) + ([":"] if rank < world - 1 else []))
+    return cmd
+
+
+def prepare(s: GpuServerSettings) -> list[str]:
+    """The command for this repository, after refusing an engine built by other versions."""
+    record = BuildRecord.read(engine_dir_of(s.repository))
+    check_runtime(record)
+    return launch_command(s, world_size(record))
+
+
+def exit_status(returncode: int) -> int:
+    """A child killed by signal N exits like a shell reports it: 128 + N."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def supervise(cmd: Sequence[str], *, kill_after_s: float = 60.0, popen: Callable = subprocess.Popen) -> int:
+    """Run cmd in its own process group, forward SIGINT/SIGTERM to it, wait, and return its
+    exit status.  If it outlives a forwarded signal by kill_after_s, the group is killed."""
+    child = popen(list(cmd), start_new_session=True)
+    forwarded: list[int] = []
+
+    def forward(signum, _frame):
+        forwarded.append(signum)
+        try:
+            child.send_signal(signum)  # mpirun forwards SIGINT/SIGTERM to every rank
+        except ProcessLookupError:
+            pass
+
+    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
+    deadline = None
+    try:
+        while True:
+            try:
+                return exit_status(child.wait(timeout=0.5))
+            except subprocess.TimeoutExpired:
+                if forwarded and deadline is None:
+                    deadline = time.monotonic() + kill_after_s
+                if deadline is not None and time.monotonic() > deadline:
+                    os.killpg(child.pid, signal.SIGKILL)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

@@ -1,0 +1,114 @@
+"""The GPU pipeline end to end (inside the kit's GPU image, on a GPU host; skipped elsewhere):
+build a small TensorRT-LLM engine from the default model, serve it with `serving gpu-up`
+(the NGC tritonserver, C++ tensorrt_llm backend behind engine_relay), and run the CPU
+pipeline's end-to-end tests against it.
+
+    make test-gpu   # in the compose builder service, this checkout mounted at /workspace
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+
+from client import ChatMessage, LlmClient, SamplingParams
+from contract import names
+from serving.launcher import ServerSettings, TritonServer
+from tests.integration import test_bad_requests as cpu_bad_requests
+from tests.integration import test_engine_relay as relay_tests
+from tests.integration import test_llm_bls as bls_tests
+from tests.integration.conftest import ROOT, free_port
+from tests.integration.test_concurrency import test_sixteen_concurrent_streams  # noqa: F401  (runs here too)
+from tests.integration.test_streaming_text import (  # noqa: F401  (the same tests, GPU fixtures)
+    test_answers_do_contain_multibyte_text,
+    test_prompt_is_not_echoed_unless_asked,
+    test_stream_equals_whole_equals_full_decode,
+)
+
+pytestmark = [pytest.mark.gpu, pytest.mark.server, pytest.mark.slow]
+
+
+@pytest.fixture(scope="session")
+def gpu_engine(default_checkpoint):
+    from build_engines.cli_options import make_spec
+    from build_engines.trtllm_build import build_trtllm_engine, engine_is_built
+    from contract.build_record import BuildRecord
+
+    spec = make_spec(default_checkpoint, "tensorrt_llm", "fp16", 16, 1024, 2048, 1024, 256, None, False, 0)
+    engine_dir = ROOT / "build" / "engines" / "SmolLM2-135M-Instruct-tensorrt_llm-fp16-tp1-pp1"
+    if not (engine_is_built(engine_dir) and BuildRecord.read(engine_dir).spec == spec.to_dict()):
+        build_trtllm_engine(spec, engine_dir)
+    return engine_dir
+
+
+@pytest.fixture(scope="session")
+def server(gpu_engine, tmp_path_factory):
+    """Overrides the CPU server: the same tests now run against TensorRT-LLM."""
+    from build_engines.repository import render_repository
+
+    repository = tmp_path_factory.mktemp("gpu") / "repository"
+    render_repository(gpu_engine, repository)
+    settings = ServerSettings(repository=repository, http_port=free_port(), grpc_port=free_port(),
+                              metrics_port=free_port(), log_file=tmp_path_factory.mktemp("gpu-logs") / "server.log")
+    cmd = [sys.executable, "-m", "serving", "gpu-up", "--repository", str(repository), "--host", settings.host,
+           "--http-port", str(settings.http_port), "--grpc-port", str(settings.grpc_port),
+           "--metrics-port", str(settings.metrics_port), "--exit-timeout", "10"]
+    with open(settings.log_file, "ab") as log:
+        process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+    probe = TritonServer(settings)
+    deadline = time.monotonic() + 600
+    while not probe.is_ready():
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            pytest.fail("the GPU server did not become ready:\n" + probe.log_tail())
+        time.sleep(1)
+    yield probe
+    process.terminate()
+    process.wait(60)
+
+
+@pytest.fixture(scope="session")
+def client(server):
+    with LlmClient(server.settings.grpc_url) as c:
+        yield c
+
+
+GPU_CASES = [c for c in cpu_bad_requests.CASES if c[1] != "bad_words_list"]  # TensorRT-LLM has bad words
+
+
+@pytest.mark.parametrize("values,field,message", GPU_CASES)
+def test_bad_request_gets_invalid_arg(server, values, field, message):
+    cpu_bad_requests.test_bad_request_gets_invalid_arg_over_grpc_streaming(server, values, field, message)
+
+
+def test_answers_the_capital_question(client):
+    result = client.generate([ChatMessage("user", "What is the capital of France?")],
+                             SamplingParams(max_tokens=32, temperature=0.0))
+    assert "Paris" in result.text and result.finish_reason == "stop"
+
+
+def test_bad_words_work_on_the_gpu(client):
+    prompt = [ChatMessage("user", "What is the capital of France?")]
+    result = client.generate(prompt, SamplingParams(max_tokens=32, temperature=0.0, bad_words=("Paris",)))
+    assert "Paris" not in result.text
+
+
+def test_client_cancel_reaches_tensorrt_llm(server):
+    """The relay test of the CPU wiring, now against the C++ backend: cancelling a relayed
+    stream cancels the TensorRT-LLM request (ResponseIterator.cancel() in the 25.12 image):
+    the cancelled request ends in well under half the time the whole one takes."""
+    full = relay_tests.full_generation_seconds(server.settings.grpc_url)
+    relay_tests.test_client_cancel_stops_the_engine_request(server, limit_s=full / 2)
+
+
+def test_llm_bls_gives_the_ensemble_results(server, client):
+    with LlmClient(server.settings.grpc_url, model=names.LLM_BLS) as bls:
+        bls_tests.test_same_tokens_and_text_as_the_ensemble(bls, client)
+        bls_tests.test_non_streaming_and_stop_strings(bls, client)
+
+
+def test_relay_echoes_detokenize_params(server):
+    relay_tests.test_relay_echoes_detokenize_params_with_every_response(server)

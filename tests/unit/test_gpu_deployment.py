@@ -1,0 +1,106 @@
+"""Where `make build-engine` builds a TensorRT-LLM engine, the compose file's promises, and
+the provenance recorded for the GPU image."""
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from build_engines.dispatch import compose_command, decide
+from contract.build_record import container_version
+
+ROOT = Path(__file__).resolve().parents[2]
+ARGS = ("--precision", "fp8", "--tp", "2")
+
+
+def test_inside_the_image_it_builds_here():
+    where = decide(ARGS, Path("/models/llama"), trtllm_ok=True, compose=None, engine_ok=False, python="python3")
+    assert where.kind == "local"
+    assert where.argv == ("python3", "-m", "build_engines", "build", "--backend", "tensorrt_llm",
+                          "--checkpoint", "/models/llama", *ARGS)
+
+
+def test_with_compose_it_builds_in_the_builder_service(tmp_path):
+    model = tmp_path / "Llama-3.1-8B-Instruct"
+    where = decide(ARGS, model, trtllm_ok=False, compose=("docker", "compose"), engine_ok=True)
+    assert where.kind == "compose"
+    assert where.argv == ("docker", "compose", "--profile", "build", "run", "--rm",
+                          "-v", f"{model}:/models/Llama-3.1-8B-Instruct:ro", "builder", "build",
+                          "--backend", "tensorrt_llm", "--checkpoint", "/models/Llama-3.1-8B-Instruct", *ARGS)
+
+
+@pytest.mark.parametrize("compose,engine_ok,missing", [
+    (None, False, "Docker Compose is not installed"),
+    (("docker-compose",), False, "no Docker engine is running"),
+])
+def test_with_neither_it_explains_and_offers_the_cpu_engine(compose, engine_ok, missing):
+    where = decide(ARGS, None, trtllm_ok=False, compose=compose, engine_ok=engine_ok)
+    assert where.kind == "none" and missing in where.message
+    assert "make build-engine BACKEND=openvino" in where.message
+
+
+def test_compose_command_prefers_the_plugin():
+    assert compose_command(lambda argv: True, which=lambda name: "/usr/bin/" + name) == ("docker", "compose")
+    assert compose_command(lambda argv: False, which=lambda name: "/usr/bin/" + name) == ("docker-compose",)
+    assert compose_command(lambda argv: False, which=lambda name: None) is None
+
+
+def test_container_version_is_recorded():
+    assert container_version({"NVIDIA_TRITON_SERVER_VERSION": "25.12"}) == "25.12"
+    assert container_version({}) == "none"
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict:
+    return yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+
+
+def test_triton_service(compose):
+    triton = compose["services"]["triton"]
+    assert "profiles" not in triton  # `docker compose up` starts it
+    assert triton["command"][:4] == ["python3", "-m", "serving", "gpu-up"]
+    assert [p.split(":")[-1] for p in triton["ports"]] == ["8000", "8001", "8002"]
+    assert "/v2/health/ready" in " ".join(triton["healthcheck"]["test"])
+    devices = triton["deploy"]["resources"]["reservations"]["devices"][0]
+    assert devices["driver"] == "nvidia" and devices["capabilities"] == ["gpu"]
+    assert triton["shm_size"] and triton["ulimits"]["memlock"] == -1
+    assert any(v.startswith("./build:/workspace/build") for v in triton["volumes"])
+
+
+def test_builder_uses_the_same_image_and_paths(compose):
+    services = compose["services"]
+    builder, triton = services["builder"], services["triton"]
+    assert builder["image"] == triton["image"] and builder["build"] == triton["build"]
+    assert builder["profiles"] == ["build"] and builder["entrypoint"] == ["python3", "-m", "build_engines"]
+    # rendered paths are valid in both containers only if the build dir is mounted at the same place
+    targets = {v.rsplit(":", 2)[-2] if v.endswith(":ro") else v.rsplit(":", 1)[-1] for v in builder["volumes"]}
+    assert targets >= {"/workspace/build", "/models"}
+    assert builder["working_dir"] == triton["working_dir"] == "/workspace"
+
+
+def test_cpu_and_metrics_profiles(compose):
+    services = compose["services"]
+    assert services["triton-cpu"]["profiles"] == ["cpu"] and "deploy" not in services["triton-cpu"]
+    assert services["prometheus"]["profiles"] == ["metrics"]
+    scrape = yaml.safe_load((ROOT / "docker" / "prometheus.yml").read_text())
+    assert "triton:8002" in scrape["scrape_configs"][0]["static_configs"][0]["targets"]
+
+
+def test_env_pins_the_image_and_versions():
+    env = dict(line.split("=", 1) for line in (ROOT / ".env").read_text().splitlines()
+               if line and not line.startswith("#"))
+    assert env["TRITON_IMAGE"] == "nvcr.io/nvidia/tritonserver:25.12-trtllm-python-py3"
+    assert env["TRTLLM_VERSION"] == "1.1.0"
+
+
+@pytest.mark.skipif(not (shutil.which("docker-compose") or shutil.which("docker")), reason="no docker compose CLI")
+def test_compose_file_validates():
+    for cmd in (["docker", "compose"], ["docker-compose"]):
+        if shutil.which(cmd[0]) and subprocess.run(cmd + ["version"], capture_output=True).returncode == 0:
+            result = subprocess.run(cmd + ["--profile", "build", "--profile", "cpu", "--profile", "metrics",
+                                           "config", "--quiet"], cwd=ROOT, capture_output=True, text=True)
+            assert result.returncode == 0, result.stderr
+            return
+    pytest.skip("neither `docker compose` nor `docker-compose` runs here")

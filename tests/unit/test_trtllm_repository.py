@@ -1,0 +1,119 @@
+"""The GPU model repository: every config.pbtxt parses as Triton's ModelConfig, the
+ensemble is wired through engine_relay, and tensorrt_llm gets the spec's serving settings."""
+
+import datetime
+from pathlib import Path
+
+import pytest
+from google.protobuf import text_format
+from tritonclient.grpc import model_config_pb2 as mc
+
+from build_engines.render import check_ensemble_wiring, read_config
+from build_engines.repository import render_repository
+from build_engines.spec import Precision
+from build_engines.trtllm_spec import SchedulerPolicy, TrtLlmServing
+from contract import names
+from contract.build_record import BuildRecord
+from contract.model_configs import EngineRelayParameters, PreprocessingParameters
+from contract.model_parameters import from_parameters
+from contract.tensors import ENGINE_INPUTS, ENGINE_OUTPUTS, TRTLLM_INPUTS, TRTLLM_OUTPUTS
+from tests.unit.trtllm_fixtures import info_of, llama_8b_checkpoint, trtllm_spec
+
+SERVING = TrtLlmServing(kv_cache_free_gpu_mem_fraction=0.85, enable_kv_cache_reuse=True, enable_chunked_context=True,
+                        batch_scheduler_policy=SchedulerPolicy.MAX_UTILIZATION, max_queue_delay_microseconds=100,
+                        max_queue_size=512, cancellation_check_period_ms=50)
+
+
+def _params(config: mc.ModelConfig) -> dict[str, str]:
+    return {k: v.string_value for k, v in config.parameters.items()}
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory) -> tuple[Path, Path]:
+    root = tmp_path_factory.mktemp("gpu")
+    ckpt = llama_8b_checkpoint(root / "llama8b")
+    spec = trtllm_spec(ckpt, Precision.FP8, tp_size=2, calib_dataset="c", serving=SERVING)
+    engine = root / "engine"
+    engine.mkdir()
+    BuildRecord(backend="tensorrt_llm", spec=spec.to_dict(), checkpoint=info_of(ckpt).to_dict() | {"hash": "sha256:0"},
+                versions={"tensorrt_llm": "1.1.0", "tensorrt": "10.13.3.9", "container": "25.12"},
+                built_at=datetime.datetime.now().isoformat(), build_seconds=1.0).write(engine)
+    out = root / "repository"
+    render_repository(engine, out)
+    return engine, out
+
+
+def test_layout_and_every_config_parses(repo):
+    engine, out = repo
+    models = sorted(p.name for p in out.iterdir())
+    assert models == sorted([names.ENSEMBLE, names.PREPROCESSING, names.POSTPROCESSING, names.ENGINE_RELAY,
+                             names.TRTLLM_ENGINE, names.LLM_BLS])
+    configs = [read_config(out / m / "config.pbtxt") for m in models]  # Triton's own schema
+    check_ensemble_wiring(configs)
+    for m in (names.PREPROCESSING, names.POSTPROCESSING, names.ENGINE_RELAY, names.LLM_BLS):
+        assert (out / m / "1" / "model.py").is_file()
+    assert (out / names.TRTLLM_ENGINE / "1").is_dir() and not (out / names.TRTLLM_ENGINE / "1" / "model.py").exists()
+    for cfg in out.glob("*/config.pbtxt"):
+        assert "${" not in cfg.read_text()
+
+
+def test_ensemble_steps_through_the_relay(repo):
+    ens = read_config(repo[1] / names.ENSEMBLE / "config.pbtxt")
+    assert [s.model_name for s in ens.ensemble_scheduling.step] == [names.PREPROCESSING, names.ENGINE_RELAY,
+                                                                    names.POSTPROCESSING]
+
+
+def test_tensorrt_llm_config(repo):
+    engine, out = repo
+    cfg = read_config(out / names.TRTLLM_ENGINE / "config.pbtxt")
+    assert cfg.backend == "tensorrtllm" and cfg.model_transaction_policy.decoupled
+    assert [i.name for i in cfg.input] == [t.name for t in TRTLLM_INPUTS]
+    assert [o.name for o in cfg.output] == [t.name for t in TRTLLM_OUTPUTS]
+    assert "detokenize_params" not in {i.name for i in cfg.input} | {o.name for o in cfg.output}
+    inputs = {i.name: i for i in cfg.input}
+    assert inputs["input_ids"].allow_ragged_batch and inputs["stop_words_list"].allow_ragged_batch
+    assert inputs["request_output_len"].HasField("reshape") and list(inputs["request_output_len"].reshape.shape) == []
+    assert cfg.dynamic_batching.max_queue_delay_microseconds == 100
+    assert cfg.dynamic_batching.default_queue_policy.max_queue_size == 512
+    assert _params(cfg) == {
+        "gpt_model_type": "inflight_fused_batching", "gpt_model_path": str(engine.resolve()), "max_beam_width": "1",
+        "kv_cache_free_gpu_mem_fraction": "0.85", "enable_kv_cache_reuse": "true", "enable_chunked_context": "true",
+        "batch_scheduler_policy": "max_utilization", "exclude_input_in_output": "true",
+        "cancellation_check_period_ms": "50",
+        # read without a fallback by the backend: must exist, empty disables guided decoding
+        "tokenizer_dir": "", "guided_decoding_backend": "", "xgrammar_tokenizer_info_path": "",
+    }
+
+
+def test_relay_config_and_parameters(repo):
+    engine, out = repo
+    relay = read_config(out / names.ENGINE_RELAY / "config.pbtxt")
+    assert relay.model_transaction_policy.decoupled and not relay.HasField("dynamic_batching")
+    assert [i.name for i in relay.input] == [t.name for t in ENGINE_INPUTS]
+    assert [o.name for o in relay.output] == [t.name for t in ENGINE_OUTPUTS]
+    params = from_parameters(EngineRelayParameters, relay.name, _params(relay))
+    assert params.target_model == names.TRTLLM_ENGINE and params.engine_dir == engine.resolve()
+
+
+def test_tokenizer_lives_beside_the_engine_config(repo):
+    engine, out = repo
+    pre = read_config(out / names.PREPROCESSING / "config.pbtxt")
+    params = from_parameters(PreprocessingParameters, pre.name, _params(pre))
+    assert params.tokenizer_dir == engine.resolve() / "tokenizer"  # engine/config.json is TensorRT-LLM's
+
+
+def test_configs_round_trip_through_text_format(repo):
+    for cfg_file in repo[1].glob("*/config.pbtxt"):
+        config = read_config(cfg_file)
+        assert text_format.Parse(text_format.MessageToString(config), mc.ModelConfig()) == config
+
+
+def test_llm_bls_has_the_ensemble_contract_and_talks_to_tensorrt_llm(repo):
+    engine, out = repo
+    ens = read_config(out / names.ENSEMBLE / "config.pbtxt")
+    bls = read_config(out / names.LLM_BLS / "config.pbtxt")
+    assert bls.model_transaction_policy.decoupled
+    assert [(i.name, i.data_type) for i in bls.input] == [(i.name, i.data_type) for i in ens.input]
+    assert [(o.name, o.data_type) for o in bls.output] == [(o.name, o.data_type) for o in ens.output]
+    params = from_parameters(EngineRelayParameters, bls.name, _params(bls))
+    assert params.target_model == names.TRTLLM_ENGINE and params.engine_dir == engine.resolve()

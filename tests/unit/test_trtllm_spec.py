@@ -1,0 +1,121 @@
+"""TensorRT-LLM spec rules: invalid combinations fail before any work, naming the fields."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from build_engines.cli_options import make_spec, resolve_gpu
+from build_engines.gpus import GpuError, GpuTarget, known_gpu, parse_nvidia_smi
+from build_engines.spec import BuildSpec, EngineLimits, Precision, SpecError
+from build_engines.trtllm_spec import KvCacheDtype, SpeculativeDecoding, TrtLlmPlugins, TrtLlmServing
+from tests.unit.trtllm_fixtures import info_of, llama_8b_checkpoint, trtllm_spec
+
+
+@pytest.fixture(scope="module")
+def ckpt(tmp_path_factory) -> Path:
+    return llama_8b_checkpoint(tmp_path_factory.mktemp("llama8b"))
+
+
+@pytest.mark.parametrize("precision,options,message", [
+    (Precision.FP8, dict(gpu=known_gpu("A100-80GB")),
+     r"'precision' 'fp8' needs an Ada Lovelace \(SM 8.9\) or Hopper \(SM 9.0\) GPU or newer; 'gpu' A100-80GB is SM 8.0"),
+    (Precision.FP16, dict(kv_cache_dtype=KvCacheDtype.FP8, calib_dataset="d", gpu=known_gpu("A10")),
+     r"'kv_cache_dtype' 'fp8' needs an Ada Lovelace"),
+    (Precision.FP16, dict(gpu=known_gpu("T4")), r"'gpu' T4 is SM 7.5 \(Turing\); TensorRT-LLM 1.1 needs SM 8.0"),
+    (Precision.INT8_SQ, {}, r"'calib_dataset' is required for precision 'int8_sq'"),
+    (Precision.INT4_AWQ, {}, r"'calib_dataset' is required for precision 'int4_awq'"),
+    (Precision.FP16, dict(kv_cache_dtype=KvCacheDtype.INT8), r"'calib_dataset' is required for kv_cache_dtype 'int8'"),
+    (Precision.FP16, dict(tp_size=3, gpu=known_gpu("H100-SXM", 4)),
+     r"'tp_size' 3 must divide the checkpoint's 8 KV heads \(num_key_value_heads\)"),
+    (Precision.FP16, dict(tp_size=4, pp_size=2, gpu=known_gpu("H100-SXM", 4)),
+     r"'tp_size' x 'pp_size' = 8 GPUs, but 'gpu_count' is 4"),
+    (Precision.FP16, dict(use_paged_context_fmha=False),
+     r"'enable_kv_cache_reuse' needs 'use_paged_context_fmha'.*'enable_chunked_context' needs 'use_paged_context_fmha'"),
+    (Precision.FP16, dict(paged_kv_cache=False), r"'paged_kv_cache' must be true"),
+    (Precision.FP16, dict(serving=TrtLlmServing(kv_cache_free_gpu_mem_fraction=1.5)),
+     r"'kv_cache_free_gpu_mem_fraction' must be in \(0, 1\], got 1.5"),
+    (Precision.FP16, dict(plugins=TrtLlmPlugins(reduce_fusion=True)), r"'reduce_fusion' .* needs 'tp_size' > 1"),
+    (Precision.INT4, {}, r"'precision' 'int4' is not available for backend 'tensorrt_llm'"),
+])
+def test_invalid_specs_fail_naming_the_fields(ckpt, precision, options, message):
+    with pytest.raises(SpecError, match=message):
+        trtllm_spec(ckpt, precision, **options).validate(info_of(ckpt))
+
+
+def test_chunked_context_off_needs_room_for_a_whole_prompt(ckpt):
+    spec = trtllm_spec(ckpt, serving=TrtLlmServing(enable_chunked_context=False))
+    with pytest.raises(SpecError, match=r"'max_num_tokens' \(512\) < 'max_input_len' \(1536\) needs 'enable_chunked_context'"):
+        spec.validate(info_of(ckpt))
+
+
+def test_speculative_decoding_is_an_extension_point():
+    assert [m.value for m in SpeculativeDecoding] == ["none"]
+
+
+@pytest.mark.parametrize("precision,gpu,options", [
+    (Precision.FP8, "H100-SXM", dict(calib_dataset="cnn_dailymail", kv_cache_dtype=KvCacheDtype.FP8)),
+    (Precision.FP8, "L40S", dict(calib_dataset="cnn_dailymail")),
+    (Precision.INT8_SQ, "A100-80GB", dict(calib_dataset="/data/calib")),
+    (Precision.INT8_WO, "A10", {}),
+    (Precision.BF16, "H100-SXM", dict(tp_size=2, plugins=TrtLlmPlugins(reduce_fusion=True))),
+])
+def test_valid_specs_pass(ckpt, precision, gpu, options):
+    trtllm_spec(ckpt, precision, gpu, **options).validate(info_of(ckpt))
+
+
+def test_trtllm_spec_round_trips_through_build_json(ckpt):
+    spec = trtllm_spec(ckpt, Precision.FP8, tp_size=2, kv_cache_dtype=KvCacheDtype.FP8, calib_dataset="x",
+                       serving=TrtLlmServing(enable_kv_cache_reuse=False))
+    data = json.loads(json.dumps(spec.to_dict()))
+    assert "openvino" not in data and data["trtllm"]["gpu"]["sm"] == 90
+    assert BuildSpec.from_dict(data) == spec
+
+
+def test_cpu_spec_records_no_gpu_section():
+    """Engines built before the GPU path keep matching their build.json (no rebuild)."""
+    assert set(BuildSpec(Path("/c")).to_dict()) == {"checkpoint", "backend", "precision", "limits", "openvino"}
+
+
+def test_nvidia_smi_parsing():
+    out = "NVIDIA H100 80GB HBM3, 9.0, 81559\nNVIDIA H100 80GB HBM3, 9.0, 81559\n"
+    assert parse_nvidia_smi(out) == GpuTarget("NVIDIA H100 80GB HBM3", 90, 79.6, 2)
+    assert parse_nvidia_smi("") is None
+    with pytest.raises(GpuError, match="mixes GPU kinds"):
+        parse_nvidia_smi("NVIDIA L4, 8.9, 23034\nNVIDIA A10, 8.6, 23028\n")
+
+
+def test_gpu_resolution_order():
+    host = GpuTarget("NVIDIA L40S", 89, 44.5, 4)
+    assert resolve_gpu(None, None, None, None, 2, detect=lambda: host) == host
+    assert resolve_gpu("a100-80gb", None, None, None, 2, detect=lambda: host) == known_gpu("A100-80GB", 2)
+    assert resolve_gpu(None, 8, 120, 96.0, 1, detect=lambda: None) == GpuTarget("SM120", 120, 96.0, 8)
+    assert resolve_gpu(None, None, None, None, 2, detect=lambda: None) == known_gpu("H100-SXM", 2)
+    with pytest.raises(GpuError, match="not a known GPU"):
+        resolve_gpu("K80", None, None, None, 1)
+    with pytest.raises(GpuError, match="give both --gpu-sm and --gpu-memory-gib"):
+        resolve_gpu(None, None, 90, None, 1)
+
+
+def test_cli_options_make_one_spec(ckpt):
+    spec = make_spec(ckpt, "tensorrt_llm", "fp8", 64, 1024, 4096, 1024, 256, None, False, 0, tp_size=2,
+                     kv_cache_dtype="fp8", gpu="H200", calib_dataset="cnn_dailymail", kv_cache_fraction=0.8,
+                     scheduler_policy="max_utilization", detect=lambda: None)
+    assert (spec.trtllm.tp_size, spec.trtllm.gpu.name, spec.trtllm.gpu.count) == (2, "H200", 2)
+    assert spec.trtllm.serving.kv_cache_free_gpu_mem_fraction == 0.8
+    assert spec.limits == EngineLimits(64, 1024, 4096, 1024, 256)
+    spec.validate(info_of(ckpt))
+
+
+def test_build_refuses_a_host_that_cannot_run_the_engine(ckpt):
+    from build_engines.process import BuildError
+    from build_engines.trtllm_build import check_host
+
+    spec = trtllm_spec(ckpt, Precision.FP16, "H100-SXM", tp_size=2)
+    with pytest.raises(BuildError, match="no NVIDIA GPU is visible"):
+        check_host(spec, None)
+    with pytest.raises(BuildError, match=r"targets 2 x H100-SXM \(SM 9.0.*this host has 2 x NVIDIA L40S \(SM 8.9"):
+        check_host(spec, GpuTarget("NVIDIA L40S", 89, 44.5, 2))
+    with pytest.raises(BuildError, match="tp_size x pp_size = 2 GPUs, this host has 1"):
+        check_host(spec, GpuTarget("NVIDIA H100 80GB HBM3", 90, 79.6, 1))
+    check_host(spec, GpuTarget("NVIDIA H100 80GB HBM3", 90, 79.6, 8))
