@@ -56,7 +56,7 @@ def throughput(url: str, levels: tuple[int, ...], requests_per_level: int | None
 @click.option("--output-tokens", type=int, default=128, show_default=True)
 @click.option("--concurrency", "levels", multiple=True, type=int, default=(1, 4, 16), show_default=True)
 @click.option("--request-rate", "rates", multiple=True, type=float, default=(1.0, 2.0, 4.0), show_default=True)
-@click.option("--measurement-ms", type=int, default=8000, show_default=True)
+@click.option("--measurement-ms", type=int, default=6000, show_default=True)
 @click.option("--peer/--no-peer", default=True, show_default=True, help="Compare with transformers serve.")
 def suite(repository, out, slo_ttft_ms, slo_itl_ms, input_tokens, output_tokens, levels, rates, measurement_ms, peer):
     """Sweeps with genai-perf/perf_analyzer, the baselines side by side, a Markdown report with plots."""
@@ -67,3 +67,31 @@ def suite(repository, out, slo_ttft_ms, slo_itl_ms, input_tokens, output_tokens,
                          input_tokens=input_tokens, output_tokens=output_tokens, concurrency=tuple(sorted(levels)),
                          request_rates=tuple(rates), measurement_ms=measurement_ms, peer=peer)
     click.echo(f"report: {run_suite(config)}")
+
+
+@main.command()
+@click.option("--repository", type=click.Path(exists=True, file_okay=False, path_type=Path), default=Path("build/repository"),
+              show_default=True)
+@click.option("--duration", "duration_s", type=float, default=600.0, show_default=True, help="Seconds of load.")
+@click.option("--concurrency", type=int, default=8, show_default=True)
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("build/soak"), show_default=True)
+def soak(repository: Path, duration_s: float, concurrency: int, out: Path) -> None:
+    """Start a server, run mixed load with cancellations for DURATION, report errors, memory, latency."""
+    import socket
+
+    from bench.soak import run_soak, write_report
+    from serving.launcher import ServerSettings, TritonServer
+
+    def port():
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            return s.getsockname()[1]
+
+    settings = ServerSettings(repository=repository, http_port=port(), grpc_port=port(), metrics_port=port(),
+                              log_file=out / "tritonserver.log")
+    with TritonServer(settings) as server:
+        report = run_soak(settings.grpc_url, server.process.pid, duration_s, concurrency)
+    path = write_report(report, out)
+    click.echo(path.read_text())
+    if report.unexpected_errors or report.rss_growth > 0.05:
+        raise SystemExit(1)

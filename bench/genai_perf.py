@@ -107,7 +107,13 @@ def run(tool_venv: Path, target: Target, workload: Workload, load: Load, tokeniz
     if code != 0:
         raise RuntimeError(f"genai-perf failed ({code}); see {out_dir / 'genai-perf.log'}")
     export = next(out_dir.rglob("profile_export.json"))
-    return parse_export(json.loads(export.read_text()), target, workload, load, tokenizer, slo, str(export.parent))
+    result = parse_export(json.loads(export.read_text()), target, workload, load, tokenizer, slo, str(export.parent))
+    summary = export.parent / "profile_export_genai_perf.json"
+    if summary.is_file():  # throughput as the tool itself reports it; percentiles and goodput are ours
+        figures = json.loads(summary.read_text())
+        result.output_tokens_per_s = round(figures["output_token_throughput"]["avg"], 1)
+        result.requests_per_s = round(figures["request_throughput"]["avg"], 3)
+    return result
 
 
 def _response_text(output: dict) -> str:

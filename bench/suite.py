@@ -14,6 +14,7 @@ from pathlib import Path
 from bench import prometheus
 from bench.environments import BUILD, ROOT, ensure_venv
 from bench.genai_perf import Endpoint, Load, RunResult, Slo, Target, Workload, run
+from bench.http_load import run_http
 from bench.offline import engine_parameters, run_offline
 from bench.peer import PeerServer
 from bench.report import write
@@ -33,7 +34,7 @@ class SuiteConfig:
     output_tokens: int = 128
     concurrency: tuple[int, ...] = (1, 4, 16)
     request_rates: tuple[float, ...] = (1.0, 2.0, 4.0)
-    measurement_ms: int = 8000
+    measurement_ms: int = 6000
     peer: bool = True
     notes: list[str] = field(default_factory=list)
 
@@ -68,7 +69,9 @@ def run_suite(config: SuiteConfig) -> Path:
     record = BuildRecord.read(engine_dir)
     runs_dir = config.out / "runs"
     fixed = Workload(f"isl{config.input_tokens}-osl{config.output_tokens}", config.input_tokens, config.output_tokens)
-    mixed = Workload("mixed", 2 * config.input_tokens, config.output_tokens, config.input_tokens, config.output_tokens // 2)
+    # ShareGPT-like: varied prompt and answer lengths (normal, sd = mean / 4: no empty prompt).
+    mixed = Workload("mixed", 2 * config.input_tokens, config.output_tokens, config.input_tokens // 2,
+                     config.output_tokens // 4)
     chat = replace(fixed, name=f"chat-{fixed.name}")
     results: list[RunResult] = []
 
@@ -97,13 +100,14 @@ def run_suite(config: SuiteConfig) -> Path:
                 measure(triton, fixed, Load("request-rate", rate))
             after = _server_counters(settings.metrics_url)
             measure(replace(triton, extra_inputs=()), mixed, Load("concurrency", max(config.concurrency)))
-            ours_http = measure(Target("ours-openai-front", Endpoint.OPENAI_CHAT, front.url.removeprefix("http://"),
-                                       served_model_name(config.repository)), chat, Load("concurrency", max(config.concurrency)))
+            top = max(config.concurrency)
+            served = next(r for r in results if r.target == "triton-ensemble" and r.load == f"c{top}" and r.workload == fixed.name)
+            texts = _texts(Path(served.artifacts))
+            ours_http = http(config, "ours-openai-front", front.url + "/v1", served_model_name(config.repository), texts, chat)
+            results.append(ours_http)
         finally:
             front.stop()
 
-    top = max(config.concurrency)
-    served = next(r for r in results if r.target == "triton-ensemble" and r.load == f"c{top}" and r.workload == fixed.name)
     one = next(r for r in results if r.target == "triton-ensemble" and r.load == "c1" and r.workload == fixed.name)
     prompts = _prompts(Path(served.artifacts), engine_dir)
     offline = run_offline(engine_parameters(config.repository), prompts, config.output_tokens, top)
@@ -112,8 +116,8 @@ def run_suite(config: SuiteConfig) -> Path:
     peer = None
     if peer_venv is not None:
         with PeerServer(peer_venv, Path(record.spec["checkpoint"]), _port(), config.out / "transformers_serve.log") as server:
-            target = Target("transformers-serve", Endpoint.OPENAI_CHAT, server.url.removeprefix("http://"), server.model)
-            peer = measure(target, chat, Load("concurrency", top))
+            peer = http(config, "transformers-serve", server.url + "/v1", server.model, texts, chat)
+            results.append(peer)
 
     ratios = [
         f"served / offline engine at concurrency {top}: **{_ratio(served.output_tokens_per_s, offline.output_tokens_per_s)}x** "
@@ -141,6 +145,20 @@ def run_suite(config: SuiteConfig) -> Path:
     return write(config.out, summary, results, config.notes)
 
 
+def http(config: SuiteConfig, name: str, base_url: str, model: str, texts: list[str], workload: Workload) -> RunResult:
+    """HTTP-to-HTTP: the same client, prompts and max_tokens for our front and the peer."""
+    top = max(config.concurrency)
+    run_http(name, base_url, model, texts[:2], config.output_tokens, 2, config.slo, workload.name)  # warm-up
+    result = run_http(name, base_url, model, texts[: 3 * top], config.output_tokens, top, config.slo, workload.name)
+    print(f"  {name:18} {workload.name:16} {result.load:>4}: {result.output_tokens_per_s:7.1f} tok/s  "
+          f"TTFT p50 {result.ttft_s['p50'] * 1000:6.0f} ms  ITL p50 {result.itl_s['p50'] * 1000:5.1f} ms", flush=True)
+    return result
+
+
+def _texts(artifacts: Path) -> list[str]:
+    return [entry["text_input"][0] for entry in json.loads((artifacts / "inputs.json").read_text())["data"]]
+
+
 def _cpus() -> int:
     import os
 
@@ -152,5 +170,4 @@ def _prompts(artifacts: Path, engine_dir: Path) -> list[list[int]]:
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(str(engine_dir))
-    data = json.loads((artifacts / "inputs.json").read_text())["data"]
-    return [tok.encode(entry["text_input"][0]) for entry in data]
+    return [tok.encode(text) for text in _texts(artifacts)]

@@ -48,6 +48,8 @@ _OPTIONS = [
                  help="[openvino] requests waiting beyond the running batch; more are refused (UNAVAILABLE)."),
     click.option("--queue-timeout", "queue_timeout_s", type=float, default=_OV.queue_timeout_s, show_default=True,
                  help="[openvino] fail a request with no first token after this many seconds (0 = never)."),
+    click.option("--stream-interval", type=int, default=_OV.stream_interval, show_default=True,
+                 help="[openvino] tokens per streamed response after the first; 0 = by batch size (1/2/4)."),
     # TensorRT-LLM
     click.option("--tp", "tp_size", type=int, default=_TRT.tp_size, show_default=True, help="[tensorrt_llm] tensor parallel size."),
     click.option("--pp", "pp_size", type=int, default=_TRT.pp_size, show_default=True, help="[tensorrt_llm] pipeline parallel size."),
@@ -99,7 +101,8 @@ def resolve_gpu(name: str | None, count: int | None, sm: int | None, memory_gib:
 def make_spec(checkpoint: Path, backend: str, precision: str | None, max_batch_size: int, max_input_len: int,
               max_seq_len: int, max_num_tokens: int, default_max_tokens: int, kv_cache_size_gb: int | None,
               prefix_caching: bool, inference_threads: int, max_queue_size: int = _OV.max_queue_size,
-              queue_timeout_s: float = _OV.queue_timeout_s, tp_size: int = 1, pp_size: int = 1,
+              queue_timeout_s: float = _OV.queue_timeout_s, stream_interval: int = _OV.stream_interval,
+              tp_size: int = 1, pp_size: int = 1,
               kv_cache_dtype: str = "auto", gpu: str | None = None, gpu_count: int | None = None,
               gpu_sm: int | None = None, gpu_memory_gib: float | None = None, calib_dataset: str | None = None,
               calib_size: int = _TRT.calib_size, paged_context_fmha: bool = True,
@@ -124,6 +127,7 @@ def make_spec(checkpoint: Path, backend: str, precision: str | None, max_batch_s
         backend=engine_backend,
         precision=Precision(precision) if precision else DEFAULT_PRECISION[engine_backend],
         limits=EngineLimits(max_batch_size, max_input_len, max_seq_len, max_num_tokens, default_max_tokens),
-        openvino=OpenVinoOptions(kv_cache_size_gb, prefix_caching, inference_threads, max_queue_size, queue_timeout_s),
+        openvino=OpenVinoOptions(kv_cache_size_gb, prefix_caching, inference_threads, max_queue_size, queue_timeout_s,
+                                 stream_interval),
         trtllm=trtllm,
     )

@@ -65,6 +65,7 @@ def openvino_engine_model(engine_dir: Path, spec: BuildSpec, record: BuildRecord
         inference_threads=spec.openvino.inference_threads,
         max_queue_size=spec.openvino.max_queue_size,
         queue_timeout_s=spec.openvino.queue_timeout_s,
+        stream_interval=spec.openvino.stream_interval,
     )
     config = python_model_config(
         names.OPENVINO_ENGINE, ENGINE_INPUTS + ENGINE_CONTROL_INPUTS, ENGINE_OUTPUTS, max_batch_size=spec.limits.max_batch_size,

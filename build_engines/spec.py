@@ -71,12 +71,15 @@ class OpenVinoOptions:
     inference_threads: int = 0  # 0: all cores
     max_queue_size: int = 64  # waiting requests beyond the batch; more are refused at once
     queue_timeout_s: float = 60.0  # a request without a first token after this long fails; 0: never
+    stream_interval: int = 0  # tokens per streamed response after the first; 0: by batch size
 
     def validate(self) -> None:
         if self.max_queue_size < 0:
             raise SpecError(f"'max_queue_size' must be >= 0, got {self.max_queue_size}")
         if self.queue_timeout_s < 0:
             raise SpecError(f"'queue_timeout_s' must be >= 0, got {self.queue_timeout_s}")
+        if self.stream_interval < 0:
+            raise SpecError(f"'stream_interval' must be >= 0, got {self.stream_interval}")
         if self.kv_cache_size_gb is not None and self.kv_cache_size_gb <= 0:
             raise SpecError(f"'kv_cache_size_gb' must be > 0, got {self.kv_cache_size_gb}")
         if self.inference_threads < 0:

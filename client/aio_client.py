@@ -21,7 +21,6 @@ from client.request_builder import build_inputs, requested_outputs, stop_inputs
 from client.response_parser import is_final, parse_chunk
 from client.types import ChatMessage, GenerationResult, SamplingParams, StreamChunk
 from contract import names
-from contract.tensors import STOP
 
 Prompt = str | Sequence[ChatMessage]
 
@@ -120,16 +119,18 @@ class AsyncLlmClient:
                 task.add_done_callback(self._stopping.discard)
 
     async def _engine(self) -> str:
-        """The ensemble's engine step: the step model that accepts `stop`."""
+        """The engine model to send `stop` to: the first ready one of the known names (model
+        configs may be behind the admin key; readiness never is)."""
         if self._engine_model is None:
-            config = (await self._client.get_model_config(self.model, as_json=True))["config"]
-            for step in config.get("ensemble_scheduling", {}).get("step", []):
-                step_config = (await self._client.get_model_config(step["model_name"], as_json=True))["config"]
-                if any(i["name"] == STOP.name for i in step_config.get("input", [])):
-                    self._engine_model = step["model_name"]
-                    break
+            for name in names.STOPPABLE_ENGINES:
+                try:
+                    if await self._client.is_model_ready(name):
+                        self._engine_model = name
+                        break
+                except InferenceServerException:
+                    continue
             else:
-                raise ClientError(f"no step of {self.model!r} accepts '{STOP.name}'")
+                raise ClientError(f"none of the engine models {names.STOPPABLE_ENGINES} is ready")
         return self._engine_model
 
     async def _stop_on_server(self, request_id: str) -> None:

@@ -15,6 +15,7 @@ import click
 from contract import names
 from serving.launcher import ServerFailed, ServerSettings, TritonServer
 from serving.openai_process import OpenAiFront, served_model_name
+from serving.supervisor import GaveUp, RestartPolicy, Supervisor
 
 PID_FILE = Path("build/tritonserver.pid")
 
@@ -35,15 +36,22 @@ def server_options(f):
         click.option("--ready-timeout", "ready_timeout_s", type=float, default=600.0, show_default=True),
         click.option("--openai-port", type=int, default=0, show_default=True,
                      help="Also serve the OpenAI-compatible API on this port (0 = off)."),
+        click.option("--admin-key-file", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+                     help=f"Key of Triton's admin APIs (or ${ADMIN_KEY_ENV}); unset: a random key, APIs locked."),
     ]
     for option in reversed(options):
         f = option(f)
     return f
 
 
+ADMIN_KEY_ENV = "TRITON_ADMIN_KEY"
+
+
 def _settings(kwargs: dict) -> ServerSettings:
     keys = ("repository", "host", "http_port", "grpc_port", "metrics_port", "log_file", "log_verbose", "exit_timeout_s")
-    return ServerSettings(**{k: kwargs[k] for k in keys})
+    key_file = kwargs.get("admin_key_file")
+    admin_key = key_file.read_text().strip() if key_file else os.environ.get(ADMIN_KEY_ENV) or None
+    return ServerSettings(**{k: kwargs[k] for k in keys}, admin_key=admin_key)
 
 
 def _banner(s: ServerSettings, front: OpenAiFront | None = None) -> str:
@@ -92,15 +100,20 @@ def up(detach: bool, ready_timeout_s: float, openai_port: int, **kwargs) -> None
         signal.signal(sig, lambda *_: stop.set())
     server, front = _start(settings, ready_timeout_s, openai_port)
     click.echo(_banner(settings, front))
-    while not stop.is_set() and server.is_running():
-        stop.wait(0.5)
+    supervisor = Supervisor(server, RestartPolicy(ready_timeout_s=ready_timeout_s),
+                            report=lambda message: click.echo(message, err=True))
+    supervisor.started()
+    code = 0
+    try:
+        supervisor.watch(stop)
+    except GaveUp as e:
+        click.echo(f"{e}; last log lines:\n{server.log_tail()}", err=True)
+        code = 1
     if front:
         front.stop()
-    if not server.is_running():
-        click.echo(f"tritonserver exited unexpectedly; last log lines:\n{server.log_tail()}", err=True)
-        sys.exit(server.process.returncode or 1)
     click.echo("stopping (in-flight requests are drained) ...", err=True)
-    sys.exit(server.stop() or 0)
+    stopped = server.stop()
+    sys.exit(code or stopped or 0)
 
 
 def _up_detached(settings: ServerSettings, ready_timeout_s: float) -> None:

@@ -11,6 +11,7 @@ to the child, and exits with the child's status - what a container's PID 1 must 
 from __future__ import annotations
 
 import os
+import secrets
 import signal
 import subprocess
 import time
@@ -22,6 +23,7 @@ from build_engines.render import read_config
 from contract import names
 from contract.build_record import BuildRecord, check_runtime
 from contract.model_configs import TensorRtLlmParameters
+from contract.security import restricted_api_flags
 
 NGC_TRITONSERVER = "/opt/tritonserver/bin/tritonserver"
 ENGINE_PATH_KEY = "gpt_model_path"
@@ -44,6 +46,7 @@ class GpuServerSettings:
     tritonserver: str = NGC_TRITONSERVER
     mpirun: str = "mpirun"
     extra_args: tuple[str, ...] = field(default_factory=tuple)
+    admin_key: str | None = field(default=None, repr=False)  # None: random, admin APIs locked
 
 
 def engine_dir_of(repository: Path) -> Path:
@@ -73,7 +76,7 @@ def rank_args(s: GpuServerSettings, rank: int) -> list[str]:
                        f"--grpc-address={s.host}", f"--grpc-port={s.grpc_port}",
                        f"--metrics-address={s.host}", f"--metrics-port={s.metrics_port}",
                        "--allow-metrics=true", "--model-control-mode=none", "--strict-readiness=true",
-                       *s.extra_args]
+                       *restricted_api_flags(s.admin_key or secrets.token_urlsafe(24)), *s.extra_args]
     return args + ["--model-control-mode=explicit", f"--load-model={names.TRTLLM_ENGINE}",
                    "--allow-http=false", "--allow-grpc=false", "--allow-metrics=false"]
 

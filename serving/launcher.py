@@ -8,6 +8,7 @@ the interpreter's environment first on PATH: the stubs take their packages from 
 from __future__ import annotations
 
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from contract import names
+from contract.security import restricted_api_flags
 from serving.triton_install import TritonInstall, prepare_install
 
 DEFAULT_SERVER_DIR = Path("build/tritonserver")
@@ -40,6 +42,9 @@ class ServerSettings:
     ready_model: str = names.ENSEMBLE
     server_dir: Path = DEFAULT_SERVER_DIR
     extra_args: tuple[str, ...] = field(default_factory=tuple)
+    # Key of the admin APIs (model repository, shared memory, trace, logging).  None: a random
+    # key nobody is told, which leaves them locked.  Never printed or logged.
+    admin_key: str | None = field(default=None, repr=False)
 
     @property
     def http_url(self) -> str:
@@ -67,6 +72,7 @@ def server_command(settings: ServerSettings, install: TritonInstall) -> list[str
         "--strict-readiness=true", "--exit-on-error=true",
         f"--exit-timeout-secs={settings.exit_timeout_s}",
         f"--log-verbose={settings.log_verbose}",
+        *restricted_api_flags(settings.admin_key or secrets.token_urlsafe(24)),
         *settings.extra_args,
     ]
 
@@ -107,6 +113,27 @@ class TritonServer:
 
     def is_running(self) -> bool:
         return self.process is not None and self.process.poll() is None
+
+    def stub_pids(self) -> set[int]:
+        """Pids of this server's Python-backend stubs."""
+        import psutil
+
+        from serving.supervisor import STUB_NAME
+
+        if not self.is_running():
+            return set()
+        try:
+            children = psutil.Process(self.process.pid).children(recursive=True)
+        except psutil.NoSuchProcess:
+            return set()
+        pids = set()
+        for child in children:
+            try:
+                if STUB_NAME in child.name() or any(STUB_NAME in part for part in child.cmdline()[:1]):
+                    pids.add(child.pid)
+            except psutil.Error:
+                continue
+        return pids
 
     def is_ready(self) -> bool:
         s = self.settings

@@ -109,13 +109,14 @@ def ends_with_stop(generated: Sequence[int], stops: tuple[tuple[int, ...], ...])
 
 class EngineRunner:
     def __init__(self, backend: GenerationBackend, observer: RunnerObserver | None = None, clock=time.monotonic, *,
-                 capacity: int | None = None, queue_timeout_s: float | None = None) -> None:
+                 capacity: int | None = None, queue_timeout_s: float | None = None, stream_interval: int = 1) -> None:
         """`capacity`: requests in the engine (running + waiting) beyond which new ones are
         refused at once; `queue_timeout_s`: a request without its first token after this
         long is failed instead of waiting on."""
         self._backend = backend
         self._capacity = capacity
         self._queue_timeout_s = queue_timeout_s
+        self._stream_interval = stream_interval  # tokens per streamed response; 0: by batch size
         self._observer = observer or _NoObserver()
         self._clock = clock
         self._cond = threading.Condition()
@@ -239,6 +240,7 @@ class EngineRunner:
 
     def _deliver(self) -> None:
         now = self._clock()
+        interval = self.stream_interval(len(self._active))
         for key, a in list(self._active.items()):
             ids, lps = a.handle.read()
             status = a.handle.status()
@@ -261,7 +263,8 @@ class EngineRunner:
                             FailCode.UNAVAILABLE)
                 continue
             final = status != HandleStatus.RUNNING
-            if a.request.streaming and len(a.generated) > a.sent:
+            pending = len(a.generated) - a.sent
+            if a.request.streaming and pending and (final or a.sent == 0 or pending >= interval):
                 a.sink.send(a.generated[a.sent:], a.log_probs[a.sent:], a.cum_log_prob, final)
                 a.sent = len(a.generated)
             elif final:
@@ -269,6 +272,14 @@ class EngineRunner:
             if final:
                 del self._active[key]
                 self._observer.on_finished(a.request, len(a.generated), status)
+
+    def stream_interval(self, running: int) -> int:
+        """Tokens per streamed response (the first token always goes out alone, at once).
+        Every response costs a trip through Triton, postprocessing and the network; with
+        many requests in the batch those trips take CPU from the engine itself."""
+        if self._stream_interval > 0:
+            return self._stream_interval
+        return 1 if running <= 4 else 2 if running <= 8 else 4
 
     def _fail_all(self, message: str) -> None:
         for a in list(self._active.values()):

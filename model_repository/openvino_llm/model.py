@@ -70,7 +70,7 @@ class TritonPythonModel:
         recorder = MetricsRecorder()
         queue_timeout = params.queue_timeout_s if params.queue_timeout_s > 0 else None
         self.runner = EngineRunner(backend, observer=recorder, capacity=params.max_num_seqs + params.max_queue_size,
-                                   queue_timeout_s=queue_timeout)
+                                   queue_timeout_s=queue_timeout, stream_interval=params.stream_interval)
         self.runner.start()
         self.metrics = TritonMetricsPublisher(args["model_name"], metrics.ENGINE_METRICS, self._gauges, recorder)
         self.metrics.start()

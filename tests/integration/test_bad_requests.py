@@ -103,3 +103,41 @@ def test_server_keeps_serving_after_bad_requests(server, client):
     assert client.is_ready()
     result = client.generate([ChatMessage("user", "What is the capital of France?")], SamplingParams(max_tokens=12, temperature=0))
     assert "Paris" in result.text
+
+
+def typed_request(url, tensors):
+    """Send (name, numpy array, wire dtype) tensors as given; return the first error."""
+    inputs = []
+    for name, array, wire in tensors:
+        t = grpcclient.InferInput(name, list(array.shape), wire)
+        t.set_data_from_numpy(array)
+        inputs.append(t)
+    errors = []
+    client = grpcclient.InferenceServerClient(url)
+    client.start_stream(callback=lambda result, error: errors.append(error))
+    client.async_stream_infer("ensemble", inputs, enable_empty_final_response=True)
+    client.stop_stream()
+    return next((e for e in errors if e is not None), None)
+
+
+PROMPT = ("text_input", np.array([[b"hi"]], dtype=object), "BYTES")
+
+
+@pytest.mark.parametrize("tensors,needle", [
+    ([PROMPT, ("max_tokens", np.array([[5.0]], dtype=np.float32), "FP32")], "max_tokens"),  # wrong dtype
+    ([PROMPT, ("temperature", np.array([[1]], dtype=np.int32), "INT32")], "temperature"),
+    ([("text_input", np.array([[b"a", b"b"]], dtype=object), "BYTES")], "text_input"),  # wrong shape
+    ([PROMPT, ("max_tokens", np.array([[5, 6]], dtype=np.int32), "INT32")], "max_tokens"),
+    ([PROMPT, ("stop_words", np.array([[f"w{i}".encode() for i in range(3000)]], dtype=object), "BYTES")], "stop_words"),
+    ([("text_input", np.array([[("long " * 200_000).encode()]], dtype=object), "BYTES")], "max_input_len"),  # 1 MB prompt
+])
+def test_wrong_dtypes_shapes_and_sizes_are_refused_by_name(server, tensors, needle):
+    error = typed_request(server.settings.grpc_url, tensors)
+    assert error is not None and needle in error.message(), error and error.message()
+    assert "Stub process" not in error.message() and "[INTERNAL]" not in error.message()
+
+
+def test_health_stays_ready_through_the_matrix(server, client):
+    for values, _, _ in CASES:
+        raw_request(server.settings.grpc_url, **values)
+        assert client.is_ready()

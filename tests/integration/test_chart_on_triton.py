@@ -101,8 +101,8 @@ def test_probe_endpoints_answer_without_a_key(chart_server):
     assert status(f"{base}/v2/health/live") == 200
 
 
-@pytest.mark.parametrize("path, method", [("/v2/repository/index", "POST"), ("/v2/models/stats", "GET"),
-                                          ("/v2/logging", "GET"), ("/v2/trace/setting", "GET")])
+@pytest.mark.parametrize("path, method", [("/v2/repository/index", "POST"), ("/v2/logging", "GET"),
+                                          ("/v2/trace/setting", "GET")])
 def test_http_admin_apis_want_the_key(chart_server, path, method):
     base, _, key, _ = chart_server
     assert status(base + path, method) == 403
@@ -118,6 +118,12 @@ def test_grpc_admin_protocols_want_the_key(chart_server):
             with pytest.raises(InferenceServerException, match="restricted"):
                 client.get_model_repository_index(headers=headers)
         assert client.get_model_repository_index(headers={GRPC_HEADER: key}) is not None
+
+
+def test_read_only_apis_that_clients_use_stay_open(chart_server):
+    base, *_ = chart_server
+    assert status(f"{base}/v2/models/stats") == 200  # perf_analyzer reads server-side statistics
+    assert status(f"{base}/v2/models/ensemble/config") == 200
 
 
 def test_model_control_is_off_even_with_the_key(chart_server):

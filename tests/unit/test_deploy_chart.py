@@ -8,6 +8,8 @@ import base64
 import pytest
 import yaml
 
+from contract.security import ADMIN_APIS, ADMIN_KEY_HEADER
+
 from contract import names
 from deploy import chart
 
@@ -93,9 +95,9 @@ def test_triton_serves_the_volume_with_admin_apis_locked(default):
     grpc = next(a for a in args if a.startswith("--grpc-restricted-protocol="))
     for flag in (http, grpc):
         apis, key = flag.split("=", 1)[1].split(":")
-        assert {"model-repository", "model-config", "shared-memory", "logging"} <= set(apis.split(","))
+        assert apis.split(",") == list(ADMIN_APIS)  # the launcher's list, one source
         assert not {"health", "inference", "metadata"} & set(apis.split(","))
-        assert key == "triton-admin-key=$(TRITON_ADMIN_KEY)"
+        assert key == f"{ADMIN_KEY_HEADER}=$(TRITON_ADMIN_KEY)"
 
 
 def test_secrets_reach_the_pod_only_by_reference(default, tp2):

@@ -209,3 +209,17 @@ def test_request_waiting_too_long_for_its_first_token_fails():
     runner.run_once([])
     assert second.code == FailCode.UNAVAILABLE and "no first token after 6s" in second.error
     assert first.error is None  # it had tokens: a long answer is not a queue timeout
+
+
+def test_stream_interval_grows_with_the_batch_but_the_first_token_goes_alone():
+    backend = FakeBackend({k: list(range(100 * k, 100 * k + 50)) for k in range(10)})
+    runner = EngineRunner(backend, stream_interval=0)
+    assert [runner.stream_interval(n) for n in (1, 4, 5, 8, 9, 32)] == [1, 1, 2, 2, 4, 4]
+    sinks = [Sink() for _ in range(10)]
+    runner.run_once([(request(k, max_new=13, end_id=-1), sinks[k], 0.0, "") for k in range(10)])
+    while runner.counts()[0]:
+        runner.run_once([])
+    for k, sink in enumerate(sinks):
+        assert sink.tokens == list(range(100 * k, 100 * k + 13))  # nothing lost or repeated
+        assert [len(c) for c in sink.chunks][0] == 1  # first token at once
+        assert max(len(c) for c in sink.chunks) == 4 and sink.finals == 1
