@@ -23,6 +23,9 @@ from contract.security import restricted_api_flags
 from serving.triton_install import TritonInstall, prepare_install
 
 DEFAULT_SERVER_DIR = Path("build/tritonserver")
+# What "in flight" means for drain(): Triton's queues, our engines' batches, TensorRT-LLM's.
+IN_FLIGHT_METRICS = (("nv_inference_pending_request_count", {}), ("llm_requests_running", {}),
+                     ("llm_requests_waiting", {}), ("nv_trt_llm_request_metrics", {"request_type": "active"}))
 
 
 class ServerFailed(RuntimeError):
@@ -129,11 +132,24 @@ class TritonServer:
         pids = set()
         for child in children:
             try:
+                if child.status() == psutil.STATUS_ZOMBIE:  # dead, not yet reaped by tritonserver
+                    continue
                 if STUB_NAME in child.name() or any(STUB_NAME in part for part in child.cmdline()[:1]):
                     pids.add(child.pid)
             except psutil.Error:
                 continue
         return pids
+
+    def expected_stubs(self) -> int:
+        """One stub per instance of every Python-backend model of the repository."""
+        from build_engines.render import read_config
+
+        total = 0
+        for config_file in self.settings.repository.glob("*/config.pbtxt"):
+            config = read_config(config_file)
+            if config.backend == "python":
+                total += sum(g.count or 1 for g in config.instance_group) or 1
+        return total
 
     def is_ready(self) -> bool:
         s = self.settings
@@ -151,10 +167,35 @@ class TritonServer:
             time.sleep(0.5)
         raise ServerFailed(f"tritonserver was not ready after {timeout_s:.0f}s; last log lines:\n{self.log_tail()}")
 
-    def stop(self) -> int | None:
-        """SIGTERM (Triton drains in-flight requests for exit_timeout_s), then SIGKILL."""
+    def in_flight(self) -> float:
+        """Requests the server still works on: queued in Triton, or in an engine's batch."""
+        from bench import prometheus
+
+        try:
+            samples = prometheus.scrape(self.settings.metrics_url, timeout_s=2)
+        except OSError:
+            return float("inf")  # unknown: keep waiting (up to the deadline)
+        return sum(prometheus.value(samples, name, **labels) for name, labels in IN_FLIGHT_METRICS)
+
+    def drain(self, deadline_s: float) -> bool:
+        """Wait until nothing is in flight (True) or the deadline passes (False).  Triton's own
+        SIGTERM handling closes the gRPC streams at once, cutting answers mid-stream, so the
+        launcher lets them finish first."""
+        deadline = time.monotonic() + deadline_s
+        while time.monotonic() < deadline and self.is_running():
+            if self.in_flight() == 0:
+                time.sleep(0.3)  # gauges are published every 0.25 s: confirm
+                if self.in_flight() == 0:
+                    return True
+            time.sleep(0.2)
+        return False
+
+    def stop(self, drain: bool = True) -> int | None:
+        """Let in-flight requests finish (up to exit_timeout_s), then SIGTERM; SIGKILL if stuck."""
         if self.process is None:
             return None
+        if drain and self.process.poll() is None:
+            self.drain(self.settings.exit_timeout_s)
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
             try:

@@ -20,11 +20,13 @@ class Server(Protocol):
 
     def wait_ready(self, timeout_s: float) -> None: ...
 
-    def stop(self) -> int | None: ...
+    def stop(self, drain: bool = True) -> int | None: ...
 
     def is_running(self) -> bool: ...
 
     def stub_pids(self) -> set[int]: ...
+
+    def expected_stubs(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -57,9 +59,13 @@ class Supervisor:
     def problem(self) -> str | None:
         if not self.server.is_running():
             return "tritonserver exited"
-        missing = self._stubs - self.server.stub_pids()
+        alive = self.server.stub_pids()
+        missing = self._stubs - alive
         if missing:
             return f"Python-backend stub process(es) {sorted(missing)} died"
+        expected = self.server.expected_stubs()
+        if len(alive) < expected:  # one died before we first looked
+            return f"{expected - len(alive)} Python-backend stub process(es) missing ({len(alive)} of {expected} alive)"
         return None
 
     def restart(self, why: str) -> None:
@@ -71,7 +77,7 @@ class Supervisor:
         self._restarts.append(now)
         self.restarts += 1
         self._report(f"{why}: restarting tritonserver (restart {self.restarts})")
-        self.server.stop()
+        self.server.stop(drain=False)  # broken already: nothing to wait for
         self.server.start()
         self.server.wait_ready(self.policy.ready_timeout_s)
         self.started()

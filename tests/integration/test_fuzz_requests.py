@@ -17,7 +17,8 @@ SPECS = by_name(ENSEMBLE_INPUTS)
 
 numbers = {
     "max_tokens": st.integers(-5, 12), "min_tokens": st.integers(-2, 14), "top_k": st.integers(-3, 60000),
-    "top_p": st.floats(-0.5, 1.5, allow_nan=True), "temperature": st.floats(-1, 150, allow_nan=True, allow_infinity=True),
+    "top_p": st.one_of(st.floats(-0.5, 1.5), st.just(float("nan"))),
+    "temperature": st.one_of(st.floats(-1, 150), st.sampled_from([float("nan"), float("inf")])),
     "repetition_penalty": st.floats(-1, 3), "presence_penalty": st.floats(-3, 3), "frequency_penalty": st.floats(-3, 3),
     "seed": st.integers(0, 2**64 - 1), "end_id": st.integers(-2, 60000),
 }

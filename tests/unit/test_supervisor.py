@@ -19,7 +19,7 @@ class FakeServer:
     def wait_ready(self, timeout_s):
         pass
 
-    def stop(self):
+    def stop(self, drain=True):
         self.running = False
         return 0
 
@@ -28,6 +28,9 @@ class FakeServer:
 
     def stub_pids(self):
         return set(self.stubs) if self.running else set()
+
+    def expected_stubs(self):
+        return 3
 
 
 def test_healthy_server_is_left_alone():
@@ -63,6 +66,14 @@ def test_exited_server_is_restarted_until_the_policy_gives_up():
     now[0] += 100  # outside the window: allowed again
     supervisor.restart("tritonserver exited")
     assert server.starts == 3
+
+
+def test_stub_dead_before_the_first_look_is_noticed_too():
+    server = FakeServer()
+    server.stubs.discard(12)
+    supervisor = Supervisor(server, report=lambda m: None)
+    supervisor.started()
+    assert supervisor.problem() == "1 Python-backend stub process(es) missing (2 of 3 alive)"
 
 
 def test_watch_returns_when_asked():
