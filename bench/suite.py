@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from bench import prometheus
+from serving import prometheus
 from bench.environments import BUILD, ROOT, ensure_venv
 from bench.genai_perf import Endpoint, Load, RunResult, Slo, Target, Workload, run
 from bench.http_load import run_http

@@ -78,6 +78,14 @@ def check_cmd(values_files: tuple[Path, ...], engine_dir: Path | None) -> None:
     sys.exit(1 if failed else 0)
 
 
+@main.command()
+def dashboard() -> None:
+    """Regenerate the Grafana dashboard (deploy/grafana/llm-serving.json) from contract/metrics.py."""
+    from deploy.dashboard import write
+
+    click.echo(write())
+
+
 def ci_values_files() -> list[Path]:
     return sorted(chart.CI_VALUES_DIR.glob("*-values.yaml"))
 

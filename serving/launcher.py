@@ -169,7 +169,7 @@ class TritonServer:
 
     def in_flight(self) -> float:
         """Requests the server still works on: queued in Triton, or in an engine's batch."""
-        from bench import prometheus
+        from serving import prometheus
 
         try:
             samples = prometheus.scrape(self.settings.metrics_url, timeout_s=2)

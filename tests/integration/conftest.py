@@ -66,6 +66,6 @@ def client(server):
 
 @pytest.fixture
 def metrics(server):
-    from bench import prometheus
+    from serving import prometheus
 
     return lambda: prometheus.scrape(server.settings.metrics_url)

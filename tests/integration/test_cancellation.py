@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from bench.prometheus import value
+from serving.prometheus import value
 from client import ChatMessage, RequestTimeout, SamplingParams
 from contract import metrics as m
 from tests.integration.conftest import STREAM_TTL_S

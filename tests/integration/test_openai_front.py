@@ -168,7 +168,7 @@ def test_client_disconnect_mid_sse_frees_the_engine(front, metrics):
     import http.client
     import socket
 
-    from bench.prometheus import value
+    from serving.prometheus import value
     from contract import metrics as m
 
     host, port = front.removeprefix("http://").split(":")

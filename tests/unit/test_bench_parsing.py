@@ -3,7 +3,7 @@
 import json
 
 from bench.genai_perf import Endpoint, Load, Slo, Target, Workload, command, parse_export
-from bench.prometheus import parse, value
+from serving.prometheus import parse, value
 
 S = 1_000_000_000  # ns
 
