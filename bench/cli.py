@@ -95,3 +95,40 @@ def soak(repository: Path, duration_s: float, concurrency: int, out: Path) -> No
     click.echo(path.read_text())
     if report.unexpected_errors or report.rss_growth > 0.05:
         raise SystemExit(1)
+
+
+@main.command("postprocessing")
+@click.option("--repository", type=click.Path(exists=True, file_okay=False, path_type=Path), default=Path("build/repository"),
+              show_default=True)
+@click.option("--served/--no-served", default=True, show_default=True, help="Also measure the served model.")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=Path("build/bench/postprocessing.json"),
+              show_default=True)
+def postprocessing_cost(repository: Path, served: bool, out: Path) -> None:
+    """Microseconds of postprocessing per streamed token: 1 and 16 streams, 64- and 1024-token answers."""
+    from bench import postprocessing_cost as pc
+    from bench.suite import _engine_dir
+
+    tokenizer_dir = _engine_dir(repository)
+    rows = [pc.in_process(tokenizer_dir, s, n) for s in (1, 16) for n in (64, 1024)]
+    if served:
+        import socket
+
+        from serving.launcher import ServerSettings, TritonServer
+
+        def port():
+            with socket.socket() as sock:
+                sock.bind(("127.0.0.1", 0))
+                return sock.getsockname()[1]
+
+        settings = ServerSettings(repository=repository, http_port=port(), grpc_port=port(), metrics_port=port(),
+                                  log_file=out.parent / "postprocessing-tritonserver.log")
+        with TritonServer(settings) as server:
+            rows += [pc.served(settings.grpc_url, server.process.pid, s, n) for s in (1, 16) for n in (64, 1024)]
+    for r in rows:
+        click.echo(f"{r.where:10} {r.streams:>2} streams x {r.tokens_per_stream:>4} tokens: {r.us_per_token:7.2f} us/token")
+    for where in {r.where for r in rows}:
+        for s in (1, 16):
+            short, long_ = (next(r for r in rows if (r.where, r.streams, r.tokens_per_stream) == (where, s, n)) for n in (64, 1024))
+            click.echo(f"{where} {s} streams: 1024-token / 64-token cost per token = {long_.us_per_token / short.us_per_token:.2f}")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps([r.to_dict() for r in rows], indent=2) + "\n")
