@@ -123,7 +123,8 @@ def test_grpc_admin_protocols_want_the_key(chart_server):
 def test_read_only_apis_that_clients_use_stay_open(chart_server):
     base, *_ = chart_server
     assert status(f"{base}/v2/models/stats") == 200  # perf_analyzer reads server-side statistics
-    assert status(f"{base}/v2/models/ensemble/config") == 200
+    # The repository is empty: an open config API says "unknown model" (404); a restricted one 403.
+    assert status(f"{base}/v2/models/ensemble/config") == 404
 
 
 def test_model_control_is_off_even_with_the_key(chart_server):
