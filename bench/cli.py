@@ -77,18 +77,10 @@ def suite(repository, out, slo_ttft_ms, slo_itl_ms, input_tokens, output_tokens,
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("build/soak"), show_default=True)
 def soak(repository: Path, duration_s: float, concurrency: int, out: Path) -> None:
     """Start a server, run mixed load with cancellations for DURATION, report errors, memory, latency."""
-    import socket
-
     from bench.soak import run_soak, write_report
     from serving.launcher import ServerSettings, TritonServer
 
-    def port():
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            return s.getsockname()[1]
-
-    settings = ServerSettings(repository=repository, http_port=port(), grpc_port=port(), metrics_port=port(),
-                              log_file=out / "tritonserver.log")
+    settings = ServerSettings.on_free_ports(repository, out / "tritonserver.log")
     with TritonServer(settings) as server:
         report = run_soak(settings.grpc_url, server.process.pid, duration_s, concurrency)
     path = write_report(report, out)
@@ -111,17 +103,9 @@ def postprocessing_cost(repository: Path, served: bool, out: Path) -> None:
     tokenizer_dir = _engine_dir(repository)
     rows = [pc.in_process(tokenizer_dir, s, n) for s in (1, 16) for n in (64, 1024)]
     if served:
-        import socket
-
         from serving.launcher import ServerSettings, TritonServer
 
-        def port():
-            with socket.socket() as sock:
-                sock.bind(("127.0.0.1", 0))
-                return sock.getsockname()[1]
-
-        settings = ServerSettings(repository=repository, http_port=port(), grpc_port=port(), metrics_port=port(),
-                                  log_file=out.parent / "postprocessing-tritonserver.log")
+        settings = ServerSettings.on_free_ports(repository, out.parent / "postprocessing-tritonserver.log")
         with TritonServer(settings) as server:
             rows += [pc.served(settings.grpc_url, server.process.pid, s, n) for s in (1, 16) for n in (64, 1024)]
     for r in rows:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import platform
-import socket
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -21,7 +20,7 @@ from bench.report import write
 from build_engines.render import read_config
 from contract import metrics, names
 from contract.build_record import BuildRecord
-from serving.launcher import ServerSettings, TritonServer
+from serving.launcher import ServerSettings, TritonServer, free_loopback_port
 from serving.openai_process import OpenAiFront, served_model_name
 
 
@@ -37,12 +36,6 @@ class SuiteConfig:
     measurement_ms: int = 6000
     peer: bool = True
     notes: list[str] = field(default_factory=list)
-
-
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _engine_dir(repository: Path) -> Path:
@@ -84,10 +77,9 @@ def run_suite(config: SuiteConfig) -> Path:
               f"goodput {result.goodput_rps:.2f} req/s", flush=True)
         return result
 
-    settings = ServerSettings(repository=config.repository, http_port=_port(), grpc_port=_port(), metrics_port=_port(),
-                              log_file=config.out / "tritonserver.log")
+    settings = ServerSettings.on_free_ports(config.repository, config.out / "tritonserver.log")
     with TritonServer(settings):
-        front = OpenAiFront(settings.grpc_url, settings.host, _port(), served_model_name(config.repository),
+        front = OpenAiFront(settings.grpc_url, settings.host, free_loopback_port(), served_model_name(config.repository),
                             config.out / "openai_front.log")
         front.start()
         try:
@@ -115,7 +107,7 @@ def run_suite(config: SuiteConfig) -> Path:
 
     peer = None
     if peer_venv is not None:
-        with PeerServer(peer_venv, Path(record.spec["checkpoint"]), _port(), config.out / "transformers_serve.log") as server:
+        with PeerServer(peer_venv, Path(record.spec["checkpoint"]), free_loopback_port(), config.out / "transformers_serve.log") as server:
             peer = http(config, "transformers-serve", server.url + "/v1", server.model, texts, chat)
             results.append(peer)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import secrets
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -32,6 +33,13 @@ class ServerFailed(RuntimeError):
     pass
 
 
+def free_loopback_port() -> int:
+    """A TCP port nothing listens on now (the kernel picks it), for servers started side by side."""
+    with socket.socket() as s:
+        s.bind((names.DEFAULT_HOST, 0))
+        return s.getsockname()[1]
+
+
 @dataclass(frozen=True)
 class ServerSettings:
     repository: Path
@@ -48,6 +56,11 @@ class ServerSettings:
     # Key of the admin APIs (model repository, shared memory, trace, logging).  None: a random
     # key nobody is told, which leaves them locked.  Never printed or logged.
     admin_key: str | None = field(default=None, repr=False)
+
+    @classmethod
+    def on_free_ports(cls, repository: Path, log_file: Path, **settings) -> "ServerSettings":
+        return cls(repository=repository, http_port=free_loopback_port(), grpc_port=free_loopback_port(),
+                   metrics_port=free_loopback_port(), log_file=log_file, **settings)
 
     @property
     def http_url(self) -> str:

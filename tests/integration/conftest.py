@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import socket
 from pathlib import Path
 
 import pytest
@@ -16,12 +15,6 @@ from client import LlmClient
 from serving.launcher import ServerSettings, TritonServer
 
 ROOT = Path(__file__).resolve().parent.parent.parent
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 STREAM_TTL_S = 3.0  # short, so tests can see cancelled streams' state go away
@@ -43,11 +36,8 @@ def serve(tmp_path_factory):
     """start(repository) -> a ready server on free loopback ports, stopped when the session ends."""
     with contextlib.ExitStack() as servers:
         def start(repository: Path) -> TritonServer:
-            settings = ServerSettings(
-                repository=repository, http_port=free_port(), grpc_port=free_port(), metrics_port=free_port(),
-                log_file=tmp_path_factory.mktemp("logs") / "tritonserver.log",
-                server_dir=ROOT / "build" / "tritonserver", exit_timeout_s=10,
-            )
+            settings = ServerSettings.on_free_ports(repository, tmp_path_factory.mktemp("logs") / "tritonserver.log",
+                                                    server_dir=ROOT / "build" / "tritonserver", exit_timeout_s=10)
             return servers.enter_context(TritonServer(settings))
 
         yield start

@@ -7,7 +7,6 @@ from __future__ import annotations
 import re
 import secrets
 import signal
-import socket
 import subprocess
 import time
 import urllib.error
@@ -20,7 +19,7 @@ import yaml
 from tritonclient.utils import InferenceServerException
 
 from deploy import chart
-from serving.launcher import server_env
+from serving.launcher import free_loopback_port, server_env
 from serving.triton_install import prepare_install
 
 pytestmark = pytest.mark.server
@@ -28,12 +27,6 @@ pytestmark = pytest.mark.server
 HEADER = "triton-admin-key"
 GRPC_HEADER = f"triton-grpc-protocol-{HEADER}"  # Triton prefixes the key's gRPC metadata name
 SERVER_DIR = Path(__file__).resolve().parents[2] / "build" / "tritonserver"
-
-
-def loopback_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def rendered(values=None):
@@ -57,7 +50,7 @@ def chart_args(repository, ports, key) -> list[str]:
 def chart_server(tmp_path_factory):
     """tritonserver started with the chart's flags on an empty repository (starts in seconds)."""
     repository = tmp_path_factory.mktemp("empty-repository")
-    ports = {"http": loopback_port(), "grpc": loopback_port(), "metrics": loopback_port()}
+    ports = {"http": free_loopback_port(), "grpc": free_loopback_port(), "metrics": free_loopback_port()}
     key = secrets.token_hex(16)
     install = prepare_install(SERVER_DIR)
     loopback = [f"--{s}-address=127.0.0.1" for s in ("http", "grpc", "metrics")]

@@ -20,7 +20,7 @@ from serving.launcher import ServerSettings, TritonServer
 from tests.integration import test_bad_requests as cpu_bad_requests
 from tests.integration import test_engine_relay as relay_tests
 from tests.integration import test_llm_bls as bls_tests
-from tests.integration.conftest import ROOT, free_port
+from tests.integration.conftest import ROOT
 from tests.integration.test_concurrency import test_sixteen_concurrent_streams  # noqa: F401  (runs here too)
 from tests.integration.test_streaming_text import (  # noqa: F401  (the same tests, GPU fixtures)
     test_answers_do_contain_multibyte_text,
@@ -51,8 +51,7 @@ def server(gpu_engine, tmp_path_factory):
 
     repository = tmp_path_factory.mktemp("gpu") / "repository"
     render_repository(gpu_engine, repository)
-    settings = ServerSettings(repository=repository, http_port=free_port(), grpc_port=free_port(),
-                              metrics_port=free_port(), log_file=tmp_path_factory.mktemp("gpu-logs") / "server.log")
+    settings = ServerSettings.on_free_ports(repository, tmp_path_factory.mktemp("gpu-logs") / "server.log")
     cmd = [sys.executable, "-m", "serving", "gpu-up", "--repository", str(repository), "--host", settings.host,
            "--http-port", str(settings.http_port), "--grpc-port", str(settings.grpc_port),
            "--metrics-port", str(settings.metrics_port), "--exit-timeout", "10"]

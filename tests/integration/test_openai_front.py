@@ -14,7 +14,8 @@ import urllib.request
 import openai
 import pytest
 
-from tests.integration.conftest import free_port
+from serving.launcher import free_loopback_port
+
 
 pytestmark = pytest.mark.server
 MODEL = "SmolLM2-135M-Instruct"
@@ -23,7 +24,7 @@ KEY = "test-key-123"
 
 @pytest.fixture(scope="module")
 def front(server, tmp_path_factory):
-    port = free_port()
+    port = free_loopback_port()
     key_file = tmp_path_factory.mktemp("front") / "key"
     key_file.write_text(KEY)
     log = open(tmp_path_factory.mktemp("front-log") / "front.log", "wb")

@@ -3,7 +3,6 @@ stub is noticed and the server comes back; the admin APIs are locked by default.
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -16,7 +15,8 @@ import psutil
 import pytest
 
 from client import ChatMessage, LlmClient, SamplingParams
-from tests.integration.conftest import ROOT, free_port
+from serving.launcher import free_loopback_port
+from tests.integration.conftest import ROOT
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]
 
@@ -24,7 +24,7 @@ pytestmark = [pytest.mark.server, pytest.mark.slow]
 @pytest.fixture
 def launched(repository, tmp_path):
     """`python -m serving up` in the foreground, as a user runs it."""
-    ports = {"http": free_port(), "grpc": free_port(), "metrics": free_port()}
+    ports = {"http": free_loopback_port(), "grpc": free_loopback_port(), "metrics": free_loopback_port()}
     log = tmp_path / "launcher.log"
     cmd = [sys.executable, "-m", "serving", "up", "--repository", str(repository), "--exit-timeout", "20",
            "--http-port", str(ports["http"]), "--grpc-port", str(ports["grpc"]), "--metrics-port", str(ports["metrics"]),

@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from build_engines.checkpoint import CheckpointError, CheckpointInfo, checkpoint_hash, inspect_checkpoint
+from build_engines.checkpoint import CheckpointError, checkpoint_hash, inspect_checkpoint
 from build_engines.openvino_build import export_command
 from build_engines.spec import BuildSpec, EngineBackend, EngineLimits, OpenVinoOptions, Precision, SpecError
 
