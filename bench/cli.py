@@ -56,16 +56,15 @@ def throughput(url: str, levels: tuple[int, ...], requests_per_level: int | None
 @click.option("--output-tokens", type=int, default=128, show_default=True)
 @click.option("--concurrency", "levels", multiple=True, type=int, default=(1, 4, 16), show_default=True)
 @click.option("--request-rate", "rates", multiple=True, type=float, default=(1.0, 2.0, 4.0), show_default=True)
-@click.option("--measurement-ms", type=int, default=6000, show_default=True)
 @click.option("--peer/--no-peer", default=True, show_default=True, help="Compare with transformers serve.")
-def suite(repository, out, slo_ttft_ms, slo_itl_ms, input_tokens, output_tokens, levels, rates, measurement_ms, peer):
+def suite(repository, out, slo_ttft_ms, slo_itl_ms, input_tokens, output_tokens, levels, rates, peer):
     """Sweeps with genai-perf/perf_analyzer, the baselines side by side, a Markdown report with plots."""
     from bench.genai_perf import Slo
     from bench.suite import SuiteConfig, run_suite
 
     config = SuiteConfig(repository=repository, out=out, slo=Slo(slo_ttft_ms / 1000, slo_itl_ms / 1000),
                          input_tokens=input_tokens, output_tokens=output_tokens, concurrency=tuple(sorted(levels)),
-                         request_rates=tuple(rates), measurement_ms=measurement_ms, peer=peer)
+                         request_rates=tuple(rates), peer=peer)
     click.echo(f"report: {run_suite(config)}")
 
 

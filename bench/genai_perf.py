@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import enum
 import json
+import math
 import os
 import subprocess
 from dataclasses import asdict, dataclass, field
@@ -44,6 +45,13 @@ class Load:
     value: float
 
     @property
+    def request_count(self) -> int:
+        """Requests measured: a count, not a time window, so a slow machine (a request
+        outlasting the window) still gets a measurement and a fast one no short sample."""
+        per_unit = 4 if self.mode == "concurrency" else 8  # 4 per concurrent stream; 8 s of arrivals
+        return max(8, math.ceil(per_unit * self.value))
+
+    @property
     def label(self) -> str:
         return f"c{int(self.value)}" if self.mode == "concurrency" else f"r{self.value:g}"
 
@@ -76,16 +84,15 @@ class RunResult:
         return asdict(self)
 
 
-def command(tool_venv: Path, target: Target, workload: Workload, load: Load, tokenizer: Path, out_dir: Path,
-            measurement_ms: int) -> list[str]:
+def command(tool_venv: Path, target: Target, workload: Workload, load: Load, tokenizer: Path, out_dir: Path) -> list[str]:
     cmd = [str(tool_venv / "bin" / "genai-perf"), "profile", "-m", target.model, "--endpoint-type", target.endpoint.value,
-           "-u", target.url, "--streaming", "--tokenizer", str(tokenizer),
+           "-u", target.url, "--streaming", "--tokenizer", str(tokenizer.resolve()),
            "--synthetic-input-tokens-mean", str(workload.input_tokens_mean),
            "--synthetic-input-tokens-stddev", str(workload.input_tokens_stddev),
            "--output-tokens-mean", str(workload.output_tokens_mean),
            "--output-tokens-stddev", str(workload.output_tokens_stddev),
            "--num-dataset-entries", str(workload.num_prompts), "--random-seed", "7",
-           "--measurement-interval", str(measurement_ms), "--artifact-dir", str(out_dir),
+           "--request-count", str(load.request_count), "--artifact-dir", str(out_dir.resolve()),
            f"--{load.mode}", str(int(load.value) if load.mode == "concurrency" else load.value)]
     if target.endpoint == Endpoint.TRITON:
         cmd += ["--backend", "tensorrtllm"]
@@ -95,13 +102,13 @@ def command(tool_venv: Path, target: Target, workload: Workload, load: Load, tok
 
 
 def run(tool_venv: Path, target: Target, workload: Workload, load: Load, tokenizer: Path, out_dir: Path,
-        slo: Slo, measurement_ms: int = 8000) -> RunResult:
+        slo: Slo) -> RunResult:
     out_dir.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ)
     env["PATH"] = f"{perf_analyzer().parent}{os.pathsep}{env.get('PATH', '')}"
     env["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in (str(perf_analyzer_libs()), env.get("LD_LIBRARY_PATH", "")) if p)
     env.update(HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
-    cmd = command(tool_venv, target, workload, load, tokenizer, out_dir, measurement_ms)
+    cmd = command(tool_venv, target, workload, load, tokenizer, out_dir)
     with open(out_dir / "genai-perf.log", "w") as log:
         code = subprocess.call(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=out_dir)
     if code != 0:

@@ -14,13 +14,22 @@ from pathlib import Path
 from bench.environments import BUILD
 
 
+def native_dtype(cpuinfo: str | None = None) -> str:
+    """The peer's best dtype on this CPU: bfloat16 where it computes bf16 natively (AVX512-BF16,
+    AMX), float32 elsewhere - emulated bf16 runs several times slower and would flatter us."""
+    text = Path("/proc/cpuinfo").read_text() if cpuinfo is None else cpuinfo
+    flags = next((line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith("flags")), [])
+    return "bfloat16" if {"avx512_bf16", "amx_bf16"} & set(flags) else "float32"
+
+
 class PeerServer:
     def __init__(self, venv: Path, checkpoint: Path, port: int, log_file: Path, *, kv_blocks: int = 256,
-                 max_batch_tokens: int = 512) -> None:
+                 max_batch_tokens: int = 512, dtype: str | None = None) -> None:
         self.url = f"http://127.0.0.1:{port}"
         self.model = str(checkpoint.resolve())  # transformers serve names models by path
+        self.dtype = dtype or native_dtype()
         self._cmd = [str(venv / "bin" / "transformers"), "serve", self.model, "--continuous-batching",
-                     "--device", "cpu", "--dtype", "bfloat16", "--cb-num-blocks", str(kv_blocks),
+                     "--device", "cpu", "--dtype", self.dtype, "--cb-num-blocks", str(kv_blocks),
                      "--cb-max-batch-tokens", str(max_batch_tokens), "--host", "127.0.0.1", "--port", str(port)]
         self._log_file = log_file
         self.process: subprocess.Popen | None = None

@@ -33,7 +33,6 @@ class SuiteConfig:
     output_tokens: int = 128
     concurrency: tuple[int, ...] = (1, 4, 16)
     request_rates: tuple[float, ...] = (1.0, 2.0, 4.0)
-    measurement_ms: int = 6000
     peer: bool = True
     notes: list[str] = field(default_factory=list)
 
@@ -70,7 +69,7 @@ def run_suite(config: SuiteConfig) -> Path:
 
     def measure(target: Target, workload: Workload, load: Load) -> RunResult:
         result = run(tools, target, workload, load, engine_dir, runs_dir / f"{target.name}-{workload.name}-{load.label}",
-                     config.slo, config.measurement_ms)
+                     config.slo)
         results.append(result)
         print(f"  {target.name:18} {workload.name:16} {load.label:>4}: {result.output_tokens_per_s:7.1f} tok/s  "
               f"TTFT p50 {result.ttft_s['p50'] * 1000:6.0f} ms  ITL p50 {result.itl_s['p50'] * 1000:5.1f} ms  "
@@ -108,7 +107,7 @@ def run_suite(config: SuiteConfig) -> Path:
     peer = None
     if peer_venv is not None:
         with PeerServer(peer_venv, Path(record.spec["checkpoint"]), free_loopback_port(), config.out / "transformers_serve.log") as server:
-            peer = http(config, "transformers-serve", server.url + "/v1", server.model, texts, chat)
+            peer = http(config, f"transformers-serve-{server.dtype}", server.url + "/v1", server.model, texts, chat)
             results.append(peer)
 
     ratios = [
@@ -119,7 +118,7 @@ def run_suite(config: SuiteConfig) -> Path:
     ]
     if peer is not None:
         ratios.append(
-            f"ours (OpenAI front) / transformers serve at concurrency {top}: **{_ratio(ours_http.output_tokens_per_s, peer.output_tokens_per_s)}x** "
+            f"ours (OpenAI front) / transformers serve ({peer.target.rsplit('-', 1)[-1]}) at concurrency {top}: **{_ratio(ours_http.output_tokens_per_s, peer.output_tokens_per_s)}x** "
             f"output tok/s ({ours_http.output_tokens_per_s:.0f} vs {peer.output_tokens_per_s:.0f}; target >= 3); p99 TTFT "
             f"{ours_http.ttft_s['p99'] * 1000:.0f} ms vs {peer.ttft_s['p99'] * 1000:.0f} ms")
     tokens = after[metrics.GENERATED_TOKENS.name] - before[metrics.GENERATED_TOKENS.name]

@@ -47,10 +47,10 @@ def test_openai_sse_export_skips_the_role_chunk(default_checkpoint):
 
 def test_command_for_the_ensemble(default_checkpoint, tmp_path):
     cmd = command(tmp_path, Target("t", Endpoint.TRITON, "127.0.0.1:8001", "ensemble", (("min_tokens", 128),)),
-                  Workload("w", 128, 128), Load("request-rate", 2.5), default_checkpoint, tmp_path / "out", 8000)
+                  Workload("w", 128, 128), Load("request-rate", 2.5), default_checkpoint, tmp_path / "out")
     text = " ".join(cmd)
     for part in ("--endpoint-type kserve", "--backend tensorrtllm", "--streaming", "--request-rate 2.5",
-                 "--extra-inputs min_tokens:128", "--synthetic-input-tokens-mean 128", "--measurement-interval 8000"):
+                 "--extra-inputs min_tokens:128", "--synthetic-input-tokens-mean 128", "--request-count 20"):
         assert part in text
 
 
@@ -60,3 +60,11 @@ def test_prometheus_text():
     assert value(samples, "llm_requests_running") == 3
     assert value(samples, "llm_requests_finished_total") == 7
     assert value(samples, "llm_requests_finished_total", outcome="cancelled") == 2
+
+
+def test_the_peer_runs_bf16_only_where_the_cpu_computes_it():
+    from bench.peer import native_dtype
+
+    assert native_dtype("processor\t: 0\nflags\t\t: fpu avx2 fma\n") == "float32"
+    assert native_dtype("flags\t\t: fpu avx512f avx512_bf16\n") == "bfloat16"
+    assert native_dtype("flags\t\t: fpu amx_bf16 amx_tile\n") == "bfloat16"
