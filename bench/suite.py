@@ -100,7 +100,7 @@ def run_suite(config: SuiteConfig) -> Path:
             front.stop()
 
     one = next(r for r in results if r.target == "triton-ensemble" and r.load == "c1" and r.workload == fixed.name)
-    prompts = _prompts(Path(served.artifacts), engine_dir)
+    prompts = _prompts(Path(served.artifacts), engine_dir)[: Load("concurrency", top).request_count]  # those it sent
     offline = run_offline(engine_parameters(config.repository), prompts, config.output_tokens, top)
     print(f"  {'offline engine':18} {fixed.name:16} {'c%d' % top:>4}: {offline.output_tokens_per_s:7.1f} tok/s", flush=True)
 

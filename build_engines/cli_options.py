@@ -41,7 +41,8 @@ _OPTIONS = [
                  help="Tokens per engine step (prefill chunk + decodes)."),
     click.option("--default-max-tokens", type=int, default=_LIMITS.default_max_tokens, show_default=True),
     # CPU engine
-    click.option("--kv-cache-size-gb", type=int, default=None, help="[openvino] KV-cache pool (default: fits the limits)."),
+    click.option("--kv-cache-size-gb", type=int, default=0, show_default=True,
+                 help="[openvino] fixed KV-cache pool in GB; 0: grows on demand (memory follows the load)."),
     click.option("--prefix-caching/--no-prefix-caching", default=False, show_default=True, help="[openvino]"),
     click.option("--inference-threads", type=int, default=0, show_default=True, help="[openvino] 0 = all cores."),
     click.option("--max-queue-size", type=int, default=_OV.max_queue_size, show_default=True,
@@ -99,7 +100,7 @@ def resolve_gpu(name: str | None, count: int | None, sm: int | None, memory_gib:
 
 
 def make_spec(checkpoint: Path, backend: str, precision: str | None, max_batch_size: int, max_input_len: int,
-              max_seq_len: int, max_num_tokens: int, default_max_tokens: int, kv_cache_size_gb: int | None,
+              max_seq_len: int, max_num_tokens: int, default_max_tokens: int, kv_cache_size_gb: int,
               prefix_caching: bool, inference_threads: int, max_queue_size: int = _OV.max_queue_size,
               queue_timeout_s: float = _OV.queue_timeout_s, stream_interval: int = _OV.stream_interval,
               tp_size: int = 1, pp_size: int = 1,

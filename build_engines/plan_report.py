@@ -25,8 +25,9 @@ def _openvino_lines(spec: BuildSpec, info: CheckpointInfo, engine_dir: Path) -> 
 
     per_token = info.kv_cache_bytes_per_token(2)
     return ["step 1: " + " ".join(export_command(spec, info, engine_dir)),
-            f"KV cache: {per_token / 1024:.1f} KiB/token at 16 bits; pool {spec.kv_cache_size_gb(info)} GB "
-            f"for {spec.limits.max_batch_size} x {spec.limits.max_seq_len} tokens"]
+            f"KV cache: {per_token / 1024:.1f} KiB/token at 16 bits; at most {spec.kv_cache_bound_gb(info):.2f} GB "
+            f"for {spec.limits.max_batch_size} x {spec.limits.max_seq_len} tokens; pool: "
+            + (f"{spec.openvino.kv_cache_size_gb} GB" if spec.openvino.kv_cache_size_gb else "grows on demand")]
 
 
 def _trtllm_lines(spec: BuildSpec, info: CheckpointInfo, engine_dir: Path) -> list[str]:

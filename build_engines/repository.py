@@ -52,15 +52,12 @@ def text_models(tokenizer_dir: Path, spec: BuildSpec) -> list[RenderedModel]:
     ]
 
 
-def openvino_engine_model(engine_dir: Path, spec: BuildSpec, record: BuildRecord) -> RenderedModel:
-    from build_engines.checkpoint import CheckpointInfo
-
-    info_fields = {k: v for k, v in record.checkpoint.items() if k in CheckpointInfo.__dataclass_fields__}
+def openvino_engine_model(engine_dir: Path, spec: BuildSpec) -> RenderedModel:
     params = OpenVinoEngineParameters(
         engine_dir=engine_dir,
         max_num_seqs=spec.limits.max_batch_size,
         max_num_batched_tokens=spec.limits.max_num_tokens,
-        kv_cache_size_gb=spec.kv_cache_size_gb(CheckpointInfo(**info_fields)),
+        kv_cache_size_gb=spec.openvino.kv_cache_size_gb,
         enable_prefix_caching=spec.openvino.enable_prefix_caching,
         inference_threads=spec.openvino.inference_threads,
         max_queue_size=spec.openvino.max_queue_size,
@@ -82,7 +79,7 @@ def render_repository(engine_dir: Path, out_dir: Path, *, relay: bool = False) -
     spec = BuildSpec.from_dict(record.spec)
     batch = spec.limits.max_batch_size
     if spec.backend == EngineBackend.OPENVINO:
-        engine = openvino_engine_model(engine_dir, spec, record)
+        engine = openvino_engine_model(engine_dir, spec)
         engines = [engine] + ([relay_model(engine_dir, engine.config.name, batch)] if relay else [])
         tokenizer_dir, target = engine_dir, engine.config.name
     else:

@@ -4,7 +4,6 @@ limits.  Every invalid combination fails here, before any work, naming the field
 from __future__ import annotations
 
 import enum
-import math
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -66,7 +65,11 @@ class EngineLimits:
 
 @dataclass(frozen=True)
 class OpenVinoOptions:
-    kv_cache_size_gb: int | None = None  # whole GB (OpenVINO's unit); None: room for every sequence
+    # The KV-cache pool in whole GB (OpenVINO's unit).  0: it grows block by block as sequences
+    # need room (bounded by max_batch_size x max_seq_len), so memory follows the load; a fixed
+    # pool is reserved at start but its pages are touched one block at a time, so the server's
+    # RSS creeps up to the whole pool over hours of traffic (looks like a leak, is not one).
+    kv_cache_size_gb: int = 0
     enable_prefix_caching: bool = False
     inference_threads: int = 0  # 0: all cores
     max_queue_size: int = 64  # waiting requests beyond the batch; more are refused at once
@@ -80,8 +83,8 @@ class OpenVinoOptions:
             raise SpecError(f"'queue_timeout_s' must be >= 0, got {self.queue_timeout_s}")
         if self.stream_interval < 0:
             raise SpecError(f"'stream_interval' must be >= 0, got {self.stream_interval}")
-        if self.kv_cache_size_gb is not None and self.kv_cache_size_gb <= 0:
-            raise SpecError(f"'kv_cache_size_gb' must be > 0, got {self.kv_cache_size_gb}")
+        if self.kv_cache_size_gb < 0:
+            raise SpecError(f"'kv_cache_size_gb' must be >= 0 (0: grows on demand), got {self.kv_cache_size_gb}")
         if self.inference_threads < 0:
             raise SpecError(f"'inference_threads' must be >= 0, got {self.inference_threads}")
 
@@ -114,12 +117,10 @@ class BuildSpec:
             if problems:
                 raise SpecError("; ".join(problems))
 
-    def kv_cache_size_gb(self, info: CheckpointInfo) -> int:
-        """The OpenVINO KV-cache pool: the given size, or room for every sequence at full length."""
-        if self.openvino.kv_cache_size_gb is not None:
-            return self.openvino.kv_cache_size_gb
+    def kv_cache_bound_gb(self, info: CheckpointInfo) -> float:
+        """The most KV cache the CPU engine can use: every sequence of the batch at full length."""
         per_token = info.kv_cache_bytes_per_token(OPENVINO_KV_BYTES_PER_ELEMENT)
-        return max(1, math.ceil(per_token * self.limits.max_batch_size * self.limits.max_seq_len / 1e9))
+        return per_token * self.limits.max_batch_size * self.limits.max_seq_len / 1e9
 
     def to_dict(self) -> dict[str, Any]:
         """The spec as JSON; only the options section of its own backend is recorded."""

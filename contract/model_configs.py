@@ -39,7 +39,7 @@ class OpenVinoEngineParameters:
     engine_dir: Path  # output of `build_engines build` (IR + build.json)
     max_num_seqs: int  # requests in the running batch
     max_num_batched_tokens: int  # tokens per scheduler step (prefill chunks + decodes)
-    kv_cache_size_gb: int  # KV-cache pool, whole GB
+    kv_cache_size_gb: int = 0  # KV-cache pool, whole GB; 0: grows on demand
     enable_prefix_caching: bool = False
     inference_threads: int = 0  # 0 = OpenVINO's default (all cores)
     max_queue_size: int = 64  # requests waiting beyond the running batch; more are refused (UNAVAILABLE)
@@ -53,8 +53,8 @@ class OpenVinoEngineParameters:
             raise ValueError("'max_queue_size', 'queue_timeout_s' and 'stream_interval' must be >= 0")
         if self.max_num_seqs < 1 or self.max_num_batched_tokens < 1:
             raise ValueError("'max_num_seqs' and 'max_num_batched_tokens' must be >= 1")
-        if self.kv_cache_size_gb <= 0:
-            raise ValueError(f"'kv_cache_size_gb' must be > 0, got {self.kv_cache_size_gb}")
+        if self.kv_cache_size_gb < 0:
+            raise ValueError(f"'kv_cache_size_gb' must be >= 0 (0: grows on demand), got {self.kv_cache_size_gb}")
         if self.inference_threads < 0:
             raise ValueError(f"'inference_threads' must be >= 0, got {self.inference_threads}")
 

@@ -76,7 +76,8 @@ class TritonPythonModel:
         self.metrics.start()
         triton_io.logger().log_info(
             f"openvino_llm: {record.spec['precision']} engine from {params.engine_dir}, "
-            f"max_num_seqs={params.max_num_seqs}, kv_cache={params.kv_cache_size_gb}GB"
+            f"max_num_seqs={params.max_num_seqs}, kv_cache="
+            + (f"{params.kv_cache_size_gb}GB" if params.kv_cache_size_gb else "on demand")
         )
 
     def execute(self, requests):

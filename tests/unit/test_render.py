@@ -47,7 +47,7 @@ def test_engine_config_is_decoupled_and_its_parameters_load(repository, default_
     assert engine.model_transaction_policy.decoupled
     assert [i.name for i in engine.input] == [t.name for t in ENGINE_INPUTS + ENGINE_CONTROL_INPUTS]
     params = from_parameters(OpenVinoEngineParameters, engine.name, {k: {"string_value": v.string_value} for k, v in engine.parameters.items()})
-    assert params.engine_dir == default_engine.resolve() and params.kv_cache_size_gb >= 1
+    assert params.engine_dir == default_engine.resolve() and params.kv_cache_size_gb == 0  # grows on demand
     pre = read_config(repository / names.PREPROCESSING / "config.pbtxt")
     from_parameters(PreprocessingParameters, pre.name, {k: {"string_value": v.string_value} for k, v in pre.parameters.items()})
 
