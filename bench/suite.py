@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from serving import prometheus
+from bench.cpu_account import CpuAccount
 from bench.environments import BUILD, ROOT, ensure_venv
 from bench.genai_perf import Endpoint, Load, RunResult, Slo, Target, Workload, run
 from bench.http_load import run_http
@@ -77,7 +78,7 @@ def run_suite(config: SuiteConfig) -> Path:
         return result
 
     settings = ServerSettings.on_free_ports(config.repository, config.out / "tritonserver.log")
-    with TritonServer(settings):
+    with TritonServer(settings) as server:
         front = OpenAiFront(settings.grpc_url, settings.host, free_loopback_port(), served_model_name(config.repository),
                             config.out / "openai_front.log")
         front.start()
@@ -85,8 +86,9 @@ def run_suite(config: SuiteConfig) -> Path:
             triton = Target("triton-ensemble", Endpoint.TRITON, settings.grpc_url, names.ENSEMBLE,
                             (("min_tokens", config.output_tokens),))
             before = _server_counters(settings.metrics_url)
-            for c in config.concurrency:
-                measure(triton, fixed, Load("concurrency", c))
+            for c in config.concurrency:  # ascending: the account kept is the top level's
+                with CpuAccount(server.process.pid) as account:
+                    measure(triton, fixed, Load("concurrency", c))
             for rate in config.request_rates:
                 measure(triton, fixed, Load("request-rate", rate))
             after = _server_counters(settings.metrics_url)
@@ -112,7 +114,8 @@ def run_suite(config: SuiteConfig) -> Path:
 
     ratios = [
         f"served / offline engine at concurrency {top}: **{_ratio(served.output_tokens_per_s, offline.output_tokens_per_s)}x** "
-        f"({served.output_tokens_per_s:.0f} vs {offline.output_tokens_per_s:.0f} output tok/s; target >= 0.9)",
+        f"({served.output_tokens_per_s:.0f} vs {offline.output_tokens_per_s:.0f} output tok/s; target >= 0.9); CPU during "
+        f"the served run: {account.summary()} (the in-process engine has the whole machine)",
         f"in-flight batching: concurrency {top} / concurrency 1: **{_ratio(served.output_tokens_per_s, one.output_tokens_per_s)}x** "
         f"({served.output_tokens_per_s:.0f} vs {one.output_tokens_per_s:.0f} output tok/s)",
     ]

@@ -1,6 +1,7 @@
 """What the benchmark reads from genai-perf/perf_analyzer exports."""
 
 import json
+import time
 
 from bench.genai_perf import Endpoint, Load, Slo, Target, Workload, command, parse_export
 from serving.prometheus import parse, value
@@ -68,3 +69,21 @@ def test_the_peer_runs_bf16_only_where_the_cpu_computes_it():
     assert native_dtype("processor\t: 0\nflags\t\t: fpu avx2 fma\n") == "float32"
     assert native_dtype("flags\t\t: fpu avx512f avx512_bf16\n") == "bfloat16"
     assert native_dtype("flags\t\t: fpu amx_bf16 amx_tile\n") == "bfloat16"
+
+
+def test_cpu_account_names_the_server_processes_and_the_load_generator():
+    import subprocess
+    import sys
+
+    from bench.cpu_account import LOAD_GENERATOR, CpuAccount
+
+    server = subprocess.Popen([sys.executable, "-c", "import time; t = time.process_time()\nwhile time.process_time() - t < 0.3: pass\ntime.sleep(5)"])
+    try:
+        with CpuAccount(server.pid) as account:
+            subprocess.run([sys.executable, "-c", "import time; t = time.process_time()\nwhile time.process_time() - t < 0.3: pass"])
+            time.sleep(0.5)
+    finally:
+        server.kill()
+        server.wait()
+    assert account.shares[LOAD_GENERATOR] > 20 and max(v for k, v in account.shares.items() if k != LOAD_GENERATOR) > 5
+    assert LOAD_GENERATOR in account.summary()
