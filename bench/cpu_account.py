@@ -26,8 +26,8 @@ def server_cpu_s(server_pid: int) -> dict[str, float]:
     totals: dict[str, float] = {}
     for process in [root, *root.children(recursive=True)]:
         try:
-            t = process.cpu_times()
-            totals[_label(process)] = totals.get(_label(process), 0.0) + t.user + t.system
+            t, label = process.cpu_times(), _label(process)
+            totals[label] = totals.get(label, 0.0) + t.user + t.system
         except psutil.Error:
             continue
     return totals

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from build_engines.capacity import CapacityError, estimate
 from build_engines.checkpoint import CheckpointInfo
-from build_engines.spec import BuildSpec, EngineBackend, Precision
+from build_engines.spec import OPENVINO_KV_BYTES_PER_ELEMENT, BuildSpec, EngineBackend, Precision
 from build_engines.trtllm_plan import BuildPaths, find_examples_dir, plan_steps
 from build_engines.trtllm_spec import KvCacheDtype
 
@@ -23,7 +23,7 @@ def plan_lines(spec: BuildSpec, info: CheckpointInfo, engine_dir: Path) -> list[
 def _openvino_lines(spec: BuildSpec, info: CheckpointInfo, engine_dir: Path) -> list[str]:
     from build_engines.openvino_build import export_command
 
-    per_token = info.kv_cache_bytes_per_token(2)
+    per_token = info.kv_cache_bytes_per_token(OPENVINO_KV_BYTES_PER_ELEMENT)
     return ["step 1: " + " ".join(export_command(spec, info, engine_dir)),
             f"KV cache: {per_token / 1024:.1f} KiB/token at 16 bits; at most {spec.kv_cache_bound_gb(info):.2f} GB "
             f"for {spec.limits.max_batch_size} x {spec.limits.max_seq_len} tokens; pool: "
