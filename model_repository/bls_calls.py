@@ -61,26 +61,24 @@ def cancel_stream(model: str, request_id: str, responses) -> None:
         pass
 
 
-FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
-
-
 class SenderSink:
-    """A RelaySink over Triton's response sender; subclasses say how a response is forwarded."""
+    """A RelaySink over a request's ResponseChannel (the cancel watcher's queries and the relay
+    thread's sends meet there); subclasses say how a response is forwarded."""
 
-    def __init__(self, sender):
-        self.sender = sender
+    def __init__(self, channel):
+        self.channel = channel
 
     def is_cancelled(self):
-        return self.sender.is_cancelled()
+        return self.channel.is_cancelled()
 
     def forward_error(self, response):
-        self.sender.send(pb_utils.InferenceResponse(error=response.error()), flags=FINAL)
+        self.channel.finish(pb_utils.InferenceResponse(error=response.error()))
 
     def fail(self, message, code):
-        self.sender.send(triton_io.error_response(message, code), flags=FINAL)
+        triton_io.fail(self.channel, message, code)
 
     def finish(self):
-        self.sender.send(flags=FINAL)
+        self.channel.finish()
 
 
 def start_relays(model_name: str, args) -> tuple[EngineRelayParameters, RelayPool]:

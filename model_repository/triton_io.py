@@ -12,6 +12,7 @@ import triton_python_backend_utils as pb_utils
 
 from contract.model_parameters import from_parameters
 from contract.tensors import DType, TensorSpec
+from model_repository.response_channel import ResponseChannel
 
 T = TypeVar("T")
 
@@ -59,6 +60,16 @@ def error(message: str, code: str = "INVALID_ARG") -> Any:
 
 def error_response(message: str, code: str = "INVALID_ARG") -> Any:
     return pb_utils.InferenceResponse(output_tensors=[], error=error(message, code))
+
+
+def response_channel(request) -> ResponseChannel:
+    """The request's response sender, behind the close-once rule (model_repository.response_channel)."""
+    return ResponseChannel(request.get_response_sender(), pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+
+
+def fail(channel: ResponseChannel, message: str, code: str = "INVALID_ARG") -> None:
+    """End a decoupled request with an error (its final response)."""
+    channel.finish(error_response(message, code))
 
 
 def logger():

@@ -11,13 +11,13 @@ from model_repository.relay import FORWARDED_INPUTS
 
 
 class TritonRelaySink(bls_calls.SenderSink):
-    def __init__(self, sender, echo):
-        super().__init__(sender)
+    def __init__(self, channel, echo):
+        super().__init__(channel)
         self._echo = echo  # numpy array; a fresh Tensor per response
 
     def forward(self, response):
         echo = pb_utils.Tensor(DETOKENIZE_PARAMS.name, self._echo)
-        self.sender.send(pb_utils.InferenceResponse(output_tensors=response.output_tensors() + [echo]))
+        self.channel.send(pb_utils.InferenceResponse(output_tensors=response.output_tensors() + [echo]))
 
 
 class TritonPythonModel:
@@ -28,7 +28,7 @@ class TritonPythonModel:
         for request in requests:
             arrays = bls_calls.copied_arrays(request, FORWARDED_INPUTS + (DETOKENIZE_PARAMS.name,))
             echo = arrays.pop(DETOKENIZE_PARAMS.name, triton_io.text_array(""))
-            sink = TritonRelaySink(request.get_response_sender(), echo)
+            sink = TritonRelaySink(triton_io.response_channel(request), echo)
             bls_calls.relay_stream(self.pool, self.params.target_model, arrays, sink, "relay")
         return None
 

@@ -7,7 +7,7 @@ import triton_python_backend_utils as pb_utils
 
 from contract import names
 from contract.tensors import ENSEMBLE_INPUTS, PREPROCESSING_OUTPUTS
-from model_repository import bls_calls
+from model_repository import bls_calls, triton_io
 from model_repository.bls_pipeline import (POSTPROCESSING_OUTPUT_NAMES, client_outputs, engine_request,
                                            postprocessing_request)
 
@@ -18,15 +18,15 @@ PREPROCESSING_OUTPUT_NAMES = tuple(t.name for t in PREPROCESSING_OUTPUTS)
 class PipelineSink(bls_calls.SenderSink):
     """Each engine response goes through postprocessing before it reaches the client."""
 
-    def __init__(self, sender, detokenize_params):
-        super().__init__(sender)
+    def __init__(self, channel, detokenize_params):
+        super().__init__(channel)
         self._detokenize_params = detokenize_params
 
     def forward(self, response):
         engine = {t.name(): t.as_numpy() for t in response.output_tensors()}
         post = bls_calls.call(names.POSTPROCESSING, postprocessing_request(engine, self._detokenize_params),
                               POSTPROCESSING_OUTPUT_NAMES)
-        self.sender.send(pb_utils.InferenceResponse(bls_calls.tensors(client_outputs(engine, post))))
+        self.channel.send(pb_utils.InferenceResponse(bls_calls.tensors(client_outputs(engine, post))))
 
 
 class TritonPythonModel:
@@ -35,15 +35,15 @@ class TritonPythonModel:
 
     def execute(self, requests):
         for request in requests:
-            sender = request.get_response_sender()
+            channel = triton_io.response_channel(request)
             try:  # tokenizing here keeps preprocessing's errors (and their codes) as they are
                 preprocessed = bls_calls.call(names.PREPROCESSING, bls_calls.copied_arrays(request, ENSEMBLE_INPUT_NAMES),
                                               PREPROCESSING_OUTPUT_NAMES)
             except bls_calls.BlsError as e:
-                sender.send(pb_utils.InferenceResponse(error=pb_utils.TritonError(str(e))), flags=bls_calls.FINAL)
+                channel.finish(pb_utils.InferenceResponse(error=pb_utils.TritonError(str(e))))
                 continue
             engine, detokenize_params = engine_request(preprocessed)
-            bls_calls.relay_stream(self.pool, self.params.target_model, engine, PipelineSink(sender, detokenize_params),
+            bls_calls.relay_stream(self.pool, self.params.target_model, engine, PipelineSink(channel, detokenize_params),
                                    "bls")
         return None
 

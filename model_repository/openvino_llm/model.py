@@ -19,22 +19,16 @@ from model_repository.engine_inputs import EngineInputs
 from model_repository.engine_metrics import MetricsRecorder
 from model_repository.triton_metrics import TritonMetricsPublisher
 
-FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
-
-
-def _final_error(sender, message, code):
-    sender.send(triton_io.error_response(message, code), flags=FINAL)
-
 
 class TritonSink:
     """Sends one request's responses (the runner's ResponseSink)."""
 
-    def __init__(self, sender, detokenize_params):
-        self._sender = sender
+    def __init__(self, channel, detokenize_params):
+        self._channel = channel
         self._echo = triton_io.text_array(detokenize_params)
 
     def is_cancelled(self):
-        return self._sender.is_cancelled()
+        return self._channel.is_cancelled()
 
     def send(self, ids, log_probs, cum_log_prob, final):
         n = len(ids)
@@ -45,10 +39,10 @@ class TritonSink:
             "output_log_probs": np.asarray(log_probs, dtype=np.float32).reshape(1, 1, n),
             "detokenize_params": self._echo,
         }, ENGINE_OUTPUTS)
-        self._sender.send(pb_utils.InferenceResponse(tensors), flags=FINAL if final else 0)
+        self._channel.send(pb_utils.InferenceResponse(tensors), final=final)
 
     def fail(self, message, code=FailCode.INTERNAL):
-        _final_error(self._sender, message, code.value)
+        triton_io.fail(self._channel, message, code.value)
 
 
 def _is_stop(request):
@@ -82,25 +76,25 @@ class TritonPythonModel:
 
     def execute(self, requests):
         for request in requests:
-            sender = request.get_response_sender()
+            channel = triton_io.response_channel(request)
             if _is_stop(request):  # TensorRT-LLM's cancel-by-request-id, same reply
                 if request.request_id():
                     self.runner.stop(request.request_id())
-                    sender.send(flags=FINAL)
+                    channel.finish()
                 else:
-                    _final_error(sender, "'stop' needs the request id of the request to stop", "INVALID_ARG")
+                    triton_io.fail(channel, "'stop' needs the request id of the request to stop", "INVALID_ARG")
                 continue
             try:
                 engine_request = EngineInputs.from_arrays(triton_io.read_inputs(request, ENGINE_INPUTS))
             except ValueError as e:
-                _final_error(sender, str(e), "INVALID_ARG")
+                triton_io.fail(channel, str(e), "INVALID_ARG")
                 continue
             problems = self.check.problems(engine_request)
             problems += [UNSUPPORTED_MESSAGE.format(field=f) for f in unsupported_fields(engine_request)]
             if problems:
-                _final_error(sender, "; ".join(problems), "INVALID_ARG")
+                triton_io.fail(channel, "; ".join(problems), "INVALID_ARG")
                 continue
-            self.runner.submit(engine_request, TritonSink(sender, engine_request.detokenize_params), request.request_id())
+            self.runner.submit(engine_request, TritonSink(channel, engine_request.detokenize_params), request.request_id())
         return None
 
     def _gauges(self):

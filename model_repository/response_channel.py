@@ -1,0 +1,75 @@
+"""One request's Triton response sender, closed once: the only way our models touch a sender.
+
+Why (python_backend source, the same at r24.10 = Triton 2.51 and r25.12 = the GPU image):
+- `ModelInstanceState::ResponseSendDecoupled` (src/python_be.cc, r24.10 L1142-1163) destroys
+  the request's `TRITONBACKEND_ResponseFactory` when a response with the FINAL flag is sent.
+- `ModelInstanceState::ProcessIsRequestCancelled` (src/python_be.cc, r24.10 L858-890; r25.12
+  L899-921) hands the factory's address to `TRITONBACKEND_ResponseFactoryIsCancelled`
+  without any check, and `ResponseSender::IsCancelled` (src/response_sender.cc) asks it
+  whether or not the sender is closed (`PbCancel::IsCancelled`, src/pb_cancel.cc, caches
+  only a `true`).
+So `is_cancelled()` during or after the final send reads freed memory inside tritonserver:
+the SIGSEGV with `TRITONBACKEND_ResponseFactoryIsCancelled` on top of the stack that killed
+the server under streaming load on the BLS (a watcher thread asked while the relay thread
+sent the final response).
+
+The rule, made structural here: every send and every cancellation query of one request
+goes through one lock; the final send closes the channel; after that nothing reaches the
+sender (`is_cancelled()` answers from our own state, a send is refused and counted).
+Nothing here imports Triton: tests drive it with fakes.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Protocol
+
+
+class Sender(Protocol):
+    """pb_utils.InferenceResponseSender, as far as we use it."""
+
+    def send(self, response: Any = None, flags: int = 0) -> None: ...
+
+    def is_cancelled(self) -> bool: ...
+
+
+class ResponseChannel:
+    """Thread-safe, close-once wrapper of one response sender."""
+
+    def __init__(self, sender: Sender, final_flag: int) -> None:
+        self._sender = sender
+        self._final_flag = final_flag
+        self._lock = threading.Lock()
+        self._closed = False
+        self._cancelled = False
+        self.refused_sends = 0  # sends attempted after the final one (a bug of the caller, never sent)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def is_cancelled(self) -> bool:
+        """Whether the client cancelled; after the final send, the last answer (the sender's
+        response factory no longer exists, so it must not be asked)."""
+        with self._lock:
+            if not self._closed and not self._cancelled:
+                self._cancelled = bool(self._sender.is_cancelled())
+            return self._cancelled
+
+    def send(self, response: Any = None, final: bool = False) -> bool:
+        """Send one response (None with final=True: an empty final response).  Returns False,
+        sending nothing, when the channel is already closed."""
+        with self._lock:
+            if self._closed:
+                self.refused_sends += 1
+                return False
+            if final:
+                # Closed before the send: whatever happens inside it, the factory may be gone.
+                self._closed = True
+                self._sender.send(response, flags=self._final_flag)
+            else:
+                self._sender.send(response)
+            return True
+
+    def finish(self, response: Any = None) -> bool:
+        return self.send(response, final=True)

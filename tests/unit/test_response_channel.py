@@ -1,0 +1,113 @@
+"""The close-once rule of ResponseChannel, with a fake sender that behaves like
+python_backend's: after the final response its response factory is gone, so any
+is_cancelled() then (or while the final send is under way) is the tritonserver crash."""
+
+import threading
+import time
+
+from model_repository.response_channel import ResponseChannel
+
+FINAL = 1
+
+
+class FreedFactory(AssertionError):
+    pass
+
+
+class FakeSender:
+    def __init__(self, cancelled=False, send_s=0.0):
+        self.factory_alive = True
+        self.in_send = False
+        self.cancelled = cancelled
+        self.send_s = send_s
+        self.sent = []
+        self.queries = 0
+
+    def is_cancelled(self):
+        if not self.factory_alive or self.in_send:
+            raise FreedFactory("is_cancelled() reached a deleted response factory")
+        self.queries += 1
+        return self.cancelled
+
+    def send(self, response=None, flags=0):
+        if not self.factory_alive:
+            raise FreedFactory("send() after the final response")
+        self.in_send = True
+        time.sleep(self.send_s)
+        self.sent.append((response, flags))
+        if flags == FINAL:
+            self.factory_alive = False
+        self.in_send = False
+
+
+def test_after_the_final_send_nothing_reaches_the_sender():
+    sender = FakeSender()
+    channel = ResponseChannel(sender, FINAL)
+    assert channel.send("a")
+    assert channel.finish("b")
+    assert channel.closed
+    assert channel.is_cancelled() is False  # answered from our state
+    assert channel.send("late") is False
+    assert channel.finish() is False
+    assert channel.refused_sends == 2
+    assert sender.sent == [("a", 0), ("b", FINAL)]
+
+
+def test_a_cancellation_seen_before_the_end_stays_seen():
+    sender = FakeSender(cancelled=True)
+    channel = ResponseChannel(sender, FINAL)
+    assert channel.is_cancelled()
+    channel.finish()
+    assert channel.is_cancelled()
+    assert sender.queries == 1
+
+
+def test_a_watcher_polling_while_the_stream_ends_never_reaches_a_freed_factory():
+    """What crashed tritonserver: a cancel watcher asking while the relay thread sends the
+    final response.  Many watchers, many requests, sends that take time."""
+    errors = []
+
+    def one_request():
+        sender = FakeSender(send_s=0.0005)
+        channel = ResponseChannel(sender, FINAL)
+        done = threading.Event()
+
+        def watch():
+            try:
+                while not done.is_set():
+                    channel.is_cancelled()
+            except FreedFactory as e:
+                errors.append(e)
+
+        watchers = [threading.Thread(target=watch) for _ in range(3)]
+        for w in watchers:
+            w.start()
+        try:
+            for i in range(5):
+                channel.send(i)
+            channel.finish()
+        except FreedFactory as e:
+            errors.append(e)
+        for _ in range(20):  # keep polling a while after the end
+            channel.is_cancelled()
+        done.set()
+        for w in watchers:
+            w.join()
+
+    threads = [threading.Thread(target=one_request) for _ in range(20)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+
+
+def test_the_unguarded_sender_does_fail_this_way():
+    """The fake is strict enough to catch the bug the channel prevents."""
+    sender = FakeSender()
+    sender.send(None, FINAL)
+    try:
+        sender.is_cancelled()
+    except FreedFactory:
+        return
+    raise AssertionError("the fake sender should refuse a query after the final response")
