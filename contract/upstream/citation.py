@@ -3,11 +3,13 @@
 A table file (`contract/upstream/data/<name>.json`) is one JSON object:
 
     {"title": "...", "upstream_version": "1.1.0",
-     "sources": {"<key>": {"repo": "NVIDIA/TensorRT-LLM", "ref": "v1.1.0", "path": "..."}},
+     "sources": {"<key>": {"repo": "NVIDIA/TensorRT-LLM", "ref": "v1.1.0", "path": "...",
+                           "commit": "<the commit actually read, when it is not `ref` itself>"}},
      "rows": [{..., "cite": {"source": "<key>", "lines": "120-135"}}, ...]}
 
 `sources` names each upstream file once; a row's `cite` points at one of them (with lines,
-and `confirmed: false` plus a `note` where the fact could not be checked at that ref).
+and `confirmed: false` plus a `note` where the fact could not be checked at that ref, e.g.
+when the file could only be read at another commit than the pinned tag).
 """
 
 from __future__ import annotations
@@ -24,15 +26,16 @@ DATA_DIR = Path(__file__).parent / "data"
 @dataclass(frozen=True)
 class Source:
     repo: str  # owner/name on GitHub
-    ref: str  # tag or branch the file was read at
+    ref: str  # the tag or branch the fact is claimed for
     path: str
+    commit: str = ""  # the commit actually read, where it is not `ref` itself (then say so in rows)
 
     def url(self, lines: str = "") -> str:
         anchor = ""
         if lines:
             first, _, last = lines.partition("-")
             anchor = f"#L{first}" + (f"-L{last}" if last else "")
-        return f"https://github.com/{self.repo}/blob/{self.ref}/{self.path}{anchor}"
+        return f"https://github.com/{self.repo}/blob/{self.commit or self.ref}/{self.path}{anchor}"
 
 
 @dataclass(frozen=True)
