@@ -75,17 +75,49 @@ def suite(repository, out, slo_ttft_ms, slo_itl_ms, input_tokens, output_tokens,
 @click.option("--concurrency", type=int, default=8, show_default=True)
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("build/soak"), show_default=True)
 def soak(repository: Path, duration_s: float, concurrency: int, out: Path) -> None:
-    """Start a server, run mixed load with cancellations for DURATION, report errors, memory, latency."""
+    """Start a server, run mixed load with cancellations through the ensemble and the BLS for
+    DURATION; fail on an unexpected error, a server that died, or memory growth."""
     from bench.soak import run_soak, write_report
     from serving.launcher import ServerSettings, TritonServer
 
     settings = ServerSettings.on_free_ports(repository, out / "tritonserver.log")
     with TritonServer(settings) as server:
-        report = run_soak(settings.grpc_url, server.process.pid, duration_s, concurrency)
+        report = run_soak(settings.grpc_url, server.process.pid, duration_s, concurrency, log_file=settings.log_file)
     path = write_report(report, out)
     click.echo(path.read_text())
-    if report.unexpected_errors or report.rss_growth > 0.05:
+    if report.unexpected_errors or report.server_problems or report.rss_growth > 0.05:
         raise SystemExit(1)
+
+
+@main.command()
+@click.option("--repository", type=click.Path(exists=True, file_okay=False, path_type=Path), default=Path("build/repository"),
+              show_default=True)
+@click.option("--model", "models", multiple=True, default=(names.ENSEMBLE, names.LLM_BLS), show_default=True)
+@click.option("--rounds", type=int, default=5, show_default=True, help="Rounds of load, the server checked after each.")
+@click.option("--requests", type=int, default=120, show_default=True, help="Requests per model and round.")
+@click.option("--concurrency", type=int, default=12, show_default=True)
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("build/stress"), show_default=True)
+def stress(repository: Path, models: tuple[str, ...], rounds: int, requests: int, concurrency: int, out: Path) -> None:
+    """Start a server, run ROUNDS of short concurrent streams (some abandoned, some timed out)
+    through MODELs; fail if the server died or a request ended without a clear answer or error."""
+    from bench.stress import ServerWatch, StressPlan, run_stress
+    from serving.launcher import ServerSettings, TritonServer
+
+    settings = ServerSettings.on_free_ports(repository, out / "tritonserver.log")
+    failed = False
+    with TritonServer(settings) as server:
+        watch = ServerWatch.of(server.process.pid, settings.log_file)
+        for i in range(rounds):
+            report = run_stress(settings.grpc_url, StressPlan(models, requests, concurrency, seed=i))
+            problems = watch.problems()
+            click.echo(f"round {i + 1}: {dict(sorted((f'{m}/{o}', n) for (m, o), n in report.outcomes.items()))}"
+                       f" unexpected={len(report.unexpected)} server={'DEAD: ' + '; '.join(problems) if problems else 'alive'}")
+            for line in report.unexpected[:5]:
+                click.echo(f"  {line}")
+            failed = failed or bool(problems or report.unexpected)
+            if problems:
+                break
+    raise SystemExit(1 if failed else 0)
 
 
 @main.command("postprocessing")

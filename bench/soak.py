@@ -14,9 +14,11 @@ from pathlib import Path
 
 import psutil
 
+from bench.stress import ServerWatch
 from bench.throughput import percentile
 from client import AsyncLlmClient, ChatMessage, SamplingParams
 from client.errors import ClientError, RequestTimeout
+from contract import names
 
 
 @dataclass
@@ -28,6 +30,8 @@ class SoakReport:
     cancelled: int = 0
     timeouts: int = 0  # client-side timeouts we asked for (expected)
     unexpected_errors: list[str] = field(default_factory=list)
+    server_problems: list[str] = field(default_factory=list)  # the server died or restarted (bench.stress.ServerWatch)
+    models: tuple[str, ...] = ()
     latencies_s: list[float] = field(default_factory=list)
     rss_mib: list[tuple[float, float]] = field(default_factory=list)  # (seconds, MiB of the server's processes)
 
@@ -60,8 +64,9 @@ def server_rss_mib(server_pid: int) -> float:
     return total / 2**20
 
 
-async def _worker(client: AsyncLlmClient, report: SoakReport, deadline: float, rng: random.Random) -> None:
+async def _worker(clients: list[AsyncLlmClient], report: SoakReport, deadline: float, rng: random.Random) -> None:
     while time.monotonic() < deadline:
+        client = rng.choice(clients)
         kind = rng.random()
         messages = [ChatMessage("user", f"Soak {rng.randrange(10**6)}: tell me about {rng.choice(['rivers', 'stars', 'bread', 'trains'])}.")]
         sampling = SamplingParams(max_tokens=rng.randint(4, 96), temperature=rng.choice([0.0, 0.7]), seed=rng.randrange(1000))
@@ -92,8 +97,12 @@ async def _worker(client: AsyncLlmClient, report: SoakReport, deadline: float, r
             report.unexpected_errors.append(f"{type(e).__name__}: {e}")
 
 
-def run_soak(grpc_url: str, server_pid: int, duration_s: float, concurrency: int, seed: int = 0) -> SoakReport:
-    report = SoakReport(duration_s=duration_s)
+def run_soak(grpc_url: str, server_pid: int, duration_s: float, concurrency: int, seed: int = 0,
+             models: tuple[str, ...] = (names.ENSEMBLE, names.LLM_BLS), log_file: Path | None = None) -> SoakReport:
+    """Mixed load through every model of `models`; with `log_file`, also whether the server
+    survived (same process, no fatal signal logged)."""
+    report = SoakReport(duration_s=duration_s, models=models)
+    watch = ServerWatch.of(server_pid, log_file) if log_file else None
     deadline = time.monotonic() + duration_s
     stop = threading.Event()
     t0 = time.monotonic()
@@ -106,14 +115,20 @@ def run_soak(grpc_url: str, server_pid: int, duration_s: float, concurrency: int
     sampler.start()
 
     async def main():
-        async with AsyncLlmClient(grpc_url) as client:
-            await asyncio.gather(*(_worker(client, report, deadline, random.Random(seed + i)) for i in range(concurrency)))
+        clients = [AsyncLlmClient(grpc_url, model=model) for model in models]
+        try:
+            await asyncio.gather(*(_worker(clients, report, deadline, random.Random(seed + i)) for i in range(concurrency)))
+        finally:
+            for c in clients:
+                await c.close()
 
     try:
         asyncio.run(main())
     finally:
         stop.set()
         sampler.join()
+    if watch is not None:
+        report.server_problems = watch.problems()
     return report
 
 
@@ -126,7 +141,9 @@ def write_report(report: SoakReport, out: Path) -> Path:
         f"# Soak: {report.duration_s / 60:.0f} minutes of mixed load", "",
         f"- requests: {report.requests} (streamed {report.streamed}, whole {report.whole}, "
         f"abandoned mid-stream {report.cancelled}, client timeouts {report.timeouts})",
+        f"- entry models: {', '.join(report.models)}",
         f"- unexpected errors: **{summary['unexpected_error_count']}**",
+        f"- server: **{'; '.join(report.server_problems) or 'the same tritonserver process throughout, no fatal signal logged'}**",
         f"- server memory (tritonserver + stubs): {report.rss_mib[0][1] if report.rss_mib else 0:.0f} MiB at start, "
         f"{report.rss_mib[-1][1] if report.rss_mib else 0:.0f} MiB at the end; growth after warm-up **{growth:+.1%}** (limit 5%)",
         f"- latency p50 {summary['latency_p50_s']} s, p99 {summary['latency_p99_s']} s", "",

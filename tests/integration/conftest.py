@@ -49,6 +49,15 @@ def server(repository, serve):
 
 
 @pytest.fixture(scope="session")
+def relay_server(default_engine, tmp_path_factory, serve):
+    """The GPU wiring (ensemble -> engine_relay -> engine, llm_bls -> engine_relay's target)
+    with the CPU engine behind the relay."""
+    repository = tmp_path_factory.mktemp("relayed") / "repository"
+    render_repository(default_engine, repository, relay=True)
+    return serve(repository)
+
+
+@pytest.fixture(scope="session")
 def client(server):
     with LlmClient(server.settings.grpc_url) as c:
         yield c

@@ -12,7 +12,6 @@ import uuid
 import pytest
 import tritonclient.grpc as grpcclient
 
-from build_engines.repository import render_repository
 from build_engines.render import read_config
 from client import ChatMessage, LlmClient, SamplingParams
 from client.errors import InvalidRequestError
@@ -26,13 +25,6 @@ PROMPTS = [[ChatMessage("user", text)] for text in
            ("What is the capital of France?", "Write a haiku about the sea.", "Tell me a story about a brave knight.")]
 GREEDY = SamplingParams(max_tokens=48, temperature=0.0)
 CANCEL_TOKENS = 2000
-
-
-@pytest.fixture(scope="module")
-def relay_server(default_engine, tmp_path_factory, serve):
-    repository = tmp_path_factory.mktemp("relayed") / "repository"
-    render_repository(default_engine, repository, relay=True)
-    return serve(repository)
 
 
 @pytest.fixture(scope="module")

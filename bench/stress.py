@@ -1,0 +1,136 @@
+"""Stress: many concurrent short streams through the entry models (`ensemble`, the BLS), a
+share of clients leaving early and a share timing out, then a check that the server
+survived it: the same tritonserver process, no fatal signal in its log.
+
+Short streams on purpose: the crash this guards against (a cancellation query reaching a
+response sender whose final response was already sent, model_repository/response_channel.py)
+needs a request to end while something else looks at it, so the more endings per second
+the better the chance to see it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+
+from client import AsyncLlmClient, ChatMessage, SamplingParams
+from client.errors import ClientError, RequestTimeout, ServerUnavailable
+
+FATAL_LOG_MARKERS = ("Signal (", "Segmentation fault", "core dumped")
+
+COMPLETED, ABANDONED, TIMED_OUT, REFUSED = "completed", "abandoned", "timed_out", "refused"
+
+
+@dataclass(frozen=True)
+class StressPlan:
+    models: tuple[str, ...]
+    requests_per_model: int = 120
+    concurrency: int = 12
+    abandon_share: float = 0.2  # the client leaves after its first chunk
+    timeout_share: float = 0.1  # the client's deadline is shorter than the answer
+    max_tokens: tuple[int, int] = (1, 16)
+    seed: int = 0
+
+
+@dataclass
+class StressReport:
+    outcomes: Counter = field(default_factory=Counter)  # (model, outcome) -> count
+    unexpected: list[str] = field(default_factory=list)  # (model, error) of requests without a clear end
+
+    def count(self, outcome: str) -> int:
+        return sum(n for (_, o), n in self.outcomes.items() if o == outcome)
+
+
+def _is_clear_refusal(error: ClientError) -> bool:
+    """Overload answers: the engine's UNAVAILABLE 'retry later' (contract of the queue limits)."""
+    return isinstance(error, ServerUnavailable) and "retry later" in str(error)
+
+
+async def _one(client: AsyncLlmClient, model: str, rng: random.Random, plan: StressPlan, report: StressReport) -> None:
+    kind = rng.random()
+    messages = [ChatMessage("user", f"Stress {rng.randrange(10**6)}: name a {rng.choice(['river', 'star', 'tool'])}.")]
+    low, high = plan.max_tokens
+    try:
+        if kind < plan.abandon_share:
+            async for _ in client.stream(messages, SamplingParams(max_tokens=64, min_tokens=64)):
+                break
+            outcome = ABANDONED
+        elif kind < plan.abandon_share + plan.timeout_share:
+            try:
+                await client.generate(messages, SamplingParams(max_tokens=64, min_tokens=64), timeout_s=0.05)
+                outcome = COMPLETED
+            except RequestTimeout:
+                outcome = TIMED_OUT
+        else:
+            sampling = SamplingParams(max_tokens=rng.randint(low, high), temperature=rng.choice([0.0, 0.8]),
+                                      seed=rng.randrange(1000))
+            result = await client.generate(messages, sampling, stream=rng.random() < 0.8)
+            if not result.finish_reason:
+                raise ClientError("the answer ended without a finish reason")
+            outcome = COMPLETED
+    except ClientError as e:
+        if not _is_clear_refusal(e):
+            report.unexpected.append(f"{model}: {type(e).__name__}: {e}")
+            return
+        outcome = REFUSED
+    report.outcomes[(model, outcome)] += 1
+
+
+async def run_stress_async(grpc_url: str, plan: StressPlan) -> StressReport:
+    report = StressReport()
+    rng = random.Random(plan.seed)
+    jobs = [(model, random.Random(rng.randrange(2**32))) for model in plan.models for _ in range(plan.requests_per_model)]
+    rng.shuffle(jobs)
+    gate = asyncio.Semaphore(plan.concurrency)
+    clients = {model: AsyncLlmClient(grpc_url, model=model) for model in plan.models}
+
+    async def run(model, job_rng):
+        async with gate:
+            await _one(clients[model], model, job_rng, plan, report)
+
+    try:
+        await asyncio.gather(*(run(model, job_rng) for model, job_rng in jobs))
+    finally:
+        for c in clients.values():
+            await c.close()
+    return report
+
+
+def run_stress(grpc_url: str, plan: StressPlan) -> StressReport:
+    return asyncio.run(run_stress_async(grpc_url, plan))
+
+
+@dataclass(frozen=True)
+class ServerWatch:
+    """What to compare after the load: the server process and where its log stood."""
+
+    pid: int
+    create_time: float
+    log_file: Path
+    log_offset: int
+
+    @classmethod
+    def of(cls, pid: int, log_file: Path) -> "ServerWatch":
+        offset = log_file.stat().st_size if log_file.exists() else 0
+        return cls(pid, psutil.Process(pid).create_time(), log_file, offset)
+
+    def problems(self) -> list[str]:
+        """Why the server did not survive (empty: it did)."""
+        found = []
+        try:
+            proc = psutil.Process(self.pid)
+            if proc.create_time() != self.create_time or proc.status() == psutil.STATUS_ZOMBIE:
+                found.append(f"tritonserver {self.pid} is not the process that was watched any more")
+        except psutil.NoSuchProcess:
+            found.append(f"tritonserver {self.pid} is gone")
+        with open(self.log_file, "rb") as f:
+            f.seek(self.log_offset)
+            for line in f.read().decode(errors="replace").splitlines():
+                if any(marker in line for marker in FATAL_LOG_MARKERS):
+                    found.append(f"tritonserver log: {line.strip()}")
+        return found
