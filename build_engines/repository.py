@@ -18,7 +18,6 @@ from contract.build_record import BuildRecord
 from contract.model_configs import OpenVinoEngineParameters, PostprocessingParameters, PreprocessingParameters
 from contract.model_parameters import to_parameters
 from contract.tensors import (
-    ENGINE_CONTROL_INPUTS,
     ENGINE_INPUTS,
     ENGINE_OUTPUTS,
     POSTPROCESSING_INPUTS,
@@ -65,7 +64,7 @@ def openvino_engine_model(engine_dir: Path, spec: BuildSpec) -> RenderedModel:
         stream_interval=spec.openvino.stream_interval,
     )
     config = python_model_config(
-        names.OPENVINO_ENGINE, ENGINE_INPUTS + ENGINE_CONTROL_INPUTS, ENGINE_OUTPUTS, max_batch_size=spec.limits.max_batch_size,
+        names.OPENVINO_ENGINE, ENGINE_INPUTS, ENGINE_OUTPUTS, max_batch_size=spec.limits.max_batch_size,
         parameters=to_parameters(params), decoupled=True, dynamic_batching=False,
     )
     return RenderedModel(config, "model_repository.openvino_llm.model")

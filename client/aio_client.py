@@ -30,7 +30,6 @@ class AsyncLlmClient:
         self.url = url
         self.model = model
         self._client = grpcclient.InferenceServerClient(url=url)
-        self._engine_model: str | None = None
         self._stopping: set[asyncio.Task] = set()
 
     async def close(self) -> None:
@@ -112,38 +111,23 @@ class AsyncLlmClient:
             if not finished:
                 responses.cancel()
                 # Triton's ensemble does not pass a cancellation on to the engine step that
-                # is already running, so tell the engine directly, as TensorRT-LLM expects:
-                # a `stop` request carrying the same request id.
+                # is already running (contract/tensors.py, STOP), so also ask the model we
+                # called to stop this request id; every step forwards it to the engine.
                 task = asyncio.get_running_loop().create_task(self._stop_on_server(request["request_id"]))
                 self._stopping.add(task)
                 task.add_done_callback(self._stopping.discard)
 
-    async def _engine(self) -> str:
-        """The engine model to send `stop` to: the first ready one of the known names (model
-        configs may be behind the admin key; readiness never is)."""
-        if self._engine_model is None:
-            for name in names.STOPPABLE_ENGINES:
-                try:
-                    if await self._client.is_model_ready(name):
-                        self._engine_model = name
-                        break
-                except InferenceServerException:
-                    continue
-            else:
-                raise ClientError(f"none of the engine models {names.STOPPABLE_ENGINES} is ready")
-        return self._engine_model
-
     async def _stop_on_server(self, request_id: str) -> None:
+        request = {"model_name": self.model, "inputs": stop_inputs(), "request_id": request_id,
+                   "parameters": {"triton_enable_empty_final_response": True}}
+
+        async def one():
+            yield request
+
         try:
-            engine = await self._engine()
-            request = {"model_name": engine, "inputs": stop_inputs(), "request_id": request_id}
-
-            async def one():
-                yield request
-
             async for _ in self._client.stream_infer(one()):
-                break  # the engine acknowledges with an empty final response
-        except Exception:  # best effort: the request still ends at its max_tokens
+                break  # acknowledged with one empty final response
+        except Exception:  # best effort: the engine request still ends at its max_tokens
             pass
 
     async def generate(self, prompt: Prompt, sampling: SamplingParams = SamplingParams(), *,

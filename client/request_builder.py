@@ -12,10 +12,9 @@ from tritonclient.grpc import InferInput, InferRequestedOutput
 from client.errors import InvalidRequestError
 from client.types import ChatMessage, SamplingParams
 from contract import params as rules
-from contract.tensors import ENGINE_CONTROL_INPUTS, ENGINE_INPUTS, ENSEMBLE_INPUTS, ENSEMBLE_OUTPUTS, DType, by_name
+from contract.tensors import ENSEMBLE_INPUTS, ENSEMBLE_OUTPUTS, STOP, DType, by_name
 
 _INPUTS = by_name(ENSEMBLE_INPUTS)
-_ENGINE = by_name(ENGINE_INPUTS + ENGINE_CONTROL_INPUTS)
 
 # SamplingParams field -> ensemble input name, where they differ.
 _RENAMES = {"stop": "stop_words", "echo": "exclude_input_in_output"}
@@ -69,16 +68,8 @@ def build_inputs(prompt: str | Sequence[ChatMessage], sampling: SamplingParams, 
 
 
 def stop_inputs() -> list[InferInput]:
-    """A TensorRT-LLM `stop` request: `stop` plus the inputs its config marks required."""
-    values = {"stop": (np.bool_, True), "input_ids": (np.int32, 0), "input_lengths": (np.int32, 1),
-              "request_output_len": (np.int32, 1)}
-    tensors = []
-    for name, (dtype, value) in values.items():
-        spec = _ENGINE[name]
-        tensor = InferInput(name, [1, 1], spec.dtype.wire_name)
-        tensor.set_data_from_numpy(np.array([[value]], dtype=dtype))
-        tensors.append(tensor)
-    return tensors
+    """A stop request to the ensemble or the BLS (sent under the request id to stop)."""
+    return [_tensor(STOP.name, True)]
 
 
 def requested_outputs() -> list[InferRequestedOutput]:

@@ -15,10 +15,6 @@ ENGINE_RELAY = "engine_relay"
 # whose client cancellation reaches the engine (an ensemble's does not).
 LLM_BLS = "llm_bls"
 
-# Models that take TensorRT-LLM's `stop` request, in the order a client looks for them (the
-# relay first: on a GPU it stands in front of tensorrt_llm).
-STOPPABLE_ENGINES = (ENGINE_RELAY, OPENVINO_ENGINE, TRTLLM_ENGINE)
-
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_HTTP_PORT = 8000
 DEFAULT_GRPC_PORT = 8001

@@ -12,6 +12,7 @@ shape `[1, *dims]` (one prompt per request).
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from dataclasses import dataclass
 
@@ -52,6 +53,18 @@ def _scalar(name: str, dtype: DType, doc: str, *, optional: bool = True, extra: 
     return TensorSpec(name, dtype, (1,), optional=optional, extra=extra, doc=doc)
 
 
+# TensorRT-LLM's stop protocol (tensorrt_llm/config.pbtxt input "stop"; the backend handles
+# it before anything else and cancels the requests registered under the stop request's OWN
+# Triton request id, then answers it with one empty final response: contract/upstream/data/
+# trtllm_backend_semantics_*.json rows stop.*).  Triton's ensemble gives every step the
+# ensemble request's id (core ensemble_scheduler.cc, r24.10 L977) but passes a client's
+# cancellation only to steps not yet scheduled (L1346-1349), so a client that abandons an
+# ensemble stream sends `stop` to the ensemble under the same id: preprocessing forwards it
+# and the engine step (every engine model, and the relays in front of `tensorrt_llm`)
+# cancels that id's request.  llm_bls takes it too.
+STOP = _scalar("stop", DType.BOOL, "cancel the running request that has this request's id")
+
+
 # --- ensemble: the outside contract -------------------------------------------------------
 ENSEMBLE_INPUTS: tuple[TensorSpec, ...] = (
     # NVIDIA declares text_input required; we accept `messages` instead, so preprocessing
@@ -77,6 +90,7 @@ ENSEMBLE_INPUTS: tuple[TensorSpec, ...] = (
     _scalar("return_num_input_tokens", DType.BOOL, "kept for compatibility; counts are always returned"),
     _scalar("return_num_output_tokens", DType.BOOL, "kept for compatibility; counts are always returned"),
     _scalar("skip_special_tokens", DType.BOOL, "drop special tokens from the text (default true)", extra=True),
+    dataclasses.replace(STOP, extra=True),  # NVIDIA's ensemble has none; their BLS and engine do
 )
 
 ENSEMBLE_OUTPUTS: tuple[TensorSpec, ...] = (
@@ -121,16 +135,9 @@ ENGINE_INPUTS: tuple[TensorSpec, ...] = (
     _scalar("return_log_probs", DType.BOOL, "compute log probabilities"),
     _scalar("exclude_input_in_output", DType.BOOL, "output only new tokens"),
     _scalar("streaming", DType.BOOL, "one response per step"),
+    STOP,
     DETOKENIZE_PARAMS,
 )
-
-# TensorRT-LLM's stop protocol (tensorrt_llm/config.pbtxt input "stop"; handleStopRequest in
-# triton_backend/inflight_batcher_llm/src/model_instance_state.cc): a request with `stop` true
-# and the Triton request id of a running request cancels that request.  Triton's ensemble
-# does not pass a client's cancellation on to a step already running, so our client sends
-# this when it abandons a stream.  Only the engine models take it.
-STOP = _scalar("stop", DType.BOOL, "cancel the running request that has this request's id")
-ENGINE_CONTROL_INPUTS: tuple[TensorSpec, ...] = (STOP,)
 
 ENGINE_OUTPUTS: tuple[TensorSpec, ...] = (
     TensorSpec("output_ids", DType.INT32, (-1, -1), doc="[beam, tokens] new tokens of this response"),
@@ -142,7 +149,7 @@ ENGINE_OUTPUTS: tuple[TensorSpec, ...] = (
 
 # The C++ `tensorrt_llm` model cannot echo detokenize_params: it takes the engine contract
 # without it (plus `stop`), and the `engine_relay` Python model in front of it adds the echo.
-TRTLLM_INPUTS: tuple[TensorSpec, ...] = tuple(t for t in ENGINE_INPUTS if t is not DETOKENIZE_PARAMS) + ENGINE_CONTROL_INPUTS
+TRTLLM_INPUTS: tuple[TensorSpec, ...] = tuple(t for t in ENGINE_INPUTS if t is not DETOKENIZE_PARAMS)
 TRTLLM_OUTPUTS: tuple[TensorSpec, ...] = tuple(t for t in ENGINE_OUTPUTS if t is not DETOKENIZE_PARAMS)
 
 # --- preprocessing / postprocessing -------------------------------------------------------

@@ -100,9 +100,13 @@ def start_relays(model_name: str, args) -> tuple[EngineRelayParameters, RelayPoo
                              on_done=log_outcome)
 
 
-def relay_stream(pool: RelayPool, target: str, arrays: Mapping[str, np.ndarray], sink, id_prefix: str) -> None:
+def relay_stream(pool: RelayPool, target: str, arrays: Mapping[str, np.ndarray], sink, request_id: str,
+                 id_prefix: str) -> None:
     """Stream `arrays` to the engine model `target` on a pool worker, the responses into
-    `sink`; the request id (unique) is what a stop request names."""
-    request_id = f"{id_prefix}-{uuid.uuid4().hex}"
+    `sink`, under the client's request id: a `stop` for that id (through the ensemble or to
+    this model) reaches the engine request, whose backend keys stops by the Triton request
+    id it received (upstream table row stop.lookup).  A request without an id gets a fresh
+    one (it cannot be stopped by id, as upstream: row request_id.map)."""
+    request_id = request_id or f"{id_prefix}-{uuid.uuid4().hex}"
     start = functools.partial(stream, target, arrays, REQUESTED_OUTPUTS, request_id)
     pool.submit(Relay(request_id, sink, start, functools.partial(cancel_stream, target)))

@@ -35,7 +35,13 @@ class EngineInputs:
     return_log_probs: bool = False
     exclude_input_in_output: bool = True
     streaming: bool = False
+    stop: bool = False  # cancel the running request with this request's id (nothing else is read)
     detokenize_params: str = ""  # opaque; returned unchanged with every response
+
+    @classmethod
+    def stop_request(cls) -> "EngineInputs":
+        """A stop request: placeholders for the inputs the engine's config requires, stop=true."""
+        return cls(input_ids=(0,), input_lengths=1, request_output_len=1, stop=True)
 
     @property
     def is_greedy(self) -> bool:

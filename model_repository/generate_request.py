@@ -47,6 +47,7 @@ class GenerateRequest:
     seed: int | None = None
     return_log_probs: bool = False
     skip_special_tokens: bool = True
+    stop: bool = False  # a stop request: cancel the running request with the same request id
 
 
 def _batch_of_one(name: str, array: np.ndarray) -> np.ndarray:
@@ -120,6 +121,8 @@ def parse_generate_request(arrays: Mapping[str, np.ndarray]) -> GenerateRequest:
             values[name] = _strings(name, array)
         else:
             values[name] = _scalar(name, array)
+    if values.get("stop"):
+        return GenerateRequest(text=None, messages=None, stop=True)  # nothing else is read, as upstream
     for name in _NUMERIC:
         if name in values:
             params.check(name, values[name])

@@ -75,6 +75,8 @@ class Preprocessor:
 
     # --- the whole request ----------------------------------------------------------------
     def __call__(self, req: GenerateRequest) -> EngineInputs:
+        if req.stop:  # forwarded to the engine step under the same request id
+            return EngineInputs.stop_request()
         limits = self.params
         ids = self.prompt_ids(req)
         if not ids:

@@ -27,6 +27,7 @@ from typing import Callable, Iterable, Protocol
 import numpy as np
 
 from contract.tensors import STOP, TRTLLM_INPUTS, TRTLLM_OUTPUTS
+from model_repository.engine_inputs import EngineInputs
 
 # What the relay sends to the target and asks back (the engine contract without the echo).
 FORWARDED_INPUTS = tuple(t.name for t in TRTLLM_INPUTS if t is not STOP)
@@ -36,12 +37,8 @@ REQUESTED_OUTPUTS = tuple(t.name for t in TRTLLM_OUTPUTS)
 def stop_request_arrays() -> dict[str, np.ndarray]:
     """A stop request: the engine's required inputs (placeholders) and stop=true.  The
     target cancels the running request with the same request id."""
-    return {
-        "input_ids": np.zeros((1, 1), dtype=np.int32),
-        "input_lengths": np.ones((1, 1), dtype=np.int32),
-        "request_output_len": np.ones((1, 1), dtype=np.int32),
-        STOP.name: np.ones((1, 1), dtype=np.bool_),
-    }
+    arrays = EngineInputs.stop_request().to_arrays()
+    return {name: arrays[name] for name in ("input_ids", "input_lengths", "request_output_len", STOP.name)}
 
 
 FINISHED, ERROR, CANCELLED = "finished", "error", "cancelled"
@@ -182,17 +179,30 @@ class CancelWatcher:
 
 
 class RelayPool:
-    """Worker threads for relays (each blocks on its BLS stream) and the cancel watcher."""
+    """Worker threads for relays (each blocks on its BLS stream), the cancel watcher, and the
+    relays by request id (what a `stop` request names)."""
 
     def __init__(self, max_workers: int, cancel_period_s: float,
                  on_done: Callable[[Relay, str, float], None] = lambda relay, outcome, seconds: None) -> None:
         self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="relay")
         self._watcher = CancelWatcher(cancel_period_s)
         self._on_done = on_done
+        self._lock = threading.Lock()
+        self._by_id: dict[str, set[Relay]] = {}
 
     def submit(self, relay: Relay) -> None:
+        with self._lock:
+            self._by_id.setdefault(relay.request_id, set()).add(relay)
         self._watcher.add(relay)
         self._pool.submit(self._run, relay)
+
+    def cancel_id(self, request_id: str) -> int:
+        """Cancel every running relay of this request id (a `stop` request); how many."""
+        with self._lock:
+            relays = list(self._by_id.get(request_id, ()))
+        for relay in relays:
+            relay.cancel()
+        return len(relays)
 
     def _run(self, relay: Relay) -> None:
         started = time.monotonic()
@@ -201,6 +211,12 @@ class RelayPool:
             outcome = relay.run()
         finally:
             self._watcher.remove(relay)
+            with self._lock:
+                same_id = self._by_id.get(relay.request_id)
+                if same_id is not None:
+                    same_id.discard(relay)
+                    if not same_id:
+                        del self._by_id[relay.request_id]
             self._on_done(relay, outcome, time.monotonic() - started)
 
     def shutdown(self) -> None:

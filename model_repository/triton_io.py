@@ -5,13 +5,13 @@ Python-backend stub, where `triton_python_backend_utils` exists."""
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping, TypeVar
+from typing import Any, Callable, Mapping, TypeVar
 
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
 from contract.model_parameters import from_parameters
-from contract.tensors import DType, TensorSpec
+from contract.tensors import STOP, DType, TensorSpec
 from model_repository.response_channel import ResponseChannel
 
 T = TypeVar("T")
@@ -70,6 +70,22 @@ def response_channel(request) -> ResponseChannel:
 def fail(channel: ResponseChannel, message: str, code: str = "INVALID_ARG") -> None:
     """End a decoupled request with an error (its final response)."""
     channel.finish(error_response(message, code))
+
+
+def is_stop(request) -> bool:
+    """TensorRT-LLM's stop request: the optional BOOL input `stop` is true (absent: false)."""
+    tensor = pb_utils.get_input_tensor_by_name(request, STOP.name)
+    return tensor is not None and bool(tensor.as_numpy().reshape(-1)[0])
+
+
+def answer_stop(channel: ResponseChannel, request_id: str, cancel: Callable[[str], object]) -> None:
+    """Cancel what runs under the stop request's own id, then one empty final response
+    (TensorRT-LLM's backend answers a stop so: upstream table rows stop.lookup, stop.reply)."""
+    if not request_id:
+        fail(channel, "'stop' needs the request id of the request to stop: send it under that request's id")
+        return
+    cancel(request_id)
+    channel.finish()
 
 
 def logger():

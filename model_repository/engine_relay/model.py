@@ -26,10 +26,14 @@ class TritonPythonModel:
 
     def execute(self, requests):
         for request in requests:
+            channel = triton_io.response_channel(request)
+            if triton_io.is_stop(request):
+                triton_io.answer_stop(channel, request.request_id(), self.pool.cancel_id)
+                continue
             arrays = bls_calls.copied_arrays(request, FORWARDED_INPUTS + (DETOKENIZE_PARAMS.name,))
             echo = arrays.pop(DETOKENIZE_PARAMS.name, triton_io.text_array(""))
-            sink = TritonRelaySink(triton_io.response_channel(request), echo)
-            bls_calls.relay_stream(self.pool, self.params.target_model, arrays, sink, "relay")
+            bls_calls.relay_stream(self.pool, self.params.target_model, arrays, TritonRelaySink(channel, echo),
+                                   request.request_id(), "relay")
         return None
 
     def finalize(self):

@@ -36,6 +36,9 @@ class TritonPythonModel:
     def execute(self, requests):
         for request in requests:
             channel = triton_io.response_channel(request)
+            if triton_io.is_stop(request):
+                triton_io.answer_stop(channel, request.request_id(), self.pool.cancel_id)
+                continue
             try:  # tokenizing here keeps preprocessing's errors (and their codes) as they are
                 preprocessed = bls_calls.call(names.PREPROCESSING, bls_calls.copied_arrays(request, ENSEMBLE_INPUT_NAMES),
                                               PREPROCESSING_OUTPUT_NAMES)
@@ -44,7 +47,7 @@ class TritonPythonModel:
                 continue
             engine, detokenize_params = engine_request(preprocessed)
             bls_calls.relay_stream(self.pool, self.params.target_model, engine, PipelineSink(channel, detokenize_params),
-                                   "bls")
+                                   request.request_id(), "bls")
         return None
 
     def finalize(self):

@@ -10,7 +10,7 @@ import triton_python_backend_utils as pb_utils
 from contract import metrics
 from contract.build_record import BuildRecord, check_runtime
 from contract.model_configs import OpenVinoEngineParameters
-from contract.tensors import ENGINE_INPUTS, ENGINE_OUTPUTS, STOP
+from contract.tensors import ENGINE_INPUTS, ENGINE_OUTPUTS
 from model_repository import triton_io
 from model_repository.cpu_engine.openvino_backend import UNSUPPORTED_MESSAGE, OpenVinoBackend, unsupported_fields
 from model_repository.cpu_engine.request_check import EngineRequestCheck
@@ -45,11 +45,6 @@ class TritonSink:
         triton_io.fail(self._channel, message, code.value)
 
 
-def _is_stop(request):
-    tensor = pb_utils.get_input_tensor_by_name(request, STOP.name)
-    return tensor is not None and bool(tensor.as_numpy().reshape(-1)[0])
-
-
 class TritonPythonModel:
     def initialize(self, args):
         triton_io.log_environment("openvino_llm")
@@ -77,12 +72,8 @@ class TritonPythonModel:
     def execute(self, requests):
         for request in requests:
             channel = triton_io.response_channel(request)
-            if _is_stop(request):  # TensorRT-LLM's cancel-by-request-id, same reply
-                if request.request_id():
-                    self.runner.stop(request.request_id())
-                    channel.finish()
-                else:
-                    triton_io.fail(channel, "'stop' needs the request id of the request to stop", "INVALID_ARG")
+            if triton_io.is_stop(request):  # TensorRT-LLM's cancel-by-request-id, same reply
+                triton_io.answer_stop(channel, request.request_id(), self.runner.stop)
                 continue
             try:
                 engine_request = EngineInputs.from_arrays(triton_io.read_inputs(request, ENGINE_INPUTS))

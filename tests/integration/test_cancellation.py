@@ -1,4 +1,8 @@
-"""Cancelling a stream frees its engine slot at once; many cancellations leak nothing."""
+"""Cancelling a stream frees its engine slot at once; many cancellations leak nothing.
+
+The client addresses only the model it called (`ensemble` or `llm_bls`): it cancels its gRPC
+stream and sends `stop` under the same request id to that model, which every step forwards
+to the engine (contract/tensors.py, STOP)."""
 
 from __future__ import annotations
 
@@ -6,9 +10,11 @@ import time
 
 import pytest
 
+from serving import prometheus
 from serving.prometheus import value
-from client import ChatMessage, RequestTimeout, SamplingParams
+from client import ChatMessage, LlmClient, RequestTimeout, SamplingParams
 from contract import metrics as m
+from contract import names
 from tests.integration.conftest import STREAM_TTL_S
 
 pytestmark = pytest.mark.server
@@ -77,3 +83,23 @@ def test_twenty_cancellations_in_a_row_leave_no_state(client, metrics):
     assert wait_for(lambda: value(metrics(), m.POSTPROCESSING_STREAMS.name) == 0, STREAM_TTL_S + 2)
     result = client.generate([ChatMessage("user", "What is the capital of France?")], SamplingParams(max_tokens=10, temperature=0))
     assert "Paris" in result.text
+
+
+@pytest.mark.parametrize("model", [names.ENSEMBLE, names.LLM_BLS])
+@pytest.mark.parametrize("layout", ["server", "relay_server"])
+def test_the_engine_stops_generating_within_a_second_of_the_client_leaving(layout, model, request):
+    server = request.getfixturevalue(layout)
+    scrape = lambda: prometheus.scrape(server.settings.metrics_url)  # noqa: E731
+    generated = lambda: value(scrape(), m.GENERATED_TOKENS.name)  # noqa: E731
+    assert wait_for(lambda: value(scrape(), m.REQUESTS_RUNNING.name) == 0, 5.0)
+    with LlmClient(server.settings.grpc_url, model=model) as client:
+        stream = client.stream(PROMPT, LONG)
+        for _ in range(3):
+            next(stream)
+        stream.close()  # the client goes away mid-answer
+        left = time.monotonic()
+        assert wait_for(lambda: value(scrape(), m.REQUESTS_RUNNING.name) == 0, 1.0), "the engine slot was not freed"
+        time.sleep(max(0.0, left + 1.0 - time.monotonic()))
+        at_one_second = generated()
+        time.sleep(1.0)  # the counter is published every 0.25 s
+        assert generated() == at_one_second, "the engine still generates for a client that left"

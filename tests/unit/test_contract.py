@@ -45,7 +45,7 @@ def test_ensemble_keeps_nvidia_names_and_dtypes():
     for name, dtype in NVIDIA_ENSEMBLE.items():
         assert ours[name].dtype.config_name == dtype, name
         assert not ours[name].extra
-    assert {t.name for t in ours.values() if t.extra} == {"messages", "skip_special_tokens", "finish_reason", "output_ids"}
+    assert {t.name for t in ours.values() if t.extra} == {"messages", "skip_special_tokens", "stop", "finish_reason", "output_ids"}
 
 
 def test_engine_keeps_tensorrt_llm_names_and_dtypes():

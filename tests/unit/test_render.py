@@ -12,7 +12,7 @@ from build_engines.repository import render_repository
 from contract import names
 from contract.model_configs import OpenVinoEngineParameters, PreprocessingParameters
 from contract.model_parameters import from_parameters
-from contract.tensors import ENGINE_CONTROL_INPUTS, ENGINE_INPUTS, ENGINE_OUTPUTS, ENSEMBLE_INPUTS, ENSEMBLE_OUTPUTS
+from contract.tensors import ENGINE_INPUTS, ENGINE_OUTPUTS, ENSEMBLE_INPUTS, ENSEMBLE_OUTPUTS
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +45,7 @@ def test_ensemble_exposes_the_contract(repository):
 def test_engine_config_is_decoupled_and_its_parameters_load(repository, default_engine):
     engine = read_config(repository / names.OPENVINO_ENGINE / "config.pbtxt")
     assert engine.model_transaction_policy.decoupled
-    assert [i.name for i in engine.input] == [t.name for t in ENGINE_INPUTS + ENGINE_CONTROL_INPUTS]
+    assert [i.name for i in engine.input] == [t.name for t in ENGINE_INPUTS]
     params = from_parameters(OpenVinoEngineParameters, engine.name, {k: {"string_value": v.string_value} for k, v in engine.parameters.items()})
     assert params.engine_dir == default_engine.resolve() and params.kv_cache_size_gb == 0  # grows on demand
     pre = read_config(repository / names.PREPROCESSING / "config.pbtxt")
