@@ -147,3 +147,10 @@ def test_build_refuses_an_image_with_another_tensorrt_llm(ckpt):
     check_versions(spec, {"tensorrt_llm": "1.2.1"})
     with pytest.raises(BuildError, match=r"targets TensorRT-LLM 1.2.1 \(Triton 26.07\) but this image has 1.1.0"):
         check_versions(spec, {"tensorrt_llm": "1.1.0"})
+
+
+def test_engines_of_two_versions_live_side_by_side(ckpt):
+    from build_engines.cli import default_engine_dir
+
+    old, new = (default_engine_dir(trtllm_spec(ckpt, version=v)) for v in ("1.1.0", "1.2.1"))
+    assert old != new and old.name.endswith("-tp1-pp1-trtllm1.1.0") and new.name.endswith("-trtllm1.2.1")
