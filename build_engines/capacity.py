@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from build_engines.checkpoint import CheckpointInfo
 from build_engines.spec import BuildSpec
+from build_engines.trtllm_rules import kv_heads_per_gpu
 from build_engines.trtllm_spec import KvCacheDtype
 
 GIB = 1024**3
@@ -31,6 +32,8 @@ class CapacityError(ValueError):
 @dataclass(frozen=True)
 class Capacity:
     weights_gib_per_gpu: float
+    num_kv_heads: int  # the checkpoint's
+    kv_heads_per_gpu: int
     kv_bytes_per_token_per_gpu: float
     kv_pool_gib_per_gpu: float
     kv_tokens: int  # tokens the KV pool holds (whole blocks)
@@ -39,8 +42,10 @@ class Capacity:
 
     def lines(self, spec: BuildSpec) -> list[str]:
         t = spec.trtllm
+        copies = f" (each KV head duplicated on {t.tp_size // self.num_kv_heads} GPUs)" if t.tp_size > self.num_kv_heads else ""
         return [
             f"weights: ~{self.weights_gib_per_gpu:.2f} GiB per GPU ({spec.precision.value}, TP={t.tp_size} PP={t.pp_size})",
+            f"KV heads: {self.kv_heads_per_gpu} per GPU of {self.num_kv_heads}{copies}",
             f"KV cache: {self.kv_bytes_per_token_per_gpu / 1024:.1f} KiB per token per GPU "
             f"({t.kv_cache_dtype.value}); pool ~{self.kv_pool_gib_per_gpu:.1f} GiB per GPU at "
             f"kv_cache_free_gpu_mem_fraction={t.serving.kv_cache_free_gpu_mem_fraction} of {t.gpu.memory_gib:g} GiB "
@@ -57,10 +62,11 @@ def weight_bytes(info: CheckpointInfo, precision: str) -> float:
 
 
 def kv_bytes_per_token_per_gpu(info: CheckpointInfo, spec: BuildSpec) -> float:
-    """K and V of this GPU's layers (layers / PP) and KV heads (KV heads / TP)."""
+    """K and V of this GPU's layers (layers / PP) and KV heads: KV heads / TP, or one duplicated
+    head per GPU when TP is a multiple of them (rule kv_heads_duplicated_across_tensor_parallelism)."""
     t = spec.trtllm
     layers = math.ceil(info.num_layers / t.pp_size)
-    kv_heads = info.num_kv_heads // t.tp_size
+    kv_heads = kv_heads_per_gpu(info.num_kv_heads, t.tp_size)
     return 2 * layers * kv_heads * info.head_dim * KV_ELEMENT_BYTES[t.kv_cache_dtype]
 
 
@@ -76,5 +82,5 @@ def estimate(info: CheckpointInfo, spec: BuildSpec) -> Capacity:
     blocks = int(pool * GIB // (per_token * TOKENS_PER_BLOCK))
     blocks_per_sequence = math.ceil(spec.limits.max_seq_len / TOKENS_PER_BLOCK)
     sequences = blocks // blocks_per_sequence
-    return Capacity(weights, per_token, pool, blocks * TOKENS_PER_BLOCK, sequences,
+    return Capacity(weights, info.num_kv_heads, kv_heads_per_gpu(info.num_kv_heads, t.tp_size), per_token, pool, blocks * TOKENS_PER_BLOCK, sequences,
                     min(sequences, spec.limits.max_batch_size))

@@ -25,8 +25,8 @@ DEFAULT_REPOSITORY = BUILD_DIR / "repository"
 
 def default_engine_dir(spec: BuildSpec) -> Path:
     name = f"{spec.checkpoint.name}-{spec.backend.value}-{spec.precision.value}"
-    if spec.backend == EngineBackend.TENSORRT_LLM:
-        name += f"-tp{spec.trtllm.tp_size}-pp{spec.trtllm.pp_size}"
+    if spec.backend == EngineBackend.TENSORRT_LLM:  # engines of the 25.12 and 26.07 images side by side
+        name += f"-tp{spec.trtllm.tp_size}-pp{spec.trtllm.pp_size}-trtllm{spec.trtllm.trtllm_version}"
     return BUILD_DIR / "engines" / name
 
 

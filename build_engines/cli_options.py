@@ -8,7 +8,9 @@ from pathlib import Path
 import click
 
 from build_engines.gpus import DEFAULT_GPU, GpuError, GpuTarget, detect_gpus, known_gpu
-from build_engines.spec import DEFAULT_PRECISION, BuildSpec, EngineBackend, EngineLimits, OpenVinoOptions, Precision
+from build_engines.spec import DEFAULT_PRECISION, BuildSpec, EngineBackend, EngineLimits, OpenVinoOptions, Precision, SpecError
+from build_engines.trtllm_versions import TrtllmTargetError, resolve_target
+from contract.upstream.trtllm_build import supported_versions
 from build_engines.trtllm_spec import (
     KvCacheDtype,
     SchedulerPolicy,
@@ -52,6 +54,12 @@ _OPTIONS = [
     click.option("--stream-interval", type=int, default=_OV.stream_interval, show_default=True,
                  help="[openvino] tokens per streamed response after the first; 0 = by batch size (1/2/4)."),
     # TensorRT-LLM
+    click.option("--trtllm-version", type=click.Choice(supported_versions()), default=None,
+                 help="[tensorrt_llm] the TensorRT-LLM version to build for (its conformance table applies; default: "
+                      "TRTLLM_VERSION/TRITON_IMAGE of the environment or .env)."),
+    click.option("--image", "triton_image", default=None,
+                 help="[tensorrt_llm] the Triton release (e.g. 25.12, 26.07) or its -trtllm-python-py3 image; "
+                      "implies the TensorRT-LLM version it ships."),
     click.option("--tp", "tp_size", type=int, default=_TRT.tp_size, show_default=True, help="[tensorrt_llm] tensor parallel size."),
     click.option("--pp", "pp_size", type=int, default=_TRT.pp_size, show_default=True, help="[tensorrt_llm] pipeline parallel size."),
     click.option("--kv-cache-dtype", type=_choice(KvCacheDtype), default=_TRT.kv_cache_dtype.value, show_default=True,
@@ -109,11 +117,17 @@ def make_spec(checkpoint: Path, backend: str, precision: str | None, max_batch_s
               calib_size: int = _TRT.calib_size, paged_context_fmha: bool = True,
               kv_cache_fraction: float = _SERVING.kv_cache_free_gpu_mem_fraction, kv_cache_reuse: bool = True,
               chunked_context: bool = True, scheduler_policy: str = _SERVING.batch_scheduler_policy.value,
-              max_queue_delay_us: int = 0, speculative_decoding: str = "none", detect=detect_gpus) -> BuildSpec:
+              max_queue_delay_us: int = 0, speculative_decoding: str = "none", trtllm_version: str | None = None,
+              triton_image: str | None = None, detect=detect_gpus) -> BuildSpec:
     engine_backend = EngineBackend(backend)
     trtllm = TrtLlmOptions()
     if engine_backend == EngineBackend.TENSORRT_LLM:
+        try:
+            target = resolve_target(triton_image, trtllm_version)
+        except TrtllmTargetError as e:
+            raise SpecError(str(e)) from None
         trtllm = TrtLlmOptions(
+            trtllm_version=target.version, triton_release=target.release,
             tp_size=tp_size, pp_size=pp_size, kv_cache_dtype=KvCacheDtype(kv_cache_dtype),
             use_paged_context_fmha=paged_context_fmha, calib_dataset=calib_dataset, calib_size=calib_size,
             gpu=resolve_gpu(gpu, gpu_count, gpu_sm, gpu_memory_gib, tp_size * pp_size, detect),

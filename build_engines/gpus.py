@@ -11,12 +11,13 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 
-# TensorRT-LLM 1.1 supports Ampere (SM 8.0/8.6), Ada (8.9), Hopper (9.0) and Blackwell
-# (docs/source/reference/support-matrix.md, "Hardware" and "Precision").
+# TensorRT-LLM 1.1 and 1.2 support Ampere (SM 8.0/8.6), Ada (8.9), Hopper (9.0) and Blackwell
+# (docs/source/reference/support-matrix.md, "Hardware" and "Precision").  What a Blackwell
+# data-centre part (SM 10.x) refuses is an upstream rule: see build_engines/trtllm_rules.py.
 MIN_SM = 80
 FP8_MIN_SM = 89  # FP8 weights and FP8 KV cache: Ada Lovelace / Hopper or newer
 ARCHITECTURES = {70: "Volta", 75: "Turing", 80: "Ampere", 86: "Ampere", 87: "Ampere", 89: "Ada Lovelace",
-                 90: "Hopper", 100: "Blackwell", 120: "Blackwell"}
+                 90: "Hopper", 100: "Blackwell", 103: "Blackwell", 120: "Blackwell"}
 
 
 class GpuError(ValueError):
@@ -45,7 +46,8 @@ KNOWN_GPUS: dict[str, tuple[int, float]] = {
     "A100-40GB": (80, 40), "A100-80GB": (80, 80),
     "L4": (89, 24), "L40": (89, 48), "L40S": (89, 48), "RTX-4090": (89, 24), "RTX-6000-ADA": (89, 48),
     "H100-PCIE": (90, 80), "H100-SXM": (90, 80), "H100-NVL": (90, 94), "H200": (90, 141), "GH200": (90, 96),
-    "B200": (100, 180),
+    "B200": (100, 180), "GB200": (100, 186), "B300": (103, 268),
+    "RTX-PRO-6000": (120, 96),  # Blackwell workstation/server part: SM 12.0, outside the SM 10.x rules
 }
 DEFAULT_GPU = "H100-SXM"  # what `plan` assumes when it is told nothing and sees no GPU
 

@@ -8,7 +8,9 @@ from build_engines.capacity import CapacityError, estimate
 from build_engines.checkpoint import CheckpointInfo
 from build_engines.spec import OPENVINO_KV_BYTES_PER_ELEMENT, BuildSpec, EngineBackend, Precision
 from build_engines.trtllm_plan import BuildPaths, find_examples_dir, plan_steps
-from build_engines.trtllm_spec import KvCacheDtype
+from build_engines.trtllm_rules import EffectiveConfig
+from build_engines.trtllm_spec import KvCacheDtype, effective
+from contract.upstream.trtllm_build import load_build_table
 
 
 def plan_lines(spec: BuildSpec, info: CheckpointInfo, engine_dir: Path) -> list[str]:
@@ -34,8 +36,13 @@ def _trtllm_lines(spec: BuildSpec, info: CheckpointInfo, engine_dir: Path) -> li
     t = spec.trtllm
     paths = BuildPaths(engine_dir.with_name(engine_dir.name + ".checkpoint"),
                        engine_dir.with_name(engine_dir.name + ".partial"), find_examples_dir())
+    table = load_build_table(t.trtllm_version)
+    pin = table.image(t.triton_release)
     lines = [f"target: {t.gpu.describe()}, TP={t.tp_size} PP={t.pp_size} -> {t.world_size} rank(s), "
-             f"precision {spec.precision.value}, KV cache {t.kv_cache_dtype.value}"]
+             f"precision {spec.precision.value}, KV cache {t.kv_cache_dtype.value}",
+             f"image: {pin.image} (TensorRT-LLM {pin.trtllm_version}, TensorRT {pin.tensorrt_version}); "
+             f"upstream flags and rules: {table.file}"]
+    lines += effective_lines(effective(spec.precision.value, t, spec.limits), spec)
     for n, step in enumerate(plan_steps(spec, info, paths), 1):
         lines.append(f"step {n}: {step.title}" + (f"\n    {step.command_line()}" if step.argv else ""))
     try:
@@ -44,6 +51,23 @@ def _trtllm_lines(spec: BuildSpec, info: CheckpointInfo, engine_dir: Path) -> li
         lines.append(f"does not fit: {e}")
     if spec.precision == Precision.FP8 and t.kv_cache_dtype == KvCacheDtype.AUTO:
         lines.append("hint: --kv-cache-dtype fp8 halves the KV cache (NVIDIA's FP8 recipe quantizes both)")
+    return lines
+
+
+def effective_lines(eff: EffectiveConfig, spec: BuildSpec) -> list[str]:
+    """The engine as upstream's rules leave it, each override with the rule it comes from."""
+    on = {True: "enable", False: "disable"}
+    lines = [f"effective configuration (TensorRT-LLM {eff.version}): use_paged_context_fmha {on[eff.use_paged_context_fmha]}, "
+             f"use_fp8_context_fmha {on[eff.use_fp8_context_fmha]}, enable_chunked_context "
+             f"{str(eff.enable_chunked_context).lower()}, enable_kv_cache_reuse {str(eff.enable_kv_cache_reuse).lower()}; "
+             f"longest prompt {eff.max_prompt_len} tokens"]
+    lines += [f"  overridden by upstream: {o.line()}" for o in eff.overrides]
+    if not eff.enable_chunked_context:
+        lines.append(f"  chunked context and KV-cache reuse are off: a prompt longer than max_num_tokens="
+                     f"{spec.limits.max_num_tokens} is rejected, so max_input_len={spec.limits.max_input_len} "
+                     f"must (and does) fit in one engine step" if not eff.enable_kv_cache_reuse else
+                     f"  chunked context is off: a prompt longer than max_num_tokens={spec.limits.max_num_tokens} "
+                     "is rejected")
     return lines
 
 

@@ -47,6 +47,15 @@ def check_host(spec: BuildSpec, detected: GpuTarget | None) -> None:
         raise BuildError(f"tp_size x pp_size = {spec.trtllm.world_size} GPUs, this host has {detected.count}")
 
 
+def check_versions(spec: BuildSpec, installed: dict[str, str]) -> None:
+    """The image must ship the TensorRT-LLM the spec was planned for (its conformance table)."""
+    have, want = installed.get("tensorrt_llm"), spec.trtllm.trtllm_version
+    if have != want:
+        raise BuildError(f"the spec targets TensorRT-LLM {want} (Triton {spec.trtllm.triton_release}) but this image "
+                         f"has {have}: plan and build with --trtllm-version {have}, or build in the "
+                         f"{spec.trtllm.triton_release} image (TRITON_IMAGE in .env)")
+
+
 def build_trtllm_engine(spec: BuildSpec, engine_dir: Path, *, log_file: Path | None = None,
                         keep_checkpoint: bool = False) -> BuildRecord:
     from build_engines.trtllm_probe import runtime_versions  # imports tensorrt_llm: inside the image only
@@ -57,6 +66,7 @@ def build_trtllm_engine(spec: BuildSpec, engine_dir: Path, *, log_file: Path | N
         check_host(spec, detect_gpus())
         runtime_versions()  # TensorRT-LLM and TensorRT must import, not just be listed by pip
         versions = installed_versions(BUILD_PACKAGES) | {"container": container_version()}
+        check_versions(spec, versions)
         paths = BuildPaths(engine_dir.with_name(engine_dir.name + ".checkpoint"), staging_dir(engine_dir),
                            find_examples_dir())
         script = Path(checkpoint_step(spec, info, paths).argv[1])

@@ -7,18 +7,11 @@ INT8 SmoothQuant, INT4 AWQ, and any quantized KV cache).  Step 2 compiles it wit
 pinned image, so each step returns its GPU memory when it ends and a user can rerun a
 printed command by hand.
 
-Argument names are checked against TensorRT-LLM 1.1.0 (tensorrtllm_backend r25.12 pins
-tensorrt_llm==1.1.0, dockerfile/Dockerfile.triton.trt_llm_backend):
-  examples/quantization/quantize.py: --model_dir --dtype --qformat (fp8|int8_sq|int4_awq|
-      int8_wo|full_prec) --kv_cache_dtype (int8|fp8) --calib_dataset --calib_size
-      --calib_max_seq_length --awq_block_size --tp_size --pp_size --output_dir
-  examples/models/core/llama/convert_checkpoint.py: --model_dir --output_dir --dtype
-      (float16|bfloat16) --tp_size --pp_size --use_weight_only --weight_only_precision int8 --workers
-  tensorrt_llm/commands/build.py (trtllm-build): --checkpoint_dir --output_dir --max_batch_size
-      --max_input_len --max_seq_len --max_num_tokens --max_beam_width --kv_cache_type paged --workers;
-  tensorrt_llm/plugin/plugin.py (cli_plugin_args): --gemm_plugin --gpt_attention_plugin
-      --context_fmha --remove_input_padding --use_paged_context_fmha --use_fp8_context_fmha
-      --use_fused_mlp --multiple_profiles --reduce_fusion --tokens_per_block
+Every argv is checked against the conformance table of the spec's TensorRT-LLM version
+(contract/upstream/data/trtllm_build_<version>.json: the flags and accepted values of
+trtllm-build, quantize.py and the Llama convert_checkpoint.py), and the trtllm-build switches
+are the *effective* ones (build_engines/trtllm_rules.py): the plan never emits a setting that
+upstream's implicit rules would override.
 """
 
 from __future__ import annotations
@@ -31,7 +24,8 @@ from pathlib import Path
 from build_engines.capacity import TOKENS_PER_BLOCK
 from build_engines.checkpoint import CheckpointInfo
 from build_engines.spec import BuildSpec, Precision
-from build_engines.trtllm_spec import CALIBRATED_PRECISIONS, KvCacheDtype
+from build_engines.trtllm_spec import CALIBRATED_PRECISIONS, WEIGHT_FORMAT, KvCacheDtype, effective
+from contract.upstream.trtllm_build import load_build_table
 
 # Where the TensorRT-LLM examples live inside the image (tensorrtllm_backend's Dockerfile
 # copies them to /app/examples; older NGC images had /app/tensorrt_llm/examples).
@@ -42,14 +36,20 @@ CONVERT_SCRIPT = Path("models/core/llama/convert_checkpoint.py")
 TRTLLM_BUILD = "trtllm-build"
 
 # Our precision -> quantize.py --qformat.
-QFORMAT = {Precision.FP8: "fp8", Precision.INT8_SQ: "int8_sq", Precision.INT4_AWQ: "int4_awq",
-           Precision.INT8_WO: "int8_wo", Precision.FP16: "full_prec", Precision.BF16: "full_prec"}
+QFORMAT = {Precision(precision): qformat for precision, qformat in WEIGHT_FORMAT.items()}
+# The tools of the conformance table.
+TOOL_QUANTIZE, TOOL_CONVERT, TOOL_BUILD = "quantize", "convert_checkpoint", TRTLLM_BUILD
+
+
+class ConformanceError(RuntimeError):
+    """A planned command that the pinned tools would reject: a bug of this kit, never of the spec."""
 
 
 @dataclass(frozen=True)
 class Step:
     title: str
     argv: tuple[str, ...]  # empty for a step this kit does in-process
+    tool: str = ""  # the conformance-table tool the argv runs
 
     def command_line(self) -> str:
         return shlex.join(self.argv)
@@ -99,11 +99,12 @@ def checkpoint_step(spec: BuildSpec, info: CheckpointInfo, paths: BuildPaths) ->
             argv += ("--kv_cache_dtype", t.kv_cache_dtype.value)
         if spec.precision == Precision.INT4_AWQ:
             argv += ("--awq_block_size", str(t.awq_block_size))
-        return Step(f"quantize ({QFORMAT[spec.precision]}, calibrated on {t.calib_dataset}) into a TensorRT-LLM checkpoint", argv)
+        return Step(f"quantize ({QFORMAT[spec.precision]}, calibrated on {t.calib_dataset}) into a TensorRT-LLM checkpoint",
+                    argv, TOOL_QUANTIZE)
     argv = ("python3", str(paths.examples_dir / CONVERT_SCRIPT), *common, "--workers", str(t.world_size))
     if spec.precision == Precision.INT8_WO:
         argv += ("--use_weight_only", "--weight_only_precision", "int8")
-    return Step("convert the Hugging Face checkpoint into a TensorRT-LLM checkpoint", argv)
+    return Step("convert the Hugging Face checkpoint into a TensorRT-LLM checkpoint", argv, TOOL_CONVERT)
 
 
 def _switch(on: bool) -> str:
@@ -111,28 +112,39 @@ def _switch(on: bool) -> str:
 
 
 def engine_step(spec: BuildSpec, paths: BuildPaths) -> Step:
+    """trtllm-build with the effective switches: what upstream's rules leave of what we ask."""
     t, limits, p = spec.trtllm, spec.limits, spec.trtllm.plugins
+    eff = effective(spec.precision.value, t, limits)
     argv = (TRTLLM_BUILD, "--checkpoint_dir", str(paths.checkpoint_dir), "--output_dir", str(paths.engine_dir),
             "--max_batch_size", str(limits.max_batch_size), "--max_input_len", str(limits.max_input_len),
             "--max_seq_len", str(limits.max_seq_len), "--max_num_tokens", str(limits.max_num_tokens),
             "--max_beam_width", "1", "--kv_cache_type", "paged" if t.paged_kv_cache else "continuous",
             "--tokens_per_block", str(TOKENS_PER_BLOCK),
             "--gpt_attention_plugin", "auto", "--gemm_plugin", "auto" if p.gemm_plugin else "disable",
-            "--context_fmha", _switch(p.context_fmha), "--remove_input_padding", _switch(p.remove_input_padding),
-            "--use_paged_context_fmha", _switch(t.use_paged_context_fmha),
+            "--context_fmha", _switch(eff.context_fmha), "--remove_input_padding", _switch(p.remove_input_padding),
+            "--use_paged_context_fmha", _switch(eff.use_paged_context_fmha),
+            "--use_fp8_context_fmha", _switch(eff.use_fp8_context_fmha),
             "--use_fused_mlp", _switch(p.use_fused_mlp), "--multiple_profiles", _switch(p.multiple_profiles))
-    if spec.precision == Precision.FP8:
-        argv += ("--use_fp8_context_fmha", "enable")
-    if p.reduce_fusion:
+    if eff.reduce_fusion:
         argv += ("--reduce_fusion", "enable")
     argv += ("--workers", str(t.world_size))
-    return Step(f"compile the engine for {t.gpu.describe()}", argv)
+    return Step(f"compile the engine for {t.gpu.describe()}", argv, TOOL_BUILD)
+
+
+def checked(spec: BuildSpec, step: Step) -> Step:
+    """`step`, once its argv is known to be accepted by the tools of the spec's TensorRT-LLM version."""
+    if step.tool:
+        problems = load_build_table(spec.trtllm.trtllm_version).check_argv(step.tool, step.argv[1:])
+        if problems:
+            raise ConformanceError(f"the plan for TensorRT-LLM {spec.trtllm.trtllm_version} is not what its tools "
+                                   "accept: " + "; ".join(problems))
+    return step
 
 
 def plan_steps(spec: BuildSpec, info: CheckpointInfo, paths: BuildPaths) -> list[Step]:
     return [
-        checkpoint_step(spec, info, paths),
-        engine_step(spec, paths),
+        checked(spec, checkpoint_step(spec, info, paths)),
+        checked(spec, engine_step(spec, paths)),
         Step("copy the tokenizer files into <engine>/tokenizer, write build.json (spec, versions, checkpoint hash), "
              "move the engine into place, delete the intermediate checkpoint", ()),
         Step("render the Triton model repository (ensemble, preprocessing, engine_relay, tensorrt_llm, postprocessing, llm_bls)", ()),

@@ -14,6 +14,7 @@ from tritonclient.grpc import model_config_pb2 as mc
 
 from build_engines.render import RenderedModel, io_message, python_model_config
 from build_engines.spec import BuildSpec
+from build_engines.trtllm_spec import effective
 from contract import names
 from contract.model_configs import EngineRelayParameters, TensorRtLlmParameters
 from contract.model_parameters import to_parameters
@@ -23,12 +24,14 @@ TRTLLM_BACKEND = "tensorrtllm"  # /opt/tritonserver/backends/tensorrtllm in the 
 
 
 def tensorrt_llm_parameters(engine_dir: Path, spec: BuildSpec) -> TensorRtLlmParameters:
-    s = spec.trtllm.serving
+    """The serving parameters the engine really honours: chunked context and KV-cache reuse as
+    upstream's rules leave them (off without paged context FMHA), not as requested."""
+    s, eff = spec.trtllm.serving, effective(spec.precision.value, spec.trtllm, spec.limits)
     return TensorRtLlmParameters(
         gpt_model_path=engine_dir,
         kv_cache_free_gpu_mem_fraction=s.kv_cache_free_gpu_mem_fraction,
-        enable_kv_cache_reuse=s.enable_kv_cache_reuse,
-        enable_chunked_context=s.enable_chunked_context,
+        enable_kv_cache_reuse=eff.enable_kv_cache_reuse,
+        enable_chunked_context=eff.enable_chunked_context,
         batch_scheduler_policy=s.batch_scheduler_policy.value,
         cancellation_check_period_ms=s.cancellation_check_period_ms,
     )

@@ -1,9 +1,10 @@
 """The TensorRT-LLM part of the build spec: parallelism, KV cache, plugins, calibration, the
-target GPU, and the serving settings of the `tensorrt_llm` Triton model.
+target GPU and TensorRT-LLM version, and the serving settings of the `tensorrt_llm` Triton model.
 
 Every rule that can be checked before a GPU is touched is checked here, and every message
-names the fields involved.  Argument names are those of the pinned TensorRT-LLM 1.1.0
-(see build_engines/trtllm_plan.py for the commands they become).
+names the fields involved: our own rules, then upstream's implicit rules for the spec's
+TensorRT-LLM version (build_engines/trtllm_rules.py, from the conformance table), so that
+what upstream would refuse after calibration is refused at plan time.
 """
 
 from __future__ import annotations
@@ -13,6 +14,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from build_engines.gpus import FP8_MIN_SM, MIN_SM, GpuTarget, known_gpu, DEFAULT_GPU
+from build_engines.trtllm_rules import EffectiveConfig, effective_config, kv_head_problems
+from build_engines.trtllm_versions import default_target
+from contract.upstream.trtllm_build import load_build_table, supported_versions
 
 if TYPE_CHECKING:
     from build_engines.checkpoint import CheckpointInfo
@@ -66,8 +70,22 @@ class TrtLlmServing:
     cancellation_check_period_ms: int = 100
 
 
+def _default_version() -> str:
+    target = default_target()
+    return target.version if target else ""
+
+
+def _default_release() -> str:
+    target = default_target()
+    return target.release if target else ""
+
+
 @dataclass(frozen=True)
 class TrtLlmOptions:
+    # The Triton release and the TensorRT-LLM version it ships (build_engines/trtllm_versions.py);
+    # empty where nothing configures one (the CPU image), which a TensorRT-LLM spec refuses.
+    trtllm_version: str = field(default_factory=_default_version)
+    triton_release: str = field(default_factory=_default_release)
     tp_size: int = 1
     pp_size: int = 1
     kv_cache_dtype: KvCacheDtype = KvCacheDtype.AUTO
@@ -89,15 +107,32 @@ class TrtLlmOptions:
 
 # Formats whose scales come from running calibration data through the model (ModelOpt PTQ).
 CALIBRATED_PRECISIONS = ("fp8", "int8_sq", "int4_awq")
+# Our TensorRT-LLM precision -> the weight format as quantize.py names it (--qformat); 16-bit
+# weights are its full_prec.  The upstream rules are written in these names.
+WEIGHT_FORMAT = {"fp16": "full_prec", "bf16": "full_prec", "fp8": "fp8", "int8_sq": "int8_sq", "int8_wo": "int8_wo",
+                 "int4_awq": "int4_awq"}
 
 
 def needs_calibration(precision: str, options: TrtLlmOptions) -> bool:
     return precision in CALIBRATED_PRECISIONS or options.kv_cache_dtype != KvCacheDtype.AUTO
 
 
+def effective(precision: str, o: TrtLlmOptions, limits) -> EffectiveConfig:
+    """The engine this spec really gets, after the implicit rules of its TensorRT-LLM version."""
+    return effective_config(load_build_table(o.trtllm_version), WEIGHT_FORMAT[precision], o, limits.max_seq_len,
+                            limits.max_num_tokens, limits.max_input_len)
+
+
 def trtllm_problems(precision: str, o: TrtLlmOptions, limits, info: "CheckpointInfo | None") -> list[str]:
     """Every rule broken by this combination, each naming its fields."""
+    if o.trtllm_version not in supported_versions():
+        return [f"'trtllm_version' {o.trtllm_version!r} has no conformance table; supported: {supported_versions()} "
+                "(give --trtllm-version or --image, or set TRITON_IMAGE in .env)"]
     errors = _parallelism_problems(o, info) + _gpu_problems(precision, o)
+    releases = [pin.release for pin in load_build_table(o.trtllm_version).images]
+    if o.triton_release not in releases:
+        errors.append(f"'triton_release' {o.triton_release!r} does not ship TensorRT-LLM {o.trtllm_version}; "
+                      f"releases that do: {releases}")
     if needs_calibration(precision, o) and not o.calib_dataset:
         what = f"precision {precision!r}" if precision in CALIBRATED_PRECISIONS else f"kv_cache_dtype {o.kv_cache_dtype.value!r}"
         errors.append(f"'calib_dataset' is required for {what}: its scales are calibrated on sample text "
@@ -114,9 +149,6 @@ def trtllm_problems(precision: str, o: TrtLlmOptions, limits, info: "CheckpointI
     for name in ("enable_kv_cache_reuse", "enable_chunked_context"):
         if getattr(s, name) and not o.use_paged_context_fmha:
             errors.append(f"'{name}' needs 'use_paged_context_fmha' (trtllm-build --use_paged_context_fmha enable)")
-    if not s.enable_chunked_context and limits.max_num_tokens < limits.max_input_len:
-        errors.append(f"'max_num_tokens' ({limits.max_num_tokens}) < 'max_input_len' ({limits.max_input_len}) needs "
-                      "'enable_chunked_context': without it a long prompt never fits one engine step")
     if not 0 < s.kv_cache_free_gpu_mem_fraction <= 1:
         errors.append(f"'kv_cache_free_gpu_mem_fraction' must be in (0, 1], got {s.kv_cache_free_gpu_mem_fraction}")
     if s.max_queue_delay_microseconds < 0 or s.max_queue_size < 0 or s.cancellation_check_period_ms < 1:
@@ -126,6 +158,8 @@ def trtllm_problems(precision: str, o: TrtLlmOptions, limits, info: "CheckpointI
         errors.append("'reduce_fusion' fuses the AllReduce of tensor parallelism: it needs 'tp_size' > 1")
     if o.speculative_decoding != SpeculativeDecoding.NONE:
         errors.append(f"'speculative_decoding' {o.speculative_decoding.value!r} is not implemented yet")
+    if precision in WEIGHT_FORMAT:  # the rest is BuildSpec.validate's error
+        errors += list(effective(precision, o, limits).refusals)
     return errors
 
 
@@ -134,9 +168,7 @@ def _parallelism_problems(o: TrtLlmOptions, info: "CheckpointInfo | None") -> li
         return [f"'tp_size' and 'pp_size' must be >= 1, got {o.tp_size} and {o.pp_size}"]
     errors = []
     if info is not None:
-        if info.num_kv_heads % o.tp_size:
-            errors.append(f"'tp_size' {o.tp_size} must divide the checkpoint's {info.num_kv_heads} KV heads "
-                          "(num_key_value_heads): each GPU holds whole KV heads")
+        errors += kv_head_problems(load_build_table(o.trtllm_version), info.num_kv_heads, o.tp_size)
         if info.num_heads % o.tp_size:
             errors.append(f"'tp_size' {o.tp_size} must divide the checkpoint's {info.num_heads} attention heads")
         if o.pp_size > info.num_layers:
@@ -150,7 +182,7 @@ def _parallelism_problems(o: TrtLlmOptions, info: "CheckpointInfo | None") -> li
 def _gpu_problems(precision: str, o: TrtLlmOptions) -> list[str]:
     gpu = o.gpu
     if gpu.sm < MIN_SM:
-        return [f"'gpu' {gpu.name} is SM {gpu.sm / 10:.1f} ({gpu.architecture}); TensorRT-LLM 1.1 needs "
+        return [f"'gpu' {gpu.name} is SM {gpu.sm / 10:.1f} ({gpu.architecture}); TensorRT-LLM {o.trtllm_version} needs "
                 f"SM {MIN_SM / 10:.1f} (Ampere) or newer"]
     errors = []
     for what, wants_fp8 in ((f"'precision' {precision!r}", precision == "fp8"),

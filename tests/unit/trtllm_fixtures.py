@@ -8,26 +8,37 @@ from pathlib import Path
 
 from build_engines.checkpoint import inspect_checkpoint
 from build_engines.gpus import known_gpu
-from build_engines.spec import BuildSpec, EngineBackend, Precision
+from build_engines.spec import BuildSpec, EngineBackend, EngineLimits, Precision
 from build_engines.trtllm_spec import TrtLlmOptions
+from contract.upstream.trtllm_build import load_build_table
 
 LLAMA_8B = {"architectures": ["LlamaForCausalLM"], "hidden_size": 4096, "intermediate_size": 14336,
             "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 8, "vocab_size": 128256,
             "max_position_embeddings": 131072, "torch_dtype": "bfloat16", "tie_word_embeddings": False}
 
 
-def llama_8b_checkpoint(directory: Path) -> Path:
+# 24 attention heads over 3 KV heads: TP 6 duplicates each KV head on 2 GPUs.
+LLAMA_3_KV_HEADS = LLAMA_8B | {"hidden_size": 3072, "intermediate_size": 8192, "num_attention_heads": 24,
+                               "num_hidden_layers": 28, "num_key_value_heads": 3, "tie_word_embeddings": True}
+
+
+def llama_8b_checkpoint(directory: Path, config: dict = LLAMA_8B) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
-    (directory / "config.json").write_text(json.dumps(LLAMA_8B))
+    (directory / "config.json").write_text(json.dumps(config))
     (directory / "model.safetensors").write_bytes(b"")
     return directory
 
 
 def trtllm_spec(checkpoint: Path, precision: Precision = Precision.FP16, gpu_name: str = "H100-SXM",
-                **options) -> BuildSpec:
+                limits: EngineLimits | None = None, version: str | None = None, **options) -> BuildSpec:
+    """A TensorRT-LLM spec; `version` picks the TensorRT-LLM version (and its newest image),
+    else the configured default applies (.env)."""
     world = options.get("tp_size", 1) * options.get("pp_size", 1)
     options.setdefault("gpu", known_gpu(gpu_name, world))
-    return BuildSpec(checkpoint, backend=EngineBackend.TENSORRT_LLM, precision=precision, trtllm=TrtLlmOptions(**options))
+    if version is not None:
+        options |= {"trtllm_version": version, "triton_release": load_build_table(version).newest_image.release}
+    return BuildSpec(checkpoint, backend=EngineBackend.TENSORRT_LLM, precision=precision,
+                     limits=limits or EngineLimits(), trtllm=TrtLlmOptions(**options))
 
 
 def info_of(checkpoint: Path):
