@@ -29,7 +29,7 @@ OUR_MODELS = {
     names.ENSEMBLE: OurModel(names.ENSEMBLE, ours.ENSEMBLE_INPUTS, ours.ENSEMBLE_OUTPUTS, True),
     names.LLM_BLS: OurModel(names.LLM_BLS, ours.ENSEMBLE_INPUTS, ours.ENSEMBLE_OUTPUTS, True),
     names.TRTLLM_ENGINE: OurModel(names.TRTLLM_ENGINE, ours.TRTLLM_INPUTS, ours.TRTLLM_OUTPUTS, True),
-    names.OPENVINO_ENGINE: OurModel(names.OPENVINO_ENGINE, ours.ENGINE_INPUTS + ours.ENGINE_CONTROL_INPUTS,
+    names.OPENVINO_ENGINE: OurModel(names.OPENVINO_ENGINE, ours.ENGINE_INPUTS,
                                     ours.ENGINE_OUTPUTS, True),
     names.PREPROCESSING: OurModel(names.PREPROCESSING, ours.PREPROCESSING_INPUTS, ours.PREPROCESSING_OUTPUTS,
                                   False),
