@@ -17,14 +17,13 @@ from tritonclient.grpc import model_config_pb2 as mc
 
 from contract import names
 from contract.tensors import (
-    ENGINE_INPUTS,
     ENGINE_OUTPUTS,
+    ENGINE_PASSTHROUGH,
     ENGINE_TO_CLIENT,
     ENSEMBLE_INPUTS,
     ENSEMBLE_OUTPUTS,
     POSTPROCESSING_INPUTS,
     POSTPROCESSING_OUTPUTS,
-    PREPROCESSING_INPUTS,
     PREPROCESSING_OUTPUTS,
     TensorSpec,
 )
@@ -70,14 +69,16 @@ def ensemble_config(engine_model: str, max_batch_size: int) -> mc.ModelConfig:
     steps = config.ensemble_scheduling.step
 
     pre = steps.add(model_name=names.PREPROCESSING, model_version=-1)
-    for t in PREPROCESSING_INPUTS:
+    for t in ENSEMBLE_INPUTS:  # all of them: preprocessing checks every input
         pre.input_map[t.name] = t.name
     for t in PREPROCESSING_OUTPUTS:
         pre.output_map[t.name] = internal(names.PREPROCESSING, t.name)
 
     engine = steps.add(model_name=engine_model, model_version=-1)
-    for t in ENGINE_INPUTS:
+    for t in PREPROCESSING_OUTPUTS:
         engine.input_map[t.name] = internal(names.PREPROCESSING, t.name)
+    for outer, inner in ENGINE_PASSTHROUGH.items():  # straight from the client, as NVIDIA's ensemble feeds them
+        engine.input_map[inner] = outer
     for t in ENGINE_OUTPUTS:
         engine.output_map[t.name] = t.name if t.name in ENGINE_TO_CLIENT else internal("engine", t.name)
 

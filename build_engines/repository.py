@@ -15,6 +15,7 @@ from build_engines.trtllm_build import TOKENIZER_SUBDIR
 from build_engines.trtllm_repository import bls_model, relay_model, trtllm_engine_models
 from contract import names
 from contract.build_record import BuildRecord
+from contract.features import CPU_ENGINE, TRTLLM_ENGINE, EngineFeatures
 from contract.model_configs import OpenVinoEngineParameters, PostprocessingParameters, PreprocessingParameters
 from contract.model_parameters import to_parameters
 from contract.tensors import (
@@ -26,14 +27,23 @@ from contract.tensors import (
     PREPROCESSING_OUTPUTS,
 )
 
+def engine_features(spec: BuildSpec) -> EngineFeatures:
+    """What the engine behind the ensemble honours (contract/features.py)."""
+    return TRTLLM_ENGINE if spec.backend == EngineBackend.TENSORRT_LLM else CPU_ENGINE
+
+
 def text_models(tokenizer_dir: Path, spec: BuildSpec) -> list[RenderedModel]:
-    """Preprocessing and postprocessing: identical for every engine."""
+    """Preprocessing and postprocessing: identical for every engine (preprocessing knows which
+    features the engine has, to refuse requests for others)."""
     limits = spec.limits
+    engine = engine_features(spec)
     pre = PreprocessingParameters(
         tokenizer_dir=tokenizer_dir,
         max_input_len=limits.max_input_len,
         max_seq_len=limits.max_seq_len,
         default_max_tokens=limits.default_max_tokens,
+        engine_label=engine.label,
+        engine_features=engine.to_parameter(),
     )
     post = PostprocessingParameters(tokenizer_dir=tokenizer_dir)
     return [

@@ -147,5 +147,5 @@ def plan_steps(spec: BuildSpec, info: CheckpointInfo, paths: BuildPaths) -> list
         checked(spec, engine_step(spec, paths)),
         Step("copy the tokenizer files into <engine>/tokenizer, write build.json (spec, versions, checkpoint hash), "
              "move the engine into place, delete the intermediate checkpoint", ()),
-        Step("render the Triton model repository (ensemble, preprocessing, engine_relay, tensorrt_llm, postprocessing, llm_bls)", ()),
+        Step("render the Triton model repository (ensemble, preprocessing, engine_relay, tensorrt_llm, postprocessing, tensorrt_llm_bls)", ()),
     ]

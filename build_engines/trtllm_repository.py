@@ -18,7 +18,7 @@ from build_engines.trtllm_spec import effective
 from contract import names
 from contract.model_configs import EngineRelayParameters, TensorRtLlmParameters
 from contract.model_parameters import to_parameters
-from contract.tensors import ENGINE_INPUTS, ENGINE_OUTPUTS, ENSEMBLE_INPUTS, ENSEMBLE_OUTPUTS, TRTLLM_INPUTS, TRTLLM_OUTPUTS
+from contract.tensors import BLS_INPUTS, ENGINE_INPUTS, ENGINE_OUTPUTS, ENSEMBLE_OUTPUTS, TRTLLM_INPUTS, TRTLLM_OUTPUTS
 
 TRTLLM_BACKEND = "tensorrtllm"  # /opt/tritonserver/backends/tensorrtllm in the NGC image
 
@@ -73,8 +73,8 @@ def relay_model(engine_dir: Path, target_model: str, max_batch_size: int) -> Ren
 
 
 def bls_model(engine_dir: Path, target_model: str, max_batch_size: int) -> RenderedModel:
-    """llm_bls: the ensemble's contract as one model whose client cancellation reaches the engine."""
-    return _relaying_model(names.LLM_BLS, ENSEMBLE_INPUTS, ENSEMBLE_OUTPUTS, engine_dir, target_model, max_batch_size)
+    """tensorrt_llm_bls: NVIDIA's BLS contract as one model whose client cancellation reaches the engine."""
+    return _relaying_model(names.LLM_BLS, BLS_INPUTS, ENSEMBLE_OUTPUTS, engine_dir, target_model, max_batch_size)
 
 
 def trtllm_engine_models(engine_dir: Path, spec: BuildSpec) -> list[RenderedModel]:

@@ -8,6 +8,7 @@ then frees the request's engine slot.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 import uuid
 from typing import AsyncIterator, Sequence
@@ -66,6 +67,7 @@ class AsyncLlmClient:
         exception, task cancellation) or passing `timeout_s` cancels the request on the
         server."""
         inputs = build_inputs(prompt, sampling, stream)
+        echo = prompt if sampling.echo and isinstance(prompt, str) else ""
         request = {
             "model_name": self.model, "inputs": inputs, "outputs": requested_outputs(),
             "request_id": request_id or uuid.uuid4().hex,
@@ -99,6 +101,8 @@ class AsyncLlmClient:
                     raise from_triton(error)
                 chunk = parse_chunk(result, time.monotonic() - t0)
                 if chunk is not None:
+                    if echo:
+                        chunk, echo = dataclasses.replace(chunk, text=echo + chunk.text), ""
                     yield chunk
                 if is_final(result):
                     finished = True

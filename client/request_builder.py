@@ -17,7 +17,7 @@ from contract.tensors import ENSEMBLE_INPUTS, ENSEMBLE_OUTPUTS, STOP, DType, by_
 _INPUTS = by_name(ENSEMBLE_INPUTS)
 
 # SamplingParams field -> ensemble input name, where they differ.
-_RENAMES = {"stop": "stop_words", "echo": "exclude_input_in_output"}
+_RENAMES = {"stop": "stop_words"}
 
 
 def _tensor(name: str, value: Any) -> InferInput:
@@ -56,14 +56,16 @@ def build_inputs(prompt: str | Sequence[ChatMessage], sampling: SamplingParams, 
         value = getattr(sampling, field_name)
         if value is not None:
             inputs.append(_tensor(field_name, value))
+    if sampling.temperature and sampling.top_k is None and sampling.top_p is None:
+        # Our callers mean "sample" by a temperature (as OpenAI's API does); NVIDIA's ensemble
+        # contract samples only with top_k > 1 or top_p > 0, so say it: the whole distribution.
+        inputs.append(_tensor("top_p", 1.0))
     if sampling.stop:
         inputs.append(_tensor(_RENAMES["stop"], sampling.stop))
     if sampling.bad_words:
         inputs.append(_tensor("bad_words", sampling.bad_words))
     if sampling.return_log_probs:
         inputs.append(_tensor("return_log_probs", True))
-    if sampling.echo:
-        inputs.append(_tensor(_RENAMES["echo"], False))
     return inputs
 
 

@@ -26,7 +26,9 @@ class SamplingParams:
     bad_words: tuple[str, ...] = ()
     return_log_probs: bool = False
     skip_special_tokens: bool | None = None
-    echo: bool = False  # prepend the prompt to the output
+    # Prepend a text prompt to the output.  Done by the client: NVIDIA's ensemble contract never
+    # streams the prompt back (exclude_input_in_output=false echoes only a non-streamed answer).
+    echo: bool = False
 
 
 @dataclass(frozen=True)

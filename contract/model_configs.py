@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from contract.features import EngineFeatures
+
 
 @dataclass(frozen=True)
 class PreprocessingParameters:
@@ -13,6 +15,10 @@ class PreprocessingParameters:
     max_seq_len: int  # engine limit on prompt + generated tokens
     default_max_tokens: int  # used when a request has no max_tokens
     add_special_tokens: bool = True  # tokenizer's own BOS/EOS for plain text prompts
+    # The engine behind the ensemble: how messages name it, and the features it honours
+    # (contract/features.py: a request asking for another is refused, never ignored).
+    engine_label: str = "the engine"
+    engine_features: str = ""  # comma-separated Feature names
 
     def validate(self) -> None:
         for name in ("max_input_len", "max_seq_len", "default_max_tokens"):
@@ -20,6 +26,10 @@ class PreprocessingParameters:
                 raise ValueError(f"'{name}' must be >= 1, got {getattr(self, name)}")
         if self.max_input_len >= self.max_seq_len:
             raise ValueError(f"'max_input_len' ({self.max_input_len}) must be < 'max_seq_len' ({self.max_seq_len})")
+        self.engine()  # a misspelt feature fails at load
+
+    def engine(self) -> EngineFeatures:
+        return EngineFeatures.from_parameter(self.engine_label, self.engine_features)
 
 
 @dataclass(frozen=True)

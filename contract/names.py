@@ -11,9 +11,10 @@ OPENVINO_ENGINE = "openvino_llm"
 # The GPU ensemble's engine step: a Python model that relays the engine contract to
 # `tensorrt_llm` (BLS, streamed) and echoes detokenize_params with every response.
 ENGINE_RELAY = "engine_relay"
-# The ensemble as one decoupled Python model (same inputs and outputs): the entry point
-# whose client cancellation reaches the engine (an ensemble's does not).
-LLM_BLS = "llm_bls"
+# The ensemble as one decoupled Python model (NVIDIA's BLS inputs and outputs, and NVIDIA's
+# name, so their clients and docs apply): the entry point whose client cancellation reaches
+# the engine at once (an ensemble's needs the client's `stop`).
+LLM_BLS = "tensorrt_llm_bls"
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_HTTP_PORT = 8000

@@ -54,7 +54,7 @@ RULES: dict[str, NumberRule] = {
         NumberRule("max_tokens", low=1, integer=True),
         NumberRule("min_tokens", low=0, integer=True),
         NumberRule("top_k", low=0, integer=True),
-        NumberRule("top_p", low=0.0, high=1.0, low_inclusive=False),
+        NumberRule("top_p", low=0.0, high=1.0),  # 0: not used (TensorRT-LLM's default), as NVIDIA's clients send it
         NumberRule("temperature", low=0.0, high=100.0),
         NumberRule("repetition_penalty", low=0.0, high=100.0, low_inclusive=False),
         NumberRule("presence_penalty", low=-2.0, high=2.0),

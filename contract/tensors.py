@@ -7,7 +7,7 @@ the ones of NVIDIA's tensorrtllm_backend (`inflight_batcher_llm/ensemble` and
 genai-perf's `--backend tensorrtllm` work unchanged.  Tensors we add are marked `extra`.
 
 Dims exclude the batch dimension: every model has `max_batch_size > 0`, so a client sends
-shape `[1, *dims]` (one prompt per request).
+shape `[n, *dims]`: n prompts in one request (NVIDIA's `--batch-inputs`), usually 1.
 """
 
 from __future__ import annotations
@@ -25,6 +25,8 @@ class DType(enum.Enum):
     BOOL = ("TYPE_BOOL", "BOOL", np.bool_)
     INT32 = ("TYPE_INT32", "INT32", np.int32)
     INT64 = ("TYPE_INT64", "INT64", np.int64)
+    UINT8 = ("TYPE_UINT8", "UINT8", np.uint8)
+    FP16 = ("TYPE_FP16", "FP16", np.float16)
     UINT64 = ("TYPE_UINT64", "UINT64", np.uint64)
     FP32 = ("TYPE_FP32", "FP32", np.float32)
     STRING = ("TYPE_STRING", "BYTES", np.object_)
@@ -43,6 +45,11 @@ class TensorSpec:
     optional: bool = False
     extra: bool = False  # not part of NVIDIA's contract; ours
     doc: str = ""
+    wire_shape: tuple[int, ...] | None = None  # per request on the wire, where it is not [1, *dims]
+
+    @property
+    def wire(self) -> tuple[int, ...]:
+        return self.wire_shape if self.wire_shape is not None else (1, *self.dims)
 
     @property
     def is_scalar(self) -> bool:
@@ -61,44 +68,107 @@ def _scalar(name: str, dtype: DType, doc: str, *, optional: bool = True, extra: 
 # cancellation only to steps not yet scheduled (L1346-1349), so a client that abandons an
 # ensemble stream sends `stop` to the ensemble under the same id: preprocessing forwards it
 # and the engine step (every engine model, and the relays in front of `tensorrt_llm`)
-# cancels that id's request.  llm_bls takes it too.
+# cancels that id's request.  tensorrt_llm_bls takes it too.
 STOP = _scalar("stop", DType.BOOL, "cancel the running request that has this request's id")
 
 
-# --- ensemble: the outside contract -------------------------------------------------------
+# --- ensemble and BLS: the outside contract ------------------------------------------------
+# Every input and output NVIDIA's `ensemble` and `tensorrt_llm_bls` declare (TensorRT-LLM 1.1.0
+# and 1.2.1 declare the same: contract/upstream/data/triton_models_<version>.json; a unit test
+# holds these tables to them), in NVIDIA's order, then ours (`extra`).  Each input is either
+# honoured or refused with INVALID_ARG naming it and the engine (contract/features.py).
 ENSEMBLE_INPUTS: tuple[TensorSpec, ...] = (
-    # NVIDIA declares text_input required; we accept `messages` instead, so preprocessing
-    # checks that exactly one of the two is present.
-    _scalar("text_input", DType.STRING, "prompt text (UTF-8)"),
-    _scalar("messages", DType.STRING, "chat messages as a JSON list of {role, content}", extra=True),
+    # NVIDIA declares text_input and max_tokens required; we accept `messages` instead of
+    # text_input and default max_tokens, so both are optional here (a superset).
+    _scalar("text_input", DType.STRING, "prompt text (UTF-8); a batch of prompts is [n, 1]"),
+    _scalar("decoder_text_input", DType.STRING, "encoder-decoder models only (refused: Llama is decoder-only)"),
     _scalar("max_tokens", DType.INT32, "maximum number of generated tokens"),
-    _scalar("stream", DType.BOOL, "stream one response per generated step"),
-    TensorSpec("stop_words", DType.STRING, (-1,), optional=True, doc="stop strings (output is cut before them)"),
+    _scalar("num_return_sequences", DType.INT32, "sequences per prompt (1 is supported)"),
     TensorSpec("bad_words", DType.STRING, (-1,), optional=True, doc="words that must not be generated"),
-    _scalar("exclude_input_in_output", DType.BOOL, "false echoes the prompt before the output"),
+    TensorSpec("stop_words", DType.STRING, (-1,), optional=True, doc="stop strings (output is cut before them)"),
+    _scalar("exclude_input_in_output", DType.BOOL, "false echoes the prompt before a non-streamed output"),
     _scalar("end_id", DType.INT32, "end-of-sequence token id (default: checkpoint eos ids)"),
     _scalar("pad_id", DType.INT32, "padding token id"),
-    _scalar("top_k", DType.INT32, "top-k sampling; 1 = greedy"),
-    _scalar("top_p", DType.FP32, "nucleus sampling, in (0, 1]"),
-    _scalar("temperature", DType.FP32, "sampling temperature; 0 = greedy"),
+    _scalar("top_k", DType.INT32, "top-k sampling; 0 with top_p 0, or 1: greedy"),
+    _scalar("top_p", DType.FP32, "nucleus sampling; 0 with top_k 0: greedy"),
+    _scalar("temperature", DType.FP32, "sampling temperature (alone it does not turn sampling on); 0 = greedy"),
+    _scalar("length_penalty", DType.FP32, "beam search length penalty (no effect with one beam)"),
     _scalar("repetition_penalty", DType.FP32, "repetition penalty, > 0"),
+    _scalar("min_tokens", DType.INT32, "minimum number of generated tokens"),
     _scalar("presence_penalty", DType.FP32, "presence penalty"),
     _scalar("frequency_penalty", DType.FP32, "frequency penalty"),
-    _scalar("min_tokens", DType.INT32, "minimum number of generated tokens"),
     _scalar("seed", DType.UINT64, "sampling seed"),
     _scalar("return_log_probs", DType.BOOL, "return per-token log probabilities"),
+    _scalar("return_context_logits", DType.BOOL, "return the prompt's logits (engines built to gather them)"),
+    _scalar("return_generation_logits", DType.BOOL, "return the generated tokens' logits (engines built to gather them)"),
+    _scalar("return_perf_metrics", DType.BOOL, "return the engine's KV-cache and timing metrics"),
     _scalar("return_num_input_tokens", DType.BOOL, "kept for compatibility; counts are always returned"),
     _scalar("return_num_output_tokens", DType.BOOL, "kept for compatibility; counts are always returned"),
+    _scalar("beam_width", DType.INT32, "beams (1 is supported)"),
+    _scalar("stream", DType.BOOL, "stream one response per generated step"),
+    TensorSpec("prompt_embedding_table", DType.FP16, (-1, -1), optional=True, doc="p-tuning table (engines built for it)"),
+    _scalar("prompt_table_extra_id", DType.UINT64, "p-tuning extra id (engines built for it)"),
+    _scalar("prompt_vocab_size", DType.INT32, "p-tuning vocabulary size (engines built for it)"),
+    TensorSpec("embedding_bias_words", DType.STRING, (-1,), optional=True, doc="words whose logits get a bias"),
+    TensorSpec("embedding_bias_weights", DType.FP32, (-1,), optional=True, doc="the bias of each word"),
+    _scalar("lora_task_id", DType.UINT64, "LoRA adapter id (engines built with LoRA)"),
+    TensorSpec("lora_weights", DType.FP16, (-1, -1), optional=True, doc="LoRA weights (engines built with LoRA)"),
+    TensorSpec("lora_config", DType.INT32, (-1, 3), optional=True, doc="LoRA config (engines built with LoRA)"),
+    _scalar("guided_decoding_guide_type", DType.STRING, "json | json_schema | regex | ebnf_grammar (guided decoding)"),
+    _scalar("guided_decoding_guide", DType.STRING, "the schema, regex or grammar (guided decoding)"),
+    # ours
+    _scalar("messages", DType.STRING, "chat messages as a JSON list of {role, content}", extra=True),
     _scalar("skip_special_tokens", DType.BOOL, "drop special tokens from the text (default true)", extra=True),
     dataclasses.replace(STOP, extra=True),  # NVIDIA's ensemble has none; their BLS and engine do
 )
 
+# NVIDIA's BLS declares the ensemble's inputs and these (multimodal and draft-model inputs).
+BLS_ONLY_INPUTS: tuple[TensorSpec, ...] = (
+    TensorSpec("image_input", DType.FP16, (-1, 3, -1, -1), optional=True, doc="multimodal engines only"),
+    TensorSpec("image_bytes_input", DType.UINT8, (-1, -1, -1, -1), optional=True, doc="multimodal engines only"),
+    _scalar("image_url_input", DType.STRING, "multimodal engines only"),
+    TensorSpec("image_sizes_input", DType.INT64, (-1, 2), optional=True, doc="multimodal engines only"),
+    TensorSpec("video_bytes_input", DType.UINT8, (-1, -1, -1, -1), optional=True, doc="multimodal engines only"),
+    _scalar("num_draft_tokens", DType.INT32, "draft-model speculative decoding (not configured)"),
+    _scalar("use_draft_logits", DType.BOOL, "draft-model speculative decoding (not configured)"),
+)
+BLS_INPUTS: tuple[TensorSpec, ...] = ENSEMBLE_INPUTS + BLS_ONLY_INPUTS
+
+
+def _count(name: str, dtype: DType, doc: str) -> TensorSpec:
+    return TensorSpec(name, dtype, (1,), doc=doc)
+
+
+# Outputs of the engine step that reach the client as they are (NVIDIA's names; the perf
+# metrics come only with return_perf_metrics, the logits only when asked and built for).
+PERF_METRIC_OUTPUTS: tuple[TensorSpec, ...] = (
+    _count("kv_cache_alloc_new_blocks", DType.INT32, "KV-cache blocks newly allocated"),
+    _count("kv_cache_reused_blocks", DType.INT32, "KV-cache blocks reused"),
+    _count("kv_cache_alloc_total_blocks", DType.INT32, "KV-cache blocks in all"),
+    _count("arrival_time_ns", DType.INT64, "when the engine got the request"),
+    _count("first_scheduled_time_ns", DType.INT64, "when it was first scheduled"),
+    _count("first_token_time_ns", DType.INT64, "when its first token came"),
+    _count("last_token_time_ns", DType.INT64, "when its last token came"),
+    _count("acceptance_rate", DType.FP32, "speculative decoding: draft acceptance rate"),
+    _count("total_accepted_draft_tokens", DType.INT32, "speculative decoding: accepted draft tokens"),
+    _count("total_draft_tokens", DType.INT32, "speculative decoding: draft tokens"),
+)
+ENGINE_CLIENT_OUTPUTS: tuple[TensorSpec, ...] = (
+    TensorSpec("cum_log_probs", DType.FP32, (-1,), doc="[beam] cumulative log probability"),
+    TensorSpec("output_log_probs", DType.FP32, (-1, -1), doc="[beam, tokens] log probability of each new token"),
+    TensorSpec("context_logits", DType.FP32, (-1, -1), doc="[prompt tokens, vocab]"),
+    TensorSpec("generation_logits", DType.FP32, (-1, -1, -1), doc="[beam, tokens, vocab]"),
+    _count("batch_index", DType.INT32, "which prompt of a batched request this response belongs to"),
+    _count("sequence_index", DType.INT32, "which of num_return_sequences this response belongs to"),
+) + PERF_METRIC_OUTPUTS
+
 ENSEMBLE_OUTPUTS: tuple[TensorSpec, ...] = (
-    TensorSpec("text_output", DType.STRING, (-1,), doc="text delta (stream) or whole text"),
-    TensorSpec("cum_log_probs", DType.FP32, (-1,), doc="cumulative log probability"),
-    TensorSpec("output_log_probs", DType.FP32, (-1, -1), doc="log probability of each new token"),
-    TensorSpec("num_input_tokens", DType.INT32, (1,), doc="prompt length in tokens"),
-    TensorSpec("num_output_tokens", DType.INT32, (1,), doc="tokens generated so far"),
+    # One UTF-8 string per response: 1-D on the wire ([1]), as NVIDIA's postprocessing sends
+    # it (their clients read output[0].decode()).
+    TensorSpec("text_output", DType.STRING, (-1,), doc="text delta (stream) or whole text", wire_shape=(1,)),
+) + ENGINE_CLIENT_OUTPUTS + (
+    _count("num_input_tokens", DType.INT32, "prompt length in tokens"),
+    _count("num_output_tokens", DType.INT32, "tokens generated so far"),
     TensorSpec("finish_reason", DType.STRING, (1,), extra=True, doc="'' while running, then stop|length"),
     TensorSpec("output_ids", DType.INT32, (-1, -1), extra=True,
                doc="[beam, tokens] the engine's new token ids, before stop strings are cut"),
@@ -114,8 +184,9 @@ ENSEMBLE_OUTPUTS: tuple[TensorSpec, ...] = (
 DETOKENIZE_PARAMS = TensorSpec("detokenize_params", DType.STRING, (1,), optional=True, extra=True,
                                doc="JSON of PostprocessParams, echoed by the engine")
 
-# Names/dtypes from tensorrt_llm/config.pbtxt; the CPU engine implements exactly these.
-ENGINE_INPUTS: tuple[TensorSpec, ...] = (
+# What preprocessing computes for the engine (names/dtypes of tensorrt_llm/config.pbtxt);
+# model_repository.engine_inputs.EngineInputs mirrors it field by field.
+ENGINE_CORE_INPUTS: tuple[TensorSpec, ...] = (
     TensorSpec("input_ids", DType.INT32, (-1,), optional=True, doc="prompt token ids"),
     _scalar("input_lengths", DType.INT32, "number of prompt tokens", optional=False),
     _scalar("request_output_len", DType.INT32, "maximum new tokens", optional=False),
@@ -124,6 +195,7 @@ ENGINE_INPUTS: tuple[TensorSpec, ...] = (
     TensorSpec("stop_words_list", DType.INT32, (2, -1), optional=True,
                doc="[flat ids, cumulative end offsets padded with -1]"),
     TensorSpec("bad_words_list", DType.INT32, (2, -1), optional=True, doc="same layout as stop_words_list"),
+    TensorSpec("embedding_bias", DType.FP32, (-1,), optional=True, doc="[vocab] logit bias (empty: none)"),
     _scalar("runtime_top_k", DType.INT32, "top-k; 0 or 1 with top_p 0 = greedy"),
     _scalar("runtime_top_p", DType.FP32, "top-p"),
     _scalar("temperature", DType.FP32, "temperature"),
@@ -139,45 +211,54 @@ ENGINE_INPUTS: tuple[TensorSpec, ...] = (
     DETOKENIZE_PARAMS,
 )
 
+# Engine inputs the ensemble feeds straight from its own inputs, as NVIDIA's ensemble does
+# (ensemble input -> engine input); preprocessing only checks them.
+ENGINE_PASSTHROUGH: dict[str, str] = {
+    "beam_width": "beam_width", "num_return_sequences": "num_return_sequences", "length_penalty": "len_penalty",
+    "return_context_logits": "return_context_logits", "return_generation_logits": "return_generation_logits",
+    "return_perf_metrics": "return_perf_metrics", "prompt_embedding_table": "prompt_embedding_table",
+    "prompt_vocab_size": "prompt_vocab_size", "lora_task_id": "lora_task_id", "lora_weights": "lora_weights",
+    "lora_config": "lora_config", "guided_decoding_guide_type": "guided_decoding_guide_type",
+    "guided_decoding_guide": "guided_decoding_guide",
+}
+_ENSEMBLE_BY_NAME = {t.name: t for t in ENSEMBLE_INPUTS}
+ENGINE_PASSTHROUGH_INPUTS: tuple[TensorSpec, ...] = tuple(
+    dataclasses.replace(_ENSEMBLE_BY_NAME[outer], name=inner) for outer, inner in ENGINE_PASSTHROUGH.items()
+)
+ENGINE_INPUTS: tuple[TensorSpec, ...] = ENGINE_CORE_INPUTS + ENGINE_PASSTHROUGH_INPUTS
+
 ENGINE_OUTPUTS: tuple[TensorSpec, ...] = (
     TensorSpec("output_ids", DType.INT32, (-1, -1), doc="[beam, tokens] new tokens of this response"),
     TensorSpec("sequence_length", DType.INT32, (-1,), doc="[beam] number of tokens in output_ids"),
-    TensorSpec("cum_log_probs", DType.FP32, (-1,), doc="[beam]"),
-    TensorSpec("output_log_probs", DType.FP32, (-1, -1), doc="[beam, tokens]"),
-    DETOKENIZE_PARAMS,
-)
+) + ENGINE_CLIENT_OUTPUTS + (DETOKENIZE_PARAMS,)
 
 # The C++ `tensorrt_llm` model cannot echo detokenize_params: it takes the engine contract
-# without it (plus `stop`), and the `engine_relay` Python model in front of it adds the echo.
+# without it, and the `engine_relay` Python model in front of it adds the echo.
 TRTLLM_INPUTS: tuple[TensorSpec, ...] = tuple(t for t in ENGINE_INPUTS if t is not DETOKENIZE_PARAMS)
 TRTLLM_OUTPUTS: tuple[TensorSpec, ...] = tuple(t for t in ENGINE_OUTPUTS if t is not DETOKENIZE_PARAMS)
 
 # --- preprocessing / postprocessing -------------------------------------------------------
-PREPROCESSING_INPUTS = ENSEMBLE_INPUTS
+# Preprocessing checks every input of the ensemble and of the BLS (the BLS hands it all it got).
+PREPROCESSING_INPUTS = BLS_INPUTS
 
-# Preprocessing resolves every engine input (defaults from the checkpoint applied), so the
-# engine never guesses.
+# Preprocessing resolves every core engine input (defaults applied), so the engine never guesses.
 PREPROCESSING_OUTPUTS: tuple[TensorSpec, ...] = tuple(
-    TensorSpec(t.name, t.dtype, t.dims, optional=False, extra=t.extra, doc=t.doc) for t in ENGINE_INPUTS
+    dataclasses.replace(t, optional=False) for t in ENGINE_CORE_INPUTS
 )
 
 POSTPROCESSING_INPUTS: tuple[TensorSpec, ...] = (
     ENGINE_OUTPUTS[0],  # output_ids
     ENGINE_OUTPUTS[1],  # sequence_length
-    TensorSpec(DETOKENIZE_PARAMS.name, DType.STRING, (1,), extra=True, doc=DETOKENIZE_PARAMS.doc),
+    dataclasses.replace(DETOKENIZE_PARAMS, optional=False),
 )
 
-POSTPROCESSING_OUTPUTS: tuple[TensorSpec, ...] = (
-    ENSEMBLE_OUTPUTS[0],  # text_output
-    ENSEMBLE_OUTPUTS[3],  # num_input_tokens
-    ENSEMBLE_OUTPUTS[4],  # num_output_tokens
-    ENSEMBLE_OUTPUTS[5],  # finish_reason
+POSTPROCESSING_OUTPUTS: tuple[TensorSpec, ...] = tuple(
+    t for t in ENSEMBLE_OUTPUTS if t.name in ("text_output", "num_input_tokens", "num_output_tokens", "finish_reason")
 )
-
 
 # Engine outputs the client receives as they are (output_ids also feeds postprocessing);
 # the other ensemble outputs come from postprocessing.
-ENGINE_TO_CLIENT: tuple[str, ...] = ("cum_log_probs", "output_log_probs", "output_ids")
+ENGINE_TO_CLIENT: tuple[str, ...] = tuple(t.name for t in ENGINE_CLIENT_OUTPUTS) + ("output_ids",)
 
 
 def by_name(specs: tuple[TensorSpec, ...]) -> dict[str, TensorSpec]:

@@ -1,4 +1,4 @@
-"""BLS calls shared by the Python models that call other models (engine_relay, llm_bls),
+"""BLS calls shared by the Python models that call other models (engine_relay, tensorrt_llm_bls),
 so neither model.py copies them.
 Imported only inside the Python-backend stub, where `triton_python_backend_utils` exists."""
 

@@ -1,5 +1,6 @@
-"""The engine step's inputs as one typed object (field names == ENGINE_INPUTS names), with
-the conversions to and from the arrays that travel between the models."""
+"""The engine step's inputs computed by preprocessing, as one typed object per prompt (field
+names == ENGINE_CORE_INPUTS names), with the conversions to and from the arrays that travel
+between the models: [n, ...] arrays for a request of n prompts, ragged rows padded."""
 
 from __future__ import annotations
 
@@ -9,10 +10,12 @@ from typing import Mapping
 
 import numpy as np
 
-from contract.tensors import ENGINE_INPUTS, DType, by_name
+from contract.tensors import ENGINE_CORE_INPUTS, DType, by_name
 from model_repository.word_lists import from_word_list, to_word_list
 
-_SPECS = by_name(ENGINE_INPUTS)
+_SPECS = by_name(ENGINE_CORE_INPUTS)
+_WORD_LISTS = ("stop_words_list", "bad_words_list")
+_VECTORS = {"input_ids": np.int32, "embedding_bias": np.float32}
 
 
 @dataclass(frozen=True)
@@ -24,6 +27,7 @@ class EngineInputs:
     pad_id: int = 0
     stop_words_list: tuple[tuple[int, ...], ...] = ()
     bad_words_list: tuple[tuple[int, ...], ...] = ()
+    embedding_bias: tuple[float, ...] = ()  # [vocab] or empty: no bias
     runtime_top_k: int = 1  # TensorRT-LLM defaults: greedy
     runtime_top_p: float = 0.0
     temperature: float = 1.0
@@ -48,52 +52,94 @@ class EngineInputs:
         """TensorRT-LLM's rule: top-k 1, or neither top-k nor top-p set."""
         return self.runtime_top_k == 1 or (self.runtime_top_k == 0 and self.runtime_top_p == 0.0)
 
-    def to_arrays(self) -> dict[str, np.ndarray]:
-        """Arrays with the batch dimension (1) in front, as Triton carries them."""
+    def row_arrays(self) -> dict[str, np.ndarray]:
+        """This prompt's arrays, without the batch dimension."""
         out: dict[str, np.ndarray] = {}
         for f in dataclasses.fields(self):
-            spec = _SPECS[f.name]
-            value = getattr(self, f.name)
-            if f.name in ("stop_words_list", "bad_words_list"):
-                arr = to_word_list([list(w) for w in value])
-            elif f.name == "input_ids":
-                arr = np.asarray(value, dtype=np.int32)
+            spec, value = _SPECS[f.name], getattr(self, f.name)
+            if f.name in _WORD_LISTS:
+                out[f.name] = to_word_list([list(w) for w in value])
+            elif f.name in _VECTORS:
+                out[f.name] = np.asarray(value, dtype=_VECTORS[f.name])
             elif spec.dtype == DType.STRING:
-                arr = np.asarray([value.encode("utf-8")], dtype=np.object_)
+                out[f.name] = np.asarray([value.encode("utf-8")], dtype=np.object_)
             else:
-                arr = np.asarray([value], dtype=spec.dtype.numpy_type)
-            out[f.name] = arr[np.newaxis, ...]
+                out[f.name] = np.asarray([value], dtype=spec.dtype.numpy_type)
         return out
+
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        """Arrays with the batch dimension (1) in front, as Triton carries them."""
+        return stack([self])
 
     @classmethod
     def from_arrays(cls, arrays: Mapping[str, np.ndarray]) -> "EngineInputs":
-        """Parse what a caller sent to the engine; absent optional inputs take defaults.
-        Raises ValueError naming the tensor on a malformed input."""
+        """One prompt's request (batch size 1); see `rows`."""
+        rows = cls.rows(arrays)
+        if len(rows) != 1:
+            raise ValueError(f"batch size {len(rows)}; send one sequence per request")
+        return rows[0]
+
+    @classmethod
+    def rows(cls, arrays: Mapping[str, np.ndarray]) -> list["EngineInputs"]:
+        """Parse what a caller sent to the engine, one object per prompt of the batch; absent
+        optional inputs take defaults.  Raises ValueError naming the tensor on a malformed input."""
         unknown = sorted(set(arrays) - set(_SPECS))
         if unknown:
             raise ValueError(f"'{unknown[0]}': not an input of the engine; allowed: {sorted(_SPECS)}")
-        values: dict[str, object] = {}
-        for name, array in arrays.items():
-            arr = np.asarray(array)
-            if arr.ndim >= 1 and arr.shape[0] != 1:
-                raise ValueError(f"'{name}': batch size {arr.shape[0]}; send one sequence per request")
-            item = arr[0] if arr.ndim >= 1 else arr
-            if name in ("stop_words_list", "bad_words_list"):
-                try:
-                    values[name] = tuple(tuple(w) for w in from_word_list(item))
-                except ValueError as e:
-                    raise ValueError(f"'{name}': {e}") from None
-            elif name == "input_ids":
-                values[name] = tuple(int(t) for t in item.reshape(-1))
-            else:
-                flat = item.reshape(-1)
-                if flat.size != 1:
-                    raise ValueError(f"'{name}': expected one value, got {flat.size}")
-                values[name] = _scalar_value(name, _SPECS[name].dtype, flat[0])
+        sizes = {name: np.asarray(a).shape[0] if np.asarray(a).ndim else 1 for name, a in arrays.items()}
+        n = max(sizes.values(), default=1)
+        mismatched = [name for name, size in sizes.items() if size != n]
+        if mismatched:
+            raise ValueError(f"'{mismatched[0]}': batch size {sizes[mismatched[0]]}, other inputs have {n}")
         for required in ("input_ids", "input_lengths", "request_output_len"):
-            if required not in values:
+            if required not in arrays:
                 raise ValueError(f"'{required}': required input is missing")
-        return cls(**values)  # type: ignore[arg-type]
+        return [cls(**_row_values({name: np.asarray(a)[i] if np.asarray(a).ndim else np.asarray(a)
+                                   for name, a in arrays.items()})) for i in range(n)]
+
+
+def stack(rows: list[EngineInputs]) -> dict[str, np.ndarray]:
+    """[n, ...] arrays of n prompts; ragged rows are padded (ids and bias with 0, word lists
+    with -1 offsets) and `input_lengths` says how much of input_ids is real."""
+    per_row = [r.row_arrays() for r in rows]
+    out = {}
+    for name in per_row[0]:
+        arrays = [row[name] for row in per_row]
+        width = max(a.shape[-1] for a in arrays)
+        padded = []
+        for a in arrays:
+            extra = width - a.shape[-1]
+            if extra and name in _WORD_LISTS:
+                a = np.concatenate([a, np.array([[0] * extra, [-1] * extra], dtype=a.dtype)], axis=-1)
+            elif extra:
+                a = np.concatenate([a, np.zeros(extra, dtype=a.dtype)])
+            padded.append(a)
+        out[name] = np.stack(padded)
+    return out
+
+
+def _row_values(row: Mapping[str, np.ndarray]) -> dict[str, object]:
+    values: dict[str, object] = {}
+    for name, item in row.items():
+        if name in _WORD_LISTS:
+            try:
+                values[name] = tuple(tuple(w) for w in from_word_list(item))
+            except ValueError as e:
+                raise ValueError(f"'{name}': {e}") from None
+        elif name == "input_ids":
+            values[name] = tuple(int(t) for t in item.reshape(-1))
+        elif name == "embedding_bias":
+            values[name] = tuple(float(b) for b in item.reshape(-1))
+        else:
+            flat = item.reshape(-1)
+            if flat.size != 1:
+                raise ValueError(f"'{name}': expected one value, got {flat.size}")
+            values[name] = _scalar_value(name, _SPECS[name].dtype, flat[0])
+    if "input_lengths" in values and "input_ids" in values:  # padded rows of a batch
+        length = values["input_lengths"]
+        if 0 <= length <= len(values["input_ids"]):
+            values["input_ids"] = values["input_ids"][:length]
+    return values
 
 
 def _scalar_value(name: str, kind: DType, value: object):

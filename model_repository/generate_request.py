@@ -13,10 +13,12 @@ from typing import Any, Mapping
 import numpy as np
 
 from contract import params
+from contract.features import INPUT_FEATURES
 from contract.params import InvalidParameter
-from contract.tensors import ENSEMBLE_INPUTS, DType, by_name
+from contract.tensors import PREPROCESSING_INPUTS, DType, by_name
 
-_SPECS = by_name(ENSEMBLE_INPUTS)
+_SPECS = by_name(PREPROCESSING_INPUTS)
+_WORD_INPUTS = ("stop_words", "bad_words", "embedding_bias_words")
 CHAT_ROLES = ("system", "user", "assistant", "tool")
 
 
@@ -48,6 +50,12 @@ class GenerateRequest:
     return_log_probs: bool = False
     skip_special_tokens: bool = True
     stop: bool = False  # a stop request: cancel the running request with the same request id
+    length_penalty: float | None = None  # beam search only: no effect with one beam
+    embedding_bias_words: tuple[str, ...] = ()
+    embedding_bias_weights: tuple[float, ...] = ()
+    # Inputs that ask the engine for a feature (contract/features.py), as sent: the
+    # preprocessor refuses those the engine lacks; the engine step reads them itself.
+    feature_inputs: tuple[tuple[str, Any], ...] = ()
 
 
 def _batch_of_one(name: str, array: np.ndarray) -> np.ndarray:
@@ -110,16 +118,33 @@ _NUMERIC = ("max_tokens", "top_k", "top_p", "temperature", "repetition_penalty",
             "frequency_penalty", "min_tokens", "seed")
 
 
+def split_rows(arrays: Mapping[str, np.ndarray]) -> list[dict[str, np.ndarray]]:
+    """A request of n prompts ([n, ...] tensors, NVIDIA's batched requests) -> n requests of one."""
+    sizes = {name: (np.asarray(a).shape[0] if np.asarray(a).ndim else 1) for name, a in arrays.items()}
+    n = max(sizes.values(), default=1)
+    for name, size in sizes.items():
+        if size != n:
+            raise InvalidParameter(name, f"batch size {size}, but other inputs of the request have {n}")
+    return [{name: np.asarray(a)[i:i + 1] if np.asarray(a).ndim else a for name, a in arrays.items()} for i in range(n)]
+
+
+def parse_generate_requests(arrays: Mapping[str, np.ndarray]) -> list[GenerateRequest]:
+    return [parse_generate_request(row) for row in split_rows(arrays)]
+
+
 def parse_generate_request(arrays: Mapping[str, np.ndarray]) -> GenerateRequest:
-    """`arrays` maps ensemble input names to what the client sent (absent inputs omitted)."""
+    """`arrays` maps input names to what the client sent for one prompt (absent inputs omitted)."""
     unknown = sorted(set(arrays) - set(_SPECS))
     if unknown:
         raise InvalidParameter(unknown[0], f"unknown input; allowed: {sorted(_SPECS)}")
     values: dict[str, Any] = {}
+    features = tuple((name, _batch_of_one(name, np.asarray(a))) for name, a in arrays.items() if name in INPUT_FEATURES)
     for name, array in arrays.items():
-        if name in ("stop_words", "bad_words"):
+        if name in _WORD_INPUTS:
             values[name] = _strings(name, array)
-        else:
+        elif name == "embedding_bias_weights":
+            values[name] = tuple(float(w) for w in _batch_of_one(name, np.asarray(array)).reshape(-1))
+        elif _SPECS[name].is_scalar and name not in INPUT_FEATURES:
             values[name] = _scalar(name, array)
     if values.get("stop"):
         return GenerateRequest(text=None, messages=None, stop=True)  # nothing else is read, as upstream
@@ -139,6 +164,10 @@ def parse_generate_request(arrays: Mapping[str, np.ndarray]) -> GenerateRequest:
     min_tokens, max_tokens = values.get("min_tokens"), values.get("max_tokens")
     if min_tokens is not None and max_tokens is not None and min_tokens > max_tokens:
         raise InvalidParameter("min_tokens", f"{min_tokens} is greater than max_tokens ({max_tokens})")
+    if values.get("embedding_bias_words") and \
+            len(values["embedding_bias_words"]) != len(values.get("embedding_bias_weights", ())):
+        raise InvalidParameter("embedding_bias_weights", "needs one weight per entry of embedding_bias_words")
     for compat in ("return_num_input_tokens", "return_num_output_tokens"):
         values.pop(compat, None)
-    return GenerateRequest(text=None if parsed_messages else text, messages=parsed_messages, **values)
+    return GenerateRequest(text=None if parsed_messages else text, messages=parsed_messages,
+                           feature_inputs=features, **values)

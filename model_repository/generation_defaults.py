@@ -1,5 +1,7 @@
-"""Generation defaults of a checkpoint: every EOS id, pad id and the sampling settings of
-its generation_config.json (falling back to config.json)."""
+"""Generation defaults of a checkpoint: every EOS id, the pad and BOS ids and the vocabulary
+size, from its generation_config.json (falling back to config.json).  Its sampling settings
+are not read: NVIDIA's ensemble contract is greedy unless the request asks to sample
+(model_repository/preprocessor.py, resolve_sampling)."""
 
 from __future__ import annotations
 
@@ -14,11 +16,6 @@ class GenerationDefaults:
     pad_id: int
     bos_id: int | None
     vocab_size: int
-    do_sample: bool = False
-    temperature: float = 1.0
-    top_k: int = 0  # 0: no top-k filtering
-    top_p: float = 1.0
-    repetition_penalty: float = 1.0
 
     @classmethod
     def from_checkpoint(cls, directory: Path) -> "GenerationDefaults":
@@ -36,11 +33,6 @@ class GenerationDefaults:
             pad_id=pad[0] if pad else eos[0],
             bos_id=bos[0] if bos else None,
             vocab_size=int(config["vocab_size"]),
-            do_sample=bool(gen.get("do_sample", False)),
-            temperature=float(gen.get("temperature", 1.0)),
-            top_k=int(gen.get("top_k", 0) or 0) if gen.get("do_sample") else 0,
-            top_p=float(gen.get("top_p", 1.0)),
-            repetition_penalty=float(gen.get("repetition_penalty", 1.0)),
         )
 
 

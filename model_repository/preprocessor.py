@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from contract.model_configs import PreprocessingParameters
+from contract.features import refusals
 from contract.params import InvalidParameter
 from model_repository.engine_inputs import EngineInputs
 from model_repository.generate_request import GenerateRequest
@@ -24,18 +25,19 @@ class Sampling:
     seed: int
 
 
-def resolve_sampling(req: GenerateRequest, defaults: GenerationDefaults) -> Sampling:
-    """Greedy unless the request (or, when it says nothing, the checkpoint) asks to sample.
-
-    temperature 0 or top_k 1 means greedy.  Greedy is sent to the engine as TensorRT-LLM
-    spells it: top_k 1, top_p 0, temperature 1.
+def resolve_sampling(req: GenerateRequest) -> Sampling:
+    """TensorRT-LLM's rule, as NVIDIA's ensemble applies it: top_k and top_p default to 0 and
+    (0, 0) is greedy, so sampling happens only when the request sets top_k > 1 or top_p > 0
+    (temperature alone does not turn it on: contract/upstream/data/nvidia_behaviours_*.json);
+    temperature 0 or top_k 1 is greedy too.  Greedy goes to the engine as TensorRT-LLM
+    spells it: top_k 1, top_p 0, temperature 1.  The checkpoint's generation_config sampling
+    defaults are not applied here (NVIDIA's ensemble does not read them); our client and
+    OpenAI front send what their callers ask for.
     """
-    explicit = any(v is not None for v in (req.temperature, req.top_k, req.top_p))
-    temperature = defaults.temperature if req.temperature is None else req.temperature
-    top_k = defaults.top_k if req.top_k is None else req.top_k
-    top_p = defaults.top_p if req.top_p is None else req.top_p
-    sample = (temperature > 0 and top_k != 1) if explicit else defaults.do_sample
-    if not sample:
+    top_k = req.top_k or 0
+    top_p = req.top_p or 0.0
+    temperature = 1.0 if req.temperature is None else req.temperature
+    if temperature == 0 or top_k == 1 or (top_k == 0 and top_p == 0):
         return Sampling(top_k=1, top_p=0.0, temperature=1.0, seed=req.seed or 0)
     seed = req.seed if req.seed is not None else secrets.randbits(63)
     return Sampling(top_k=top_k, top_p=top_p, temperature=temperature, seed=seed)
@@ -44,6 +46,7 @@ def resolve_sampling(req: GenerateRequest, defaults: GenerationDefaults) -> Samp
 class Preprocessor:
     def __init__(self, params: PreprocessingParameters, tokenizer=None) -> None:
         self.params = params
+        self.engine = params.engine()
         self.defaults = GenerationDefaults.from_checkpoint(params.tokenizer_dir)
         self.tokenizer = tokenizer if tokenizer is not None else load_tokenizer(params.tokenizer_dir)
 
@@ -77,6 +80,8 @@ class Preprocessor:
     def __call__(self, req: GenerateRequest) -> EngineInputs:
         if req.stop:  # forwarded to the engine step under the same request id
             return EngineInputs.stop_request()
+        for name, reason in refusals(dict(req.feature_inputs), self.engine):
+            raise InvalidParameter(name, reason)
         limits = self.params
         ids = self.prompt_ids(req)
         if not ids:
@@ -103,7 +108,7 @@ class Preprocessor:
         for word in req.stop_words:
             stop_rows += [v for v in self.word_variants(word) if v not in stop_rows]
         bad_rows = [v for word in req.bad_words for v in self.word_variants(word)]
-        sampling = resolve_sampling(req, self.defaults)
+        sampling = resolve_sampling(req)
         post = PostprocessParams(
             stream_id=uuid.uuid4().hex,
             max_tokens=max_tokens,
@@ -112,7 +117,8 @@ class Preprocessor:
             streaming=req.stream,
             stop_strings=req.stop_words,
             skip_special_tokens=req.skip_special_tokens,
-            echo_text="" if req.exclude_input_in_output else (req.text or ""),
+            # NVIDIA never streams the prompt back (upstream row streaming_never_echoes).
+            echo_text="" if req.exclude_input_in_output or req.stream else (req.text or ""),
         )
         return EngineInputs(
             input_ids=tuple(ids),
@@ -122,10 +128,11 @@ class Preprocessor:
             pad_id=self.defaults.pad_id if req.pad_id is None else req.pad_id,
             stop_words_list=tuple(stop_rows),
             bad_words_list=tuple(bad_rows),
+            embedding_bias=self.embedding_bias(req),
             runtime_top_k=sampling.top_k,
             runtime_top_p=sampling.top_p,
             temperature=sampling.temperature,
-            repetition_penalty=self.defaults.repetition_penalty if req.repetition_penalty is None else req.repetition_penalty,
+            repetition_penalty=1.0 if req.repetition_penalty is None else req.repetition_penalty,
             presence_penalty=req.presence_penalty or 0.0,
             frequency_penalty=req.frequency_penalty or 0.0,
             min_tokens=req.min_tokens or 0,
@@ -135,6 +142,18 @@ class Preprocessor:
             streaming=req.stream,
             detokenize_params=post.to_json(),
         )
+
+
+    def embedding_bias(self, req: GenerateRequest) -> tuple[float, ...]:
+        """[vocab] logit bias: each word's weight added on the tokens of the word (as NVIDIA's
+        preprocessing builds it); empty when the request has none."""
+        if not req.embedding_bias_words:
+            return ()
+        bias = [0.0] * self.defaults.vocab_size
+        for word, weight in zip(req.embedding_bias_words, req.embedding_bias_weights):
+            for token in self.tokenizer.encode(word, add_special_tokens=False):
+                bias[token] += weight
+        return tuple(bias)
 
 
 def load_tokenizer(directory: Path):

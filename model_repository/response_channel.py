@@ -73,3 +73,50 @@ class ResponseChannel:
 
     def finish(self, response: Any = None) -> bool:
         return self.send(response, final=True)
+
+
+class SharedChannel:
+    """The n prompts of one batched request answer through one ResponseChannel (NVIDIA's
+    batched requests: one response stream, each response tagged with its batch_index).  A
+    row's final response goes out as final only when it is the last row to end."""
+
+    def __init__(self, channel: ResponseChannel, rows: int) -> None:
+        self.channel = channel
+        self._remaining = rows
+        self._lock = threading.Lock()
+
+    def row(self) -> "RowChannel":
+        return RowChannel(self)
+
+    def _send(self, response: Any, final: bool) -> bool:
+        with self._lock:
+            if final:
+                self._remaining -= 1
+            last = self._remaining <= 0
+        if response is None and not (final and last):
+            return True  # a row's empty final: nothing to say until the last row ends
+        return self.channel.send(response, final=final and last)
+
+
+class RowChannel:
+    """One prompt's view of a SharedChannel (the ResponseChannel interface)."""
+
+    def __init__(self, shared: SharedChannel) -> None:
+        self._shared = shared
+        self._done = False
+
+    @property
+    def closed(self) -> bool:
+        return self._done or self._shared.channel.closed
+
+    def is_cancelled(self) -> bool:
+        return self._shared.channel.is_cancelled()
+
+    def send(self, response: Any = None, final: bool = False) -> bool:
+        if self._done:
+            return False
+        self._done = final
+        return self._shared._send(response, final)
+
+    def finish(self, response: Any = None) -> bool:
+        return self.send(response, final=True)

@@ -10,6 +10,7 @@ from typing import Any, Callable, Mapping, TypeVar
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
+from contract import features
 from contract.model_parameters import from_parameters
 from contract.tensors import STOP, DType, TensorSpec
 from model_repository.response_channel import ResponseChannel
@@ -43,6 +44,8 @@ def output_tensors(values: Mapping[str, Any], specs: tuple[TensorSpec, ...]) -> 
             array = np.asarray(value, dtype=np.object_)
         else:
             array = np.asarray(value, dtype=spec.dtype.numpy_type)
+        if spec.wire_shape is not None:  # e.g. text_output: 1-D per response, as NVIDIA sends it
+            array = array.reshape(spec.wire_shape)
         tensors.append(pb_utils.Tensor(spec.name, array))
     return tensors
 
@@ -70,6 +73,15 @@ def response_channel(request) -> ResponseChannel:
 def fail(channel: ResponseChannel, message: str, code: str = "INVALID_ARG") -> None:
     """End a decoupled request with an error (its final response)."""
     channel.finish(error_response(message, code))
+
+
+def parameter_problems(request) -> list[str]:
+    """The request's parameters that no model of ours honours (contract/features.py)."""
+    try:
+        parameters = json.loads(request.parameters() or "{}")
+    except ValueError:
+        return ["the request parameters are not valid JSON"]
+    return features.parameter_problems(parameters)
 
 
 def is_stop(request) -> bool:

@@ -16,7 +16,6 @@ from model_repository.cpu_engine.runner import HandleStatus
 from model_repository.engine_inputs import EngineInputs
 
 WARM_UP_REQUEST_ID = 2**62  # never reached by the runner's counter
-UNSUPPORTED_MESSAGE = "'{field}' is not supported by the CPU engine (OpenVINO GenAI has no such control)"
 
 _STATUS = {
     "RUNNING": HandleStatus.RUNNING,
@@ -25,11 +24,6 @@ _STATUS = {
     "CANCEL": HandleStatus.CANCELLED,
     "IGNORED": HandleStatus.IGNORED,
 }
-
-
-def unsupported_fields(request: EngineInputs) -> list[str]:
-    """Engine inputs the CPU engine cannot honour; such requests are rejected."""
-    return ["bad_words_list"] if request.bad_words_list else []
 
 
 def generation_config(request: EngineInputs):

@@ -3,21 +3,30 @@ engine contract to `target_model` (the C++ `tensorrt_llm` model) as a streamed B
 and returns detokenize_params with every response.  The logic is model_repository.relay;
 this file only converts Triton objects."""
 
+import numpy as np
 import triton_python_backend_utils as pb_utils
 
 from contract.tensors import DETOKENIZE_PARAMS
 from model_repository import bls_calls, triton_io
+from model_repository.bls_pipeline import row_of
 from model_repository.relay import FORWARDED_INPUTS
 
 
 class TritonRelaySink(bls_calls.SenderSink):
     def __init__(self, channel, echo):
         super().__init__(channel)
-        self._echo = echo  # numpy array; a fresh Tensor per response
+        self._echo = echo  # [n, 1]: the row of each response is its batch_index
 
     def forward(self, response):
-        echo = pb_utils.Tensor(DETOKENIZE_PARAMS.name, self._echo)
-        self.channel.send(pb_utils.InferenceResponse(output_tensors=response.output_tensors() + [echo]))
+        tensors = response.output_tensors()
+        engine = {t.name(): t.as_numpy() for t in tensors}
+        row = row_of(engine)
+        extra = [pb_utils.Tensor(DETOKENIZE_PARAMS.name, self._echo[row:row + 1])]
+        if "batch_index" not in engine:  # TensorRT-LLM sends it only for a batched request
+            extra.append(pb_utils.Tensor("batch_index", np.array([[row]], dtype=np.int32)))
+        if "sequence_index" not in engine:
+            extra.append(pb_utils.Tensor("sequence_index", np.zeros((1, 1), dtype=np.int32)))
+        self.channel.send(pb_utils.InferenceResponse(output_tensors=tensors + extra))
 
 
 class TritonPythonModel:

@@ -50,7 +50,7 @@ def server(repository, serve):
 
 @pytest.fixture(scope="session")
 def relay_server(default_engine, tmp_path_factory, serve):
-    """The GPU wiring (ensemble -> engine_relay -> engine, llm_bls -> engine_relay's target)
+    """The GPU wiring (ensemble -> engine_relay -> engine, tensorrt_llm_bls -> engine_relay's target)
     with the CPU engine behind the relay."""
     repository = tmp_path_factory.mktemp("relayed") / "repository"
     render_repository(default_engine, repository, relay=True)

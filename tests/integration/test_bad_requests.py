@@ -40,7 +40,7 @@ CASES = [
     (dict(text_input="hi", max_tokens=-5), "max_tokens", "outside the allowed range"),
     (dict(text_input="hi", max_tokens=0), "max_tokens", "outside the allowed range"),
     (dict(text_input="hi", max_tokens=100_000), "max_tokens", "max_seq_len"),
-    (dict(text_input="hi", top_p=1.5), "top_p", "outside the allowed range (0, 1]"),
+    (dict(text_input="hi", top_p=1.5), "top_p", "outside the allowed range [0, 1]"),
     (dict(text_input="hi", temperature=-1.0), "temperature", "outside"),
     (dict(text_input="hi", top_k=-1), "top_k", "outside"),
     (dict(text_input="hi", repetition_penalty=0.0), "repetition_penalty", "outside"),
@@ -50,7 +50,7 @@ CASES = [
     (dict(text_input="hi", messages='[{"role": "user", "content": "x"}]'), "messages", "either"),
     (dict(messages="{not json"), "messages", "JSON"),
     (dict(text_input="hi", end_id=10**6), "end_id", "not a token id"),
-    (dict(text_input="hi", bad_words=["the"]), "bad_words_list", "not supported by the CPU engine"),
+    (dict(text_input="hi", bad_words=["the"]), "bad_words", "which the CPU engine (OpenVINO GenAI) does not support"),
 ]
 
 

@@ -1,6 +1,6 @@
 """Cancelling a stream frees its engine slot at once; many cancellations leak nothing.
 
-The client addresses only the model it called (`ensemble` or `llm_bls`): it cancels its gRPC
+The client addresses only the model it called (`ensemble` or `tensorrt_llm_bls`): it cancels its gRPC
 stream and sends `stop` under the same request id to that model, which every step forwards
 to the engine (contract/tensors.py, STOP)."""
 

@@ -55,18 +55,27 @@ def test_non_streaming_request_through_the_relay(relay_client, client):
     assert relayed.text == client.generate(PROMPTS[0], GREEDY, stream=False).text
 
 
-def test_engine_errors_pass_through_the_relay(relay_client):
-    # The CPU engine rejects bad words (OpenVINO GenAI has no such control): an engine error.
-    with pytest.raises(InvalidRequestError, match="bad_words_list"):
-        relay_client.generate("Hello", SamplingParams(max_tokens=8, bad_words=("cat",)))
+def test_engine_errors_pass_through_the_relay(relay_server, relay_client):
+    # The CPU engine rejects bad words (OpenVINO GenAI has no such control): an engine error,
+    # sent straight to the relay (through the ensemble, preprocessing refuses it first).
+    inputs = _engine_request(4, bad_words_list=((9690,),))
+    responses: queue.Queue = queue.Queue()
+    client = grpcclient.InferenceServerClient(relay_server.settings.grpc_url)
+    client.start_stream(callback=lambda result, error: responses.put((result, error)))
+    try:
+        client.async_stream_infer(names.ENGINE_RELAY, inputs, enable_empty_final_response=True)
+        result, error = responses.get(timeout=30)
+    finally:
+        client.stop_stream()
+    assert error is not None and "'bad_words_list' asks for bad words" in str(error) and "[INVALID_ARG]" in str(error)
     # and the server is fine afterwards
     assert relay_client.generate("Hello", SamplingParams(max_tokens=4, temperature=0.0)).completion_tokens == 4
 
 
-def _engine_request(n_tokens: int) -> list[grpcclient.InferInput]:
+def _engine_request(n_tokens: int, **fields) -> list[grpcclient.InferInput]:
     specs = by_name(ENGINE_INPUTS)
     request = EngineInputs(input_ids=(1, 9690, 28, 2), input_lengths=4, request_output_len=n_tokens, end_id=-1,
-                           streaming=True, detokenize_params='{"echo": "me"}')
+                           streaming=True, detokenize_params='{"echo": "me"}', **fields)
     inputs = []
     for name, array in request.to_arrays().items():
         tensor = grpcclient.InferInput(name, list(array.shape), specs[name].dtype.wire_name)

@@ -19,7 +19,7 @@ from contract import names
 from serving.launcher import ServerSettings, TritonServer
 from tests.integration import test_bad_requests as cpu_bad_requests
 from tests.integration import test_engine_relay as relay_tests
-from tests.integration import test_llm_bls as bls_tests
+from tests.integration import test_tensorrt_llm_bls as bls_tests
 from tests.integration.conftest import ROOT
 from tests.integration.test_concurrency import test_sixteen_concurrent_streams  # noqa: F401  (runs here too)
 from tests.integration.test_streaming_text import (  # noqa: F401  (the same tests, GPU fixtures)

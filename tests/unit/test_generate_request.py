@@ -43,9 +43,25 @@ def test_messages():
     ({"messages": s('[{"role": "robot", "content": "x"}]')}, "messages", "role"),
     ({"text_input": np.array([[b"a"], [b"b"]], dtype=object)}, "text_input", "batch size 2"),
     ({"text_input": s("x"), "stop_words": np.array([[b"x"] * 65], dtype=object)}, "stop_words", "at most 64"),
-    ({"text_input": s("x"), "lora_weights": n(1, np.float32)}, "lora_weights", "unknown input"),
+    ({"text_input": s("x"), "beam_widht": n(1, np.int32)}, "beam_widht", "unknown input"),
 ])
 def test_errors_name_the_field(arrays, field, message):
     with pytest.raises(InvalidParameter, match=message) as e:
         parse_generate_request(arrays)
     assert e.value.field == field
+
+
+def test_a_batch_of_prompts_is_one_request_per_prompt():
+    from model_repository.generate_request import parse_generate_requests
+
+    rows = parse_generate_requests({"text_input": np.array([[b"a"], [b"b"], [b"c"]], dtype=object),
+                                    "max_tokens": np.array([[5], [6], [7]], dtype=np.int32)})
+    assert [(r.text, r.max_tokens) for r in rows] == [("a", 5), ("b", 6), ("c", 7)]
+    with pytest.raises(InvalidParameter, match="batch size 1, but other inputs of the request have 3"):
+        parse_generate_requests({"text_input": np.array([[b"a"], [b"b"], [b"c"]], dtype=object),
+                                 "max_tokens": np.array([[5]], dtype=np.int32)})
+
+
+def test_inputs_that_ask_for_engine_features_travel_as_sent():
+    req = parse_generate_request({"text_input": s("x"), "beam_width": n(1, np.int32), "lora_task_id": n(3, np.uint64)})
+    assert dict(req.feature_inputs).keys() == {"beam_width", "lora_task_id"}

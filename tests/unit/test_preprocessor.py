@@ -3,12 +3,14 @@
 import dataclasses
 import json
 
+import numpy as np
 import pytest
+
+from contract.features import CPU_ENGINE
 
 from contract.model_configs import PreprocessingParameters
 from contract.params import InvalidParameter
 from model_repository.generate_request import ChatMessage, GenerateRequest
-from model_repository.generation_defaults import GenerationDefaults
 from model_repository.postprocess_params import PostprocessParams
 from model_repository.preprocessor import Preprocessor, resolve_sampling
 
@@ -16,7 +18,7 @@ from model_repository.preprocessor import Preprocessor, resolve_sampling
 @pytest.fixture(scope="module")
 def pre(default_checkpoint):
     return Preprocessor(PreprocessingParameters(tokenizer_dir=default_checkpoint, max_input_len=64, max_seq_len=100,
-                                                default_max_tokens=20))
+                                                default_max_tokens=20, engine_label=CPU_ENGINE.label))
 
 
 def req(**kw):
@@ -64,28 +66,25 @@ def test_extra_eos_ids_become_stop_words(default_checkpoint, tmp_path):
     assert PostprocessParams.from_json(engine.detokenize_params).end_ids == (2, 0)
 
 
-def defaults(**kw):
-    return GenerationDefaults(**({"eos_ids": (2,), "pad_id": 2, "bos_id": 1, "vocab_size": 100} | kw))
-
-
-@pytest.mark.parametrize("request_kw,default_kw,greedy", [
-    ({}, {}, True),
-    ({}, {"do_sample": True, "temperature": 0.7}, False),
-    ({"temperature": 0.0}, {"do_sample": True}, True),
-    ({"temperature": 0.8}, {}, False),
-    ({"top_k": 1, "temperature": 0.8}, {}, True),
-    ({"top_p": 0.9}, {}, False),
+@pytest.mark.parametrize("request_kw,greedy", [
+    ({}, True),
+    ({"temperature": 0.8}, True),  # NVIDIA's contract: temperature alone does not sample
+    ({"temperature": 0.8, "top_p": 1.0}, False),
+    ({"temperature": 0.0, "top_k": 50}, True),
+    ({"top_k": 1, "temperature": 0.8, "top_p": 0.9}, True),
+    ({"top_k": 40}, False),
+    ({"top_p": 0.9}, False),
 ])
-def test_sampling_resolution(request_kw, default_kw, greedy):
-    s = resolve_sampling(req(**request_kw), defaults(**default_kw))
+def test_sampling_follows_tensorrt_llm(request_kw, greedy):
+    s = resolve_sampling(req(**request_kw))
     assert (s.top_k == 1) == greedy
     if not greedy:
-        assert s.temperature > 0 and 0 < s.top_p <= 1
+        assert s.temperature > 0 and (s.top_k > 1 or 0 < s.top_p <= 1)
 
 
 def test_seed_is_kept_or_drawn():
-    assert resolve_sampling(req(temperature=1.0, seed=7), defaults()).seed == 7
-    seeds = {resolve_sampling(req(temperature=1.0), defaults()).seed for _ in range(5)}
+    assert resolve_sampling(req(top_p=1.0, seed=7)).seed == 7
+    seeds = {resolve_sampling(req(top_p=1.0)).seed for _ in range(5)}
     assert len(seeds) > 1
 
 
@@ -93,3 +92,21 @@ def test_every_request_gets_its_own_stream_id(pre):
     a, b = pre(req()), pre(req())
     assert PostprocessParams.from_json(a.detokenize_params).stream_id != PostprocessParams.from_json(b.detokenize_params).stream_id
     assert dataclasses.replace(a, detokenize_params="") == dataclasses.replace(b, detokenize_params="")
+
+
+@pytest.mark.parametrize("inputs,refused", [
+    ({"beam_width": 1, "num_return_sequences": 1, "return_context_logits": False}, None),
+    ({"beam_width": 2}, "beam_width"),
+    ({"lora_task_id": 0}, "lora_task_id"),
+    ({"guided_decoding_guide_type": "json"}, "guided_decoding_guide_type"),
+    ({"guided_decoding_guide_type": ""}, None),
+    ({"return_perf_metrics": True}, "return_perf_metrics"),
+])
+def test_inputs_the_engine_cannot_honour_are_refused_naming_it(pre, inputs, refused):
+    request = req(feature_inputs=tuple((k, np.array([v])) for k, v in inputs.items()))
+    if refused is None:
+        pre(request)
+        return
+    with pytest.raises(InvalidParameter, match="the CPU engine") as e:
+        pre(request)
+    assert e.value.field == refused

@@ -163,7 +163,8 @@ def test_watcher_check_once_ignores_live_and_already_cancelled_relays():
 
 def test_relay_contract_names():
     assert "detokenize_params" not in FORWARDED_INPUTS and "stop" not in FORWARDED_INPUTS
-    assert REQUESTED_OUTPUTS == ("output_ids", "sequence_length", "cum_log_probs", "output_log_probs")
+    assert REQUESTED_OUTPUTS[:4] == ("output_ids", "sequence_length", "cum_log_probs", "output_log_probs")
+    assert {"batch_index", "sequence_index", "kv_cache_reused_blocks", "context_logits"} <= set(REQUESTED_OUTPUTS)
     stop = stop_request_arrays()
     assert set(stop) == {"input_ids", "input_lengths", "request_output_len", "stop"} and bool(stop["stop"][0, 0])
 
@@ -173,11 +174,17 @@ def test_llm_bls_dataflow_helpers():
 
     from model_repository.bls_pipeline import client_outputs, engine_request, postprocessing_request
 
-    pre = {"input_ids": np.array([[1, 2]]), "input_lengths": np.array([[2]]), "detokenize_params": np.array([[b"{}"]])}
-    engine, params = engine_request(pre)
-    assert set(engine) == {"input_ids", "input_lengths"} and params is pre["detokenize_params"]
-    response = {"output_ids": np.array([[[5]]]), "sequence_length": np.array([[1]]), "cum_log_probs": np.array([[0.0]])}
-    assert set(postprocessing_request(response, params)) == {"output_ids", "sequence_length", "detokenize_params"}
+    pre = {"input_ids": np.array([[1, 2], [3, 0]]), "input_lengths": np.array([[2], [1]]),
+           "detokenize_params": np.array([[b"row0"], [b"row1"]], dtype=object)}
+    client = {"text_input": np.array([[b"a"], [b"b"]], dtype=object), "length_penalty": np.ones((2, 1), np.float32)}
+    engine, params = engine_request(pre, client)
+    assert set(engine) == {"input_ids", "input_lengths", "len_penalty"} and params is pre["detokenize_params"]
+    response = {"output_ids": np.array([[[5]]]), "sequence_length": np.array([[1]]), "cum_log_probs": np.array([[0.0]]),
+                "batch_index": np.array([[1]], dtype=np.int32)}
+    post_request = postprocessing_request(response, params)
+    assert set(post_request) == {"output_ids", "sequence_length", "detokenize_params"}
+    assert post_request["detokenize_params"].tolist() == [[b"row1"]]  # the response's own prompt
     post = {"text_output": 1, "num_input_tokens": 2, "num_output_tokens": 3, "finish_reason": 4}
     out = client_outputs(response, post)
-    assert set(out) == set(post) | {"output_ids", "cum_log_probs"}  # output_log_probs was not sent
+    # output_log_probs was not sent; sequence_index is always there
+    assert set(out) == set(post) | {"output_ids", "cum_log_probs", "batch_index", "sequence_index"}

@@ -111,3 +111,19 @@ def test_the_unguarded_sender_does_fail_this_way():
     except FreedFactory:
         return
     raise AssertionError("the fake sender should refuse a query after the final response")
+
+
+def test_rows_of_a_batched_request_share_one_final():
+    from model_repository.response_channel import SharedChannel
+
+    sender = FakeSender()
+    shared = SharedChannel(ResponseChannel(sender, FINAL), rows=3)
+    a, b, c = shared.row(), shared.row(), shared.row()
+    a.send("a1")
+    a.finish("a2")  # row a ends: not the stream
+    b.finish()  # an empty final of a row says nothing
+    c.send("c1")
+    assert sender.factory_alive
+    c.finish("c2")
+    assert sender.sent == [("a1", 0), ("a2", 0), ("c1", 0), ("c2", FINAL)]
+    assert a.send("late") is False

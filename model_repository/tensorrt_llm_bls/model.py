@@ -1,4 +1,4 @@
-"""Triton adapter of llm_bls: the ensemble's inputs and outputs, preprocessing -> engine ->
+"""Triton adapter of tensorrt_llm_bls: the ensemble's inputs and outputs, preprocessing -> engine ->
 postprocessing as BLS calls, so that a client's cancellation reaches the engine.  The logic
 is model_repository.bls_pipeline and model_repository.relay; this file only converts
 Triton objects."""
@@ -6,12 +6,12 @@ Triton objects."""
 import triton_python_backend_utils as pb_utils
 
 from contract import names
-from contract.tensors import ENSEMBLE_INPUTS, PREPROCESSING_OUTPUTS
+from contract.tensors import BLS_INPUTS, PREPROCESSING_OUTPUTS
 from model_repository import bls_calls, triton_io
 from model_repository.bls_pipeline import (POSTPROCESSING_OUTPUT_NAMES, client_outputs, engine_request,
                                            postprocessing_request)
 
-ENSEMBLE_INPUT_NAMES = tuple(t.name for t in ENSEMBLE_INPUTS)
+BLS_INPUT_NAMES = tuple(t.name for t in BLS_INPUTS)
 PREPROCESSING_OUTPUT_NAMES = tuple(t.name for t in PREPROCESSING_OUTPUTS)
 
 
@@ -31,7 +31,7 @@ class PipelineSink(bls_calls.SenderSink):
 
 class TritonPythonModel:
     def initialize(self, args):
-        self.params, self.pool = bls_calls.start_relays("llm_bls", args)
+        self.params, self.pool = bls_calls.start_relays("tensorrt_llm_bls", args)
 
     def execute(self, requests):
         for request in requests:
@@ -39,13 +39,17 @@ class TritonPythonModel:
             if triton_io.is_stop(request):
                 triton_io.answer_stop(channel, request.request_id(), self.pool.cancel_id)
                 continue
-            try:  # tokenizing here keeps preprocessing's errors (and their codes) as they are
-                preprocessed = bls_calls.call(names.PREPROCESSING, bls_calls.copied_arrays(request, ENSEMBLE_INPUT_NAMES),
-                                              PREPROCESSING_OUTPUT_NAMES)
+            problems = triton_io.parameter_problems(request)
+            if problems:
+                triton_io.fail(channel, "; ".join(problems))
+                continue
+            arrays = bls_calls.copied_arrays(request, BLS_INPUT_NAMES)
+            try:  # preprocessing checks every input (and keeps its errors and their codes as they are)
+                preprocessed = bls_calls.call(names.PREPROCESSING, arrays, PREPROCESSING_OUTPUT_NAMES)
             except bls_calls.BlsError as e:
                 channel.finish(pb_utils.InferenceResponse(error=pb_utils.TritonError(str(e))))
                 continue
-            engine, detokenize_params = engine_request(preprocessed)
+            engine, detokenize_params = engine_request(preprocessed, arrays)
             bls_calls.relay_stream(self.pool, self.params.target_model, engine, PipelineSink(channel, detokenize_params),
                                    request.request_id(), "bls")
         return None

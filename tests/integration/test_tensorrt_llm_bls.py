@@ -1,4 +1,4 @@
-"""llm_bls on a real Triton 2.51 server with the CPU engine: the ensemble's contract and
+"""tensorrt_llm_bls on a real Triton 2.51 server with the CPU engine: the ensemble's contract and
 results, errors passed on, and - its reason to exist - a client's cancellation reaches the
 engine (an ensemble's does not: Triton only cancels steps scheduled after the cancel)."""
 
@@ -40,7 +40,7 @@ def test_non_streaming_and_stop_strings(bls_client, client):
 
 
 def test_errors_keep_their_code(bls_client):
-    with pytest.raises(InvalidRequestError, match="bad_words_list"):  # the engine's
+    with pytest.raises(InvalidRequestError, match="'bad_words': asks for bad words"):  # the engine has none
         bls_client.generate("Hello", SamplingParams(max_tokens=8, bad_words=("cat",)))
     with pytest.raises(InvalidRequestError, match="max_input_len"):  # preprocessing's
         bls_client.generate("word " * 3000, SamplingParams(max_tokens=8))

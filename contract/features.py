@@ -1,0 +1,174 @@
+"""Which request inputs ask an engine for a feature, and which features each engine has.
+
+NVIDIA's ensemble and BLS declare inputs for features a given deployment may not have
+(beam search, LoRA, guided decoding, prompt tables, logits, ...).  We declare every one of
+them (contract/tensors.py) and never ignore one: a request that sends such an input with a
+value that asks for something (a non-neutral value) is refused with INVALID_ARG naming the
+input and the engine, unless the engine has the feature.  Neutral values (beam_width 1,
+return_context_logits false, an empty word list, ...) are accepted everywhere, so NVIDIA's
+clients, which always send some of them, work unchanged.
+
+The same goes for request parameters (Triton's HTTP `generate` turns unknown JSON keys into
+parameters): only the keys listed here are accepted.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Mapping
+
+import numpy as np
+
+
+class Feature(str, enum.Enum):
+    BEAM_SEARCH = "beam search"
+    MULTIPLE_SEQUENCES = "more than one sequence per prompt"
+    CONTEXT_LOGITS = "context logits"
+    GENERATION_LOGITS = "generation logits"
+    PERF_METRICS = "per-request perf metrics"
+    EMBEDDING_BIAS = "logit bias (embedding_bias)"
+    BAD_WORDS = "bad words"
+    PROMPT_TABLE = "prompt tables (p-tuning)"
+    LORA = "LoRA adapters"
+    GUIDED_DECODING = "guided decoding"
+    ENCODER_DECODER = "encoder-decoder models"
+    MULTIMODAL = "image and video inputs"
+    DRAFT_MODEL = "draft-model speculative decoding"
+
+
+def _flat(value: Any) -> np.ndarray:
+    return np.asarray(value, dtype=object if isinstance(value, (str, bytes)) else None).reshape(-1)
+
+
+def _absent(value: Any) -> bool:
+    """Nothing in it: no elements, or only empty strings / zeros."""
+    flat = _flat(value)
+    return all((v in (b"", "") if isinstance(v, (bytes, str)) else not v) for v in flat.tolist())
+
+
+def _no_words(value: Any) -> bool:
+    """A TensorRT-LLM word list ([..., 2, n]: ids, then end offsets padded with -1) holding no word."""
+    array = np.asarray(value)
+    return array.size == 0 or bool((array.reshape(-1, 2, array.shape[-1])[:, 1, :] < 0).all())
+
+
+def _equals(expected: Any) -> Callable[[Any], bool]:
+    return lambda value: all(v == expected for v in _flat(value).tolist())
+
+
+@dataclass(frozen=True)
+class InputUse:
+    feature: Feature
+    neutral: Callable[[Any], bool]  # true for the values that ask for nothing
+    neutral_text: str  # those values, for messages
+
+
+_ABSENT, _FALSE, _ONE = (_absent, "nothing (leave it out)"), (_absent, "false"), (_equals(1), "1")
+
+# Ensemble / BLS input -> the feature a non-neutral value asks for.
+INPUT_FEATURES: dict[str, InputUse] = {
+    name: InputUse(feature, *neutral) for name, feature, neutral in (
+        ("beam_width", Feature.BEAM_SEARCH, _ONE),
+        ("num_return_sequences", Feature.MULTIPLE_SEQUENCES, _ONE),
+        ("return_context_logits", Feature.CONTEXT_LOGITS, _FALSE),
+        ("return_generation_logits", Feature.GENERATION_LOGITS, _FALSE),
+        ("return_perf_metrics", Feature.PERF_METRICS, _FALSE),
+        ("embedding_bias_words", Feature.EMBEDDING_BIAS, _ABSENT),
+        ("embedding_bias_weights", Feature.EMBEDDING_BIAS, _ABSENT),
+        ("bad_words", Feature.BAD_WORDS, _ABSENT),
+        ("prompt_embedding_table", Feature.PROMPT_TABLE, _ABSENT),
+        ("prompt_table_extra_id", Feature.PROMPT_TABLE, _ABSENT),
+        ("prompt_vocab_size", Feature.PROMPT_TABLE, _ABSENT),
+        ("lora_task_id", Feature.LORA, (lambda v: False, "nothing (leave it out)")),
+        ("lora_weights", Feature.LORA, _ABSENT),
+        ("lora_config", Feature.LORA, _ABSENT),
+        ("guided_decoding_guide_type", Feature.GUIDED_DECODING, _ABSENT),
+        ("guided_decoding_guide", Feature.GUIDED_DECODING, _ABSENT),
+        ("decoder_text_input", Feature.ENCODER_DECODER, _ABSENT),
+        ("image_input", Feature.MULTIMODAL, _ABSENT),
+        ("image_bytes_input", Feature.MULTIMODAL, _ABSENT),
+        ("image_url_input", Feature.MULTIMODAL, _ABSENT),
+        ("image_sizes_input", Feature.MULTIMODAL, _ABSENT),
+        ("video_bytes_input", Feature.MULTIMODAL, _ABSENT),
+        ("num_draft_tokens", Feature.DRAFT_MODEL, _ABSENT),
+        ("use_draft_logits", Feature.DRAFT_MODEL, _FALSE),
+    )
+}
+
+# The same inputs under the engine's names (what an engine model sees).
+ENGINE_INPUT_FEATURES: dict[str, InputUse] = {
+    "beam_width": INPUT_FEATURES["beam_width"],
+    "num_return_sequences": INPUT_FEATURES["num_return_sequences"],
+    "return_context_logits": INPUT_FEATURES["return_context_logits"],
+    "return_generation_logits": INPUT_FEATURES["return_generation_logits"],
+    "return_perf_metrics": INPUT_FEATURES["return_perf_metrics"],
+    "embedding_bias": InputUse(Feature.EMBEDDING_BIAS, _absent, "an empty or all-zero bias"),
+    "bad_words_list": InputUse(Feature.BAD_WORDS, _no_words, "an empty list"),
+    "prompt_embedding_table": INPUT_FEATURES["prompt_embedding_table"],
+    "prompt_vocab_size": INPUT_FEATURES["prompt_vocab_size"],
+    "lora_task_id": INPUT_FEATURES["lora_task_id"],
+    "lora_weights": INPUT_FEATURES["lora_weights"],
+    "lora_config": INPUT_FEATURES["lora_config"],
+    "guided_decoding_guide_type": INPUT_FEATURES["guided_decoding_guide_type"],
+    "guided_decoding_guide": INPUT_FEATURES["guided_decoding_guide"],
+}
+
+
+@dataclass(frozen=True)
+class EngineFeatures:
+    """What one deployed engine honours, and how messages name it."""
+
+    label: str  # e.g. "the CPU engine (OpenVINO GenAI)"
+    features: frozenset[Feature]
+
+    def to_parameter(self) -> str:
+        return ",".join(sorted(f.name for f in self.features))
+
+    @classmethod
+    def from_parameter(cls, label: str, value: str) -> "EngineFeatures":
+        names = [n for n in (v.strip() for v in value.split(",")) if n]
+        unknown = [n for n in names if n not in Feature.__members__]
+        if unknown:
+            raise ValueError(f"'engine_features': unknown {unknown}; allowed: {sorted(Feature.__members__)}")
+        return cls(label, frozenset(Feature[n] for n in names))
+
+
+CPU_ENGINE = EngineFeatures("the CPU engine (OpenVINO GenAI)", frozenset())
+# What the C++ tensorrt_llm backend honours for every engine this kit builds (the logits
+# need engines built to gather them, LoRA a LoRA engine, guided decoding a configured
+# backend: none of which the kit builds yet).
+TRTLLM_ENGINE = EngineFeatures("TensorRT-LLM (engine flow)",
+                               frozenset({Feature.PERF_METRICS, Feature.EMBEDDING_BIAS, Feature.BAD_WORDS}))
+
+
+def refusals(values: Mapping[str, Any], engine: EngineFeatures,
+             uses: Mapping[str, InputUse] = INPUT_FEATURES) -> list[tuple[str, str]]:
+    """(input, reason) for every input that asks `engine` for a feature it lacks."""
+    out = []
+    for name, value in values.items():
+        use = uses.get(name)
+        if use is None or use.feature in engine.features or use.neutral(value):
+            continue
+        out.append((name, f"asks for {use.feature.value}, which {engine.label} does not support; "
+                          f"send {use.neutral_text}"))
+    return out
+
+
+# Request parameters (not tensors) a request may carry: key -> accepted values.
+# TensorRT-LLM's backend reads `request_type` (contract/upstream/data/trtllm_backend_semantics
+# rows input.request_type_parameter); only its default (no disaggregated serving) is served.
+KNOWN_PARAMETERS: dict[str, tuple[Any, ...]] = {"request_type": ("context_and_generation",)}
+
+
+def parameter_problems(parameters: Mapping[str, Any], inputs: Iterable[str] = ()) -> list[str]:
+    out = []
+    for key, value in parameters.items():
+        allowed = KNOWN_PARAMETERS.get(key)
+        if allowed is None:
+            hint = " (a request parameter, not an input: Triton's HTTP generate makes one of every JSON key that " \
+                   "is not an input name)" if key not in set(inputs) else ""
+            out.append(f"request parameter '{key}' is not supported{hint}; supported: {sorted(KNOWN_PARAMETERS)}")
+        elif value not in allowed:
+            out.append(f"request parameter '{key}' = {value!r} is not supported; allowed: {list(allowed)}")
+    return out

@@ -1,1 +1,0 @@
-"""Triton model 'llm_bls': model.py is the adapter; the repository's copy imports it."""

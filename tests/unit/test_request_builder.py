@@ -1,0 +1,40 @@
+"""The client's SamplingParams -> the ensemble's tensors, with the meaning our callers intend
+under NVIDIA's sampling rule (temperature alone does not sample there)."""
+
+import numpy as np
+import pytest
+
+from client.errors import InvalidRequestError
+from client.request_builder import build_inputs, stop_inputs
+from client.types import SamplingParams
+
+
+def sent(sampling, stream=True):
+    return {t.name(): t for t in build_inputs("Hello", sampling, stream)}
+
+
+@pytest.mark.parametrize("sampling,top_p", [
+    (SamplingParams(temperature=0.7), 1.0),  # "sample at 0.7" over the whole distribution
+    (SamplingParams(temperature=0.7, top_p=0.9), 0.9),
+    (SamplingParams(temperature=0.7, top_k=40), None),
+    (SamplingParams(temperature=0.0), None),  # greedy
+    (SamplingParams(), None),  # greedy
+])
+def test_a_temperature_means_sampling(sampling, top_p):
+    tensors = sent(sampling)
+    if top_p is None:
+        assert "top_p" not in tensors
+    else:
+        tensor = tensors["top_p"]
+        assert tensor.datatype() == "FP32" and tensor.shape() == [1, 1]
+        assert np.frombuffer(tensor._raw_content, dtype=np.float32).tolist() == [pytest.approx(top_p)]
+
+
+def test_out_of_range_values_are_refused_before_sending():
+    with pytest.raises(InvalidRequestError, match="'top_p'"):
+        build_inputs("Hello", SamplingParams(top_p=1.5), True)
+
+
+def test_a_stop_request_is_the_stop_tensor_alone():
+    (tensor,) = stop_inputs()
+    assert (tensor.name(), tensor.datatype(), tensor.shape()) == ("stop", "BOOL", [1, 1])
