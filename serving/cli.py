@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -13,11 +12,13 @@ from pathlib import Path
 import click
 
 from contract import names
+from serving import ports
+from serving.launch_record import PID_FILE, LaunchRecord, RecordError
 from serving.launcher import ServerFailed, ServerSettings, TritonServer
 from serving.openai_process import OpenAiFront, served_model_name
+from serving.stop_signals import StopSignals
 from serving.supervisor import GaveUp, RestartPolicy, Supervisor
-
-PID_FILE = Path("build/tritonserver.pid")
+from serving.teardown import StillRunning, launcher_process, stop_recorded
 
 
 def server_options(f):
@@ -47,24 +48,39 @@ def server_options(f):
 ADMIN_KEY_ENV = "TRITON_ADMIN_KEY"
 
 
-def _settings(kwargs: dict) -> ServerSettings:
+def _settings(kwargs: dict, record_file: Path | None = None) -> ServerSettings:
     keys = ("repository", "host", "http_port", "grpc_port", "metrics_port", "log_file", "log_verbose", "exit_timeout_s")
     key_file = kwargs.get("admin_key_file")
     admin_key = key_file.read_text().strip() if key_file else os.environ.get(ADMIN_KEY_ENV) or None
-    return ServerSettings(**{k: kwargs[k] for k in keys}, admin_key=admin_key)
+    return ServerSettings(**{k: kwargs[k] for k in keys}, admin_key=admin_key, record_file=record_file)
 
 
-def _banner(s: ServerSettings, front: OpenAiFront | None = None) -> str:
-    openai = f"  OpenAI   {front.url}/v1\n" if front else ""
+def _ensure_ports_free(settings: ServerSettings, openai_port: int) -> None:
+    """Every port this launch needs, checked before anything starts (Triton's alone fail later)."""
+    try:
+        ports.ensure_free(settings.host, [*settings.named_ports(), ports.NamedPort("OpenAI", "--openai-port", openai_port)])
+    except ports.PortUnavailable as e:
+        raise click.ClickException(str(e)) from None
+
+
+def _echo_err(message: str) -> None:
+    click.echo(message, err=True)
+
+
+def _banner(s: ServerSettings, openai_url: str | None = None) -> str:
+    openai = f"  OpenAI   {openai_url}/v1\n" if openai_url else ""
     return (f"Triton is serving {s.repository} (ensemble ready)\n"
             f"  gRPC     {s.grpc_url}\n  HTTP     {s.http_url}\n  metrics  {s.metrics_url}\n{openai}"
             f"  log      {s.log_file}\n"
             f"Try: python -m client --url {s.grpc_url} generate \"Tell me a story about a brave knight.\" --stream")
 
 
-def _start(settings: ServerSettings, ready_timeout_s: float, openai_port: int) -> tuple[TritonServer, OpenAiFront | None]:
-    """Triton, ready; then the OpenAI front if asked.  Exits with a clear message on failure."""
-    server = TritonServer(settings)
+def _start(settings: ServerSettings, ready_timeout_s: float, openai_port: int,
+           stop: threading.Event) -> tuple[TritonServer, OpenAiFront | None]:
+    """Triton, ready; then the OpenAI front if asked.  Exits with a clear message on failure
+    (a port taken, the server failing or exiting, `stop` set by a signal)."""
+    _ensure_ports_free(settings, openai_port)
+    server = TritonServer(settings, stop=stop, report=_echo_err)
     front = None
     try:
         server.start()
@@ -89,91 +105,124 @@ def main() -> None:
 @main.command()
 @server_options
 @click.option("--detach", is_flag=True, help=f"Return once ready; the server keeps running (pid in {PID_FILE}).")
-def up(detach: bool, ready_timeout_s: float, openai_port: int, **kwargs) -> None:
-    """Start the server and stay in the foreground until Ctrl-C / SIGTERM."""
-    settings = _settings(kwargs)
+@click.option("--record-file", type=click.Path(dir_okay=False, path_type=Path), default=None, hidden=True,
+              help="Where to record the server's pid and readiness (set by --detach).")
+def up(detach: bool, record_file: Path | None, ready_timeout_s: float, openai_port: int, **kwargs) -> None:
+    """Start the server and stay in the foreground until Ctrl-C / SIGTERM / SIGHUP."""
+    settings = _settings(kwargs, record_file)
     if detach:
-        _up_detached(settings, ready_timeout_s)
+        _up_detached(settings, ready_timeout_s, openai_port)
         return
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
-    server, front = _start(settings, ready_timeout_s, openai_port)
-    click.echo(_banner(settings, front))
-    supervisor = Supervisor(server, RestartPolicy(ready_timeout_s=ready_timeout_s),
-                            report=lambda message: click.echo(message, err=True))
-    supervisor.started()
-    code = 0
-    try:
-        supervisor.watch(stop)
-    except GaveUp as e:
-        click.echo(f"{e}; last log lines:\n{server.log_tail()}", err=True)
-        code = 1
-    if front:
-        front.stop()
-    click.echo("stopping (in-flight requests are drained) ...", err=True)
-    stopped = server.stop()
+    with StopSignals() as signals:
+        server, front = _start(settings, ready_timeout_s, openai_port, signals.event)
+        click.echo(_banner(settings, front.url if front else None))
+        supervisor = Supervisor(server, RestartPolicy(ready_timeout_s=ready_timeout_s), report=_echo_err)
+        supervisor.started()
+        code = 0
+        try:
+            supervisor.watch(signals.event)
+        except (GaveUp, ServerFailed) as e:
+            if not signals.received:  # else: a signal cut a restart short, as asked
+                _echo_err(f"{e}; last log lines:\n{server.log_tail()}")
+                code = 1
+        if front:
+            front.stop()
+        _echo_err("stopping (in-flight requests are drained) ...")
+        stopped = server.stop()
     sys.exit(code or stopped or 0)
 
 
-def _up_detached(settings: ServerSettings, ready_timeout_s: float) -> None:
-    args = [a for a in sys.argv[1:] if a != "--detach"]
-    PID_FILE.parent.mkdir(parents=True, exist_ok=True)
-    child = subprocess.Popen([sys.executable, "-m", "serving", *args], start_new_session=True,
-                             stdout=subprocess.DEVNULL, stderr=open(settings.log_file.with_suffix(".launcher.log"), "ab"))
-    PID_FILE.write_text(str(child.pid))
-    probe = TritonServer(settings)
+def _up_detached(settings: ServerSettings, ready_timeout_s: float, openai_port: int) -> None:
+    """Start `up` in the background; return once *that* launcher records its server ready."""
+    if PID_FILE.is_file():
+        running = launcher_process(_read_record().launcher_pid)
+        if running:
+            raise click.ClickException(f"a detached server already runs (launcher pid {running.pid}, {PID_FILE}): "
+                                       "`make stop` stops it")
+    _ensure_ports_free(settings, openai_port)
+    args = [a for a in sys.argv[1:] if a != "--detach"] + ["--record-file", str(PID_FILE)]
+    launcher_log = settings.log_file.with_suffix(".launcher.log")
+    launcher_log.parent.mkdir(parents=True, exist_ok=True)
+    with open(launcher_log, "ab") as err:
+        child = subprocess.Popen([sys.executable, "-m", "serving", *args], start_new_session=True,
+                                 stdout=subprocess.DEVNULL, stderr=err)
+    LaunchRecord(child.pid).write(PID_FILE)  # the child's own record comes after its imports and port check
     deadline = time.monotonic() + ready_timeout_s
     while time.monotonic() < deadline:
         if child.poll() is not None:
-            raise click.ClickException(f"the server exited ({child.returncode}); see {settings.log_file}")
-        if probe.is_ready():
-            click.echo(_banner(settings))
+            tail = "\n".join(launcher_log.read_text(errors="replace").splitlines()[-15:])
+            raise click.ClickException(f"the server exited ({child.returncode}); {launcher_log} says:\n{tail}")
+        record = _read_record()
+        if record.ready and record.launcher_pid == child.pid:
+            openai = f"http://{settings.host}:{openai_port}" if openai_port else None
+            click.echo(_banner(settings, openai))
             return
         time.sleep(0.5)
-    raise click.ClickException(f"not ready after {ready_timeout_s:.0f}s; see {settings.log_file}")
+    raise click.ClickException(f"not ready after {ready_timeout_s:.0f}s (the launcher keeps trying; `make stop` "
+                               f"stops it); see {settings.log_file}")
+
+
+def _read_record() -> LaunchRecord:
+    try:
+        return LaunchRecord.read(PID_FILE)
+    except RecordError as e:
+        raise click.ClickException(str(e)) from None
 
 
 @main.command()
 @click.option("--timeout", "timeout_s", type=float, default=60.0, show_default=True)
 def down(timeout_s: float) -> None:
-    """Stop a server started with `up --detach`."""
+    """Stop a server started with `up --detach`, and anything it left behind."""
     if not PID_FILE.is_file():
         raise click.ClickException(f"no {PID_FILE}: no detached server")
-    pid = int(PID_FILE.read_text())
     try:
-        os.kill(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        PID_FILE.unlink()
-        click.echo("not running")
-        return
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            PID_FILE.unlink()
-            click.echo("stopped")
-            return
-        time.sleep(0.3)
-    raise click.ClickException(f"pid {pid} still running after {timeout_s}s")
+        stop_recorded(_read_record(), timeout_s, report=click.echo)
+    except StillRunning as e:
+        raise click.ClickException(str(e)) from None
+    PID_FILE.unlink(missing_ok=True)
+    click.echo("stopped")
 
 
 @main.command(context_settings={"ignore_unknown_options": True})
 @server_options
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
 def run(command: tuple[str, ...], ready_timeout_s: float, openai_port: int, **kwargs) -> None:
-    """Start the server, run COMMAND once it is ready, stop the server; exit with COMMAND's status."""
+    """Start the server, run COMMAND once it is ready, stop the server; exit with COMMAND's status.
+    SIGINT, SIGTERM or SIGHUP pass the signal on to COMMAND, then stop the server like `up`
+    does (in-flight requests drained) and exit with 128 + the signal's number."""
     settings = _settings(kwargs)
-    server, front = _start(settings, ready_timeout_s, openai_port)
-    click.echo(_banner(settings, front), err=True)
-    try:
-        code = subprocess.call(list(command))
-    finally:
-        if front:
-            front.stop()
-        server.stop()
+    with StopSignals() as signals:
+        server, front = _start(settings, ready_timeout_s, openai_port, signals.event)
+        _echo_err(_banner(settings, front.url if front else None))
+        try:
+            code = _run_until_done_or_stopped(list(command), signals, settings.exit_timeout_s)
+        finally:
+            if front:
+                front.stop()
+            if signals.received:
+                _echo_err(f"{signals.received.name}: stopping (in-flight requests are drained) ...")
+            server.stop()
     sys.exit(code)
+
+
+def _run_until_done_or_stopped(command: list[str], signals: StopSignals, grace_s: float) -> int:
+    try:
+        child = subprocess.Popen(command)
+    except OSError as e:
+        raise click.ClickException(f"cannot run {command[0]}: {e}") from None
+    while child.poll() is None and not signals.event.wait(0.2):
+        pass
+    if child.poll() is None:
+        child.send_signal(signals.received)
+        try:
+            child.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            _echo_err(f"{command[0]} still running {grace_s}s after {signals.received.name}: killing it")
+            child.kill()
+            child.wait()
+    if signals.received:
+        return signals.exit_status
+    return child.returncode if child.returncode >= 0 else 128 - child.returncode  # killed by a signal
 
 
 @main.command()

@@ -1,8 +1,13 @@
-"""Start, watch and stop one tritonserver process.
+"""Start, watch and stop one tritonserver process, and own it.
 
 The server runs in its own process group (its Python-backend stubs are its children), with
 the interpreter's environment first on PATH: the stubs take their packages from the
 `python3` on PATH, which must be this project's virtualenv (our code, OpenVINO, numpy<2).
+
+Owning it means: its ports are free before it starts (else an error naming port and holder);
+it is ready only when *its* log says its services started and it is still alive (a probe
+could reach another server on the same port); and nothing of it outlives it (leftover stubs
+are reaped; it gets SIGTERM if the launcher dies).
 """
 
 from __future__ import annotations
@@ -10,17 +15,25 @@ from __future__ import annotations
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
+
+import psutil
 
 from contract import names
 from contract.security import restricted_api_flags
+from serving import ports, stubs
+from serving.ports import free_loopback_port  # noqa: F401  (re-exported: tests and bench import it here)
+from serving.launch_record import LaunchRecord
+from serving.server_log import ServerLog, Service
+from serving.stop_signals import die_with_parent
 from serving.triton_install import TritonInstall, prepare_install
 
 DEFAULT_SERVER_DIR = Path("build/tritonserver")
@@ -31,13 +44,6 @@ IN_FLIGHT_METRICS = (("nv_inference_pending_request_count", {}), ("llm_requests_
 
 class ServerFailed(RuntimeError):
     pass
-
-
-def free_loopback_port() -> int:
-    """A TCP port nothing listens on now (the kernel picks it), for servers started side by side."""
-    with socket.socket() as s:
-        s.bind((names.DEFAULT_HOST, 0))
-        return s.getsockname()[1]
 
 
 @dataclass(frozen=True)
@@ -56,6 +62,7 @@ class ServerSettings:
     # Key of the admin APIs (model repository, shared memory, trace, logging).  None: a random
     # key nobody is told, which leaves them locked.  Never printed or logged.
     admin_key: str | None = field(default=None, repr=False)
+    record_file: Path | None = None  # where a detached launcher records its server (LaunchRecord)
 
     @classmethod
     def on_free_ports(cls, repository: Path, log_file: Path, **settings) -> "ServerSettings":
@@ -73,6 +80,14 @@ class ServerSettings:
     @property
     def metrics_url(self) -> str:
         return f"http://{self.host}:{self.metrics_port}/metrics"
+
+    def named_ports(self) -> list[ports.NamedPort]:
+        return [ports.NamedPort("HTTP", "--http-port", self.http_port),
+                ports.NamedPort("gRPC", "--grpc-port", self.grpc_port),
+                ports.NamedPort("metrics", "--metrics-port", self.metrics_port)]
+
+    def service_ports(self) -> dict[Service, int]:
+        return {Service.HTTP: self.http_port, Service.GRPC: self.grpc_port, Service.METRICS: self.metrics_port}
 
 
 def server_command(settings: ServerSettings, install: TritonInstall) -> list[str]:
@@ -112,46 +127,56 @@ def _get(url: str, timeout: float = 2.0) -> int:
 
 
 class TritonServer:
-    def __init__(self, settings: ServerSettings) -> None:
+    """`stop`: set it (e.g. by a signal) to abandon waiting for readiness."""
+
+    def __init__(self, settings: ServerSettings, stop: threading.Event | None = None,
+                 report: Callable[[str], None] = lambda message: print(message, file=sys.stderr)) -> None:
         self.settings = settings
         self.process: subprocess.Popen | None = None
+        self.identity: stubs.ServerIdentity | None = None
+        self._stop = stop or threading.Event()
+        self._report = report
+        self._log: ServerLog | None = None
+        self._shm_regions: set[str] = set()  # of every stub seen, unlinked once the server is gone
 
     def start(self) -> None:
         s = self.settings
         if not (s.repository / s.ready_model / "config.pbtxt").is_file():
             raise ServerFailed(f"{s.repository} has no {s.ready_model}/config.pbtxt: render the repository first")
+        try:
+            ports.ensure_free(s.host, s.named_ports())
+        except ports.PortUnavailable as e:
+            raise ServerFailed(str(e)) from None
         install = prepare_install(s.server_dir)
         s.log_file.parent.mkdir(parents=True, exist_ok=True)
-        log = open(s.log_file, "ab")
-        self.process = subprocess.Popen(server_command(s, install), stdout=log, stderr=subprocess.STDOUT,
-                                        env=server_env(install), start_new_session=True)
-        log.close()
+        with open(s.log_file, "ab") as log:
+            offset = log.seek(0, os.SEEK_END)  # what the log says before this is not about this server
+            before = time.time()
+            self.process = subprocess.Popen(server_command(s, install), stdout=log, stderr=subprocess.STDOUT,
+                                            env=server_env(install), start_new_session=True,
+                                            preexec_fn=die_with_parent())
+        try:
+            self.identity = stubs.ServerIdentity.of(self.process.pid)
+        except psutil.Error:  # it died at once; wait_ready says why
+            self.identity = stubs.ServerIdentity(self.process.pid, before)
+        self._log = ServerLog(s.log_file, offset, self.process.pid, s.service_ports())
+        self._shm_regions.clear()
+        self._record(ready=False)
+
+    def _record(self, ready: bool) -> None:
+        if self.settings.record_file and self.identity:
+            LaunchRecord(os.getpid(), self.identity.pid, self.identity.created, ready).write(self.settings.record_file)
 
     def is_running(self) -> bool:
         return self.process is not None and self.process.poll() is None
 
     def stub_pids(self) -> set[int]:
         """Pids of this server's Python-backend stubs."""
-        import psutil
-
-        from serving.supervisor import STUB_NAME
-
         if not self.is_running():
             return set()
-        try:
-            children = psutil.Process(self.process.pid).children(recursive=True)
-        except psutil.NoSuchProcess:
-            return set()
-        pids = set()
-        for child in children:
-            try:
-                if child.status() == psutil.STATUS_ZOMBIE:  # dead, not yet reaped by tritonserver
-                    continue
-                if STUB_NAME in child.name() or any(STUB_NAME in part for part in child.cmdline()[:1]):
-                    pids.add(child.pid)
-            except psutil.Error:
-                continue
-        return pids
+        found = stubs.stubs_of(self.process.pid)
+        self._shm_regions.update(stub.shm_region for stub in found.values())
+        return set(found)
 
     def expected_stubs(self) -> int:
         """One stub per instance of every Python-backend model of the repository."""
@@ -165,20 +190,37 @@ class TritonServer:
         return total
 
     def is_ready(self) -> bool:
+        """Whatever answers at these ports says it is ready: not necessarily this server (see wait_ready)."""
         s = self.settings
         return (_get(f"{s.http_url}/v2/health/ready") == 200
                 and _get(f"{s.http_url}/v2/models/{s.ready_model}/ready") == 200)
 
     def wait_ready(self, timeout_s: float = 600.0) -> None:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
+        """Until this server is alive, its own log says its services started on its ports, and
+        its model is ready.  Fails at once if it exits or logs that a service failed to start."""
+        if self.process is None or self._log is None:
+            raise ServerFailed("tritonserver was not started")
+        pid, deadline = self.process.pid, time.monotonic() + timeout_s
+        while True:
+            if self._stop.is_set():
+                raise ServerFailed(f"stopped before tritonserver (pid {pid}) was ready")
+            readiness = self._log.poll()
+            if readiness.failures:
+                time.sleep(0.3)  # the rest of the story (gRPC's own line comes before Triton's)
+                failures = "\n".join(self._log.poll().failures[-3:])
+                raise ServerFailed(f"tritonserver (pid {pid}) failed to start:\n{failures}")
             if not self.is_running():
-                raise ServerFailed(f"tritonserver exited with status {self.process.returncode if self.process else '?'}; "
+                raise ServerFailed(f"tritonserver (pid {pid}) exited with status {self.process.returncode}; "
                                    f"last log lines:\n{self.log_tail()}")
-            if self.is_ready():
+            if readiness.services_started and self.is_ready():
+                self.stub_pids()  # remember their shared-memory regions
+                self._record(ready=True)
                 return
-            time.sleep(0.5)
-        raise ServerFailed(f"tritonserver was not ready after {timeout_s:.0f}s; last log lines:\n{self.log_tail()}")
+            if time.monotonic() >= deadline:
+                waiting = readiness.waiting_for() or f"model {self.settings.ready_model} ready"
+                raise ServerFailed(f"tritonserver (pid {pid}) was not ready after {timeout_s:.0f}s (waiting for "
+                                   f"{waiting} in {self.settings.log_file}); last log lines:\n{self.log_tail()}")
+            self._stop.wait(0.5)
 
     def in_flight(self) -> float:
         """Requests the server still works on: queued in Triton, or in an engine's batch."""
@@ -204,7 +246,8 @@ class TritonServer:
         return False
 
     def stop(self, drain: bool = True) -> int | None:
-        """Let in-flight requests finish (up to exit_timeout_s), then SIGTERM; SIGKILL if stuck."""
+        """Let in-flight requests finish (up to exit_timeout_s), then SIGTERM; SIGKILL if stuck.
+        Then reap what the server left behind (stubs), however it ended."""
         if self.process is None:
             return None
         if drain and self.process.poll() is None:
@@ -214,17 +257,17 @@ class TritonServer:
             try:
                 self.process.wait(self.settings.exit_timeout_s + 15)
             except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
+                os.killpg(self.process.pid, signal.SIGKILL)  # alive: the group is still its own
                 self.process.wait()
-        self._reap_group()
+        self.reap_leftovers()
         return self.process.returncode
 
-    def _reap_group(self) -> None:
-        """Stubs orphaned by a crashed server die with their process group."""
-        try:
-            os.killpg(self.process.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+    def reap_leftovers(self) -> None:
+        """Stubs (and anything else of its process group) that outlived the server."""
+        if self.identity is None or self.is_running():
+            return
+        stubs.reap(stubs.find_leftovers(self.identity, until=time.time()), report=self._report)
+        stubs.unlink_regions(self._shm_regions)
 
     def log_tail(self, lines: int = 40) -> str:
         try:

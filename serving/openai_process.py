@@ -13,6 +13,7 @@ from pathlib import Path
 from build_engines.render import read_config
 from contract import names
 from contract.build_record import BuildRecord
+from serving.stop_signals import die_with_parent
 
 
 def served_model_name(repository: Path) -> str:
@@ -36,7 +37,8 @@ class OpenAiFront:
     def start(self, timeout_s: float = 60.0) -> None:
         self._log_file.parent.mkdir(parents=True, exist_ok=True)
         with open(self._log_file, "ab") as log:
-            self.process = subprocess.Popen(self._cmd, stdout=log, stderr=subprocess.STDOUT)
+            self.process = subprocess.Popen(self._cmd, stdout=log, stderr=subprocess.STDOUT,
+                                            preexec_fn=die_with_parent())
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.process.poll() is not None:

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from typing import Callable, Protocol
 
 log = logging.getLogger(__name__)
-STUB_NAME = "triton_python_backend_stub"
 
 
 class Server(Protocol):

@@ -1,5 +1,6 @@
 """The launcher under faults: SIGTERM drains in-flight requests; a killed Python-backend
-stub is noticed and the server comes back; the admin APIs are locked by default."""
+stub is noticed and the server comes back; a killed server's stubs are reaped; the admin
+APIs are locked by default."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import psutil
 import pytest
 
 from client import ChatMessage, LlmClient, SamplingParams
+from serving.stubs import SHM_DIR, parse_stub_command
 from serving.launcher import free_loopback_port
 from tests.integration.conftest import ROOT
 
@@ -31,7 +33,7 @@ def launched(repository, tmp_path):
            "--log-file", str(tmp_path / "tritonserver.log")]
     proc = subprocess.Popen(cmd, stdout=open(log, "wb"), stderr=subprocess.STDOUT, cwd=ROOT)
     url = f"http://127.0.0.1:{ports['http']}"
-    assert wait_ready(url, proc, 120), log.read_text()
+    assert wait_ready(url, proc, 240) and wait_banner(log, proc, 30), log.read_text()
     yield proc, url, f"127.0.0.1:{ports['grpc']}", log
     if proc.poll() is None:
         proc.send_signal(signal.SIGTERM)
@@ -47,6 +49,16 @@ def wait_ready(url, proc, timeout_s):
         except (urllib.error.URLError, OSError):
             pass
         time.sleep(0.5)
+    return False
+
+
+def wait_banner(log, proc, timeout_s):
+    """The launcher, not just the server, says it is ready (it has checked that the server is its own)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and proc.poll() is None:
+        if "Triton is serving" in log.read_text(errors="replace"):
+            return True
+        time.sleep(0.3)
     return False
 
 
@@ -78,6 +90,27 @@ def test_killed_stub_is_noticed_and_the_server_comes_back(launched):
         time.sleep(0.5)
     assert "stub process(es)" in log.read_text() and "restarting tritonserver" in log.read_text()
     assert "tritonserver is ready again" in log.read_text()
+    with LlmClient(grpc_url) as client:
+        answer = client.generate([ChatMessage("user", "What is the capital of France?")],
+                                 SamplingParams(max_tokens=10, temperature=0))
+    assert "Paris" in answer.text
+
+
+def test_stubs_of_a_killed_server_are_reaped(launched):
+    """SIGKILL leaves tritonserver no chance to stop its stubs; some ignore SIGTERM and stay
+    under pid 1 holding the model's memory.  The launcher reaps them before the restart."""
+    proc, _, grpc_url, log = launched
+    server = next(p for p in psutil.Process(proc.pid).children() if p.name() == "tritonserver")
+    stubs = {p.pid: parse_stub_command(p.cmdline()) for p in server.children()}
+    assert stubs and all(stubs.values())
+    server.kill()
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and "ready again" not in log.read_text():
+        time.sleep(0.5)
+    assert "tritonserver exited: restarting" in log.read_text() and "tritonserver is ready again" in log.read_text()
+    for pid in stubs:
+        assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE, pid
+    assert not any((SHM_DIR / stub.shm_region).exists() for stub in stubs.values())
     with LlmClient(grpc_url) as client:
         answer = client.generate([ChatMessage("user", "What is the capital of France?")],
                                  SamplingParams(max_tokens=10, temperature=0))

@@ -1,7 +1,19 @@
+import os
+import signal
+import socket
 import sys
+import threading
+import time
 from pathlib import Path
 
+import pytest
+from click.testing import CliRunner
+
+from serving.cli import _run_until_done_or_stopped, main
+from serving.launch_record import LaunchRecord, RecordError
 from serving.launcher import ServerSettings, server_command, server_env
+from serving.ports import free_loopback_port
+from serving.stop_signals import StopSignals
 from serving.triton_install import TritonInstall
 
 
@@ -32,3 +44,56 @@ def test_env_puts_this_interpreter_first_on_path():
     env = server_env(TritonInstall(Path("/t"), Path("/libs")), {"PATH": "/usr/bin", "LD_LIBRARY_PATH": "/x"})
     assert env["PATH"].split(":")[0] == str(Path(sys.prefix) / "bin")
     assert env["LD_LIBRARY_PATH"] == "/libs:/x"
+
+
+def test_run_refuses_a_taken_port_within_seconds_naming_it_and_its_holder(tmp_path):
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        start = time.monotonic()
+        result = CliRunner().invoke(main, ["run", "--repository", str(tmp_path), "--grpc-port", str(port),
+                                           "--http-port", str(free_loopback_port()),
+                                           "--metrics-port", str(free_loopback_port()), "--", "true"])
+    assert result.exit_code == 1 and time.monotonic() - start < 5
+    assert f"port {port} (gRPC, --grpc-port) on 127.0.0.1 is already in use by pid {os.getpid()}" in result.output
+    assert "make stop" in result.output
+
+
+def test_run_refuses_a_taken_openai_port(tmp_path):
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        result = CliRunner().invoke(main, ["up", "--repository", str(tmp_path), "--openai-port", str(port),
+                                           "--http-port", str(free_loopback_port()), "--grpc-port",
+                                           str(free_loopback_port()), "--metrics-port", str(free_loopback_port())])
+    assert result.exit_code == 1 and f"port {port} (OpenAI, --openai-port)" in result.output
+
+
+def test_run_exits_with_the_command_status():
+    with StopSignals() as signals:
+        assert _run_until_done_or_stopped(["sh", "-c", "exit 3"], signals, grace_s=5) == 3
+        assert _run_until_done_or_stopped(["sh", "-c", "kill -9 $$"], signals, grace_s=5) == 128 + 9
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
+def test_a_stop_signal_is_passed_to_the_command_and_sets_the_status(sig, tmp_path):
+    marker = tmp_path / "got"
+    script = f"trap 'echo {int(sig)} > {marker}; exit 0' {sig.name[3:]}; sleep 30 & wait"
+    threading.Timer(0.5, os.kill, (os.getpid(), sig)).start()
+    with StopSignals() as signals:
+        start = time.monotonic()
+        assert _run_until_done_or_stopped(["sh", "-c", script], signals, grace_s=5) == 128 + sig
+    assert time.monotonic() - start < 5 and marker.read_text().strip() == str(int(sig))
+
+
+def test_launch_record_round_trip_and_legacy_pid_file(tmp_path):
+    path = tmp_path / "tritonserver.pid"
+    LaunchRecord(10, 11, 1234.5, ready=True).write(path)
+    assert LaunchRecord.read(path) == LaunchRecord(10, 11, 1234.5, True)
+    path.write_text("4242\n")
+    assert LaunchRecord.read(path) == LaunchRecord(4242)
+    path.write_text("{not json")
+    with pytest.raises(RecordError, match="is not a launch record"):
+        LaunchRecord.read(path)
