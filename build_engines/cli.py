@@ -23,6 +23,10 @@ DEFAULT_CHECKPOINT_DIR = BUILD_DIR / "checkpoints" / default_model.DEFAULT_MODEL
 DEFAULT_REPOSITORY = BUILD_DIR / "repository"
 
 
+DECOUPLED_HELP = ("NVIDIA's decoupled_mode: streaming responses (default), or one response per request so unary "
+                  "gRPC/HTTP infer and non-streaming perf_analyzer work (streaming and batched requests refused).")
+
+
 def default_engine_dir(spec: BuildSpec) -> Path:
     name = f"{spec.checkpoint.name}-{spec.backend.value}-{spec.precision.value}"
     if spec.backend == EngineBackend.TENSORRT_LLM:  # engines of the 25.12 and 26.07 images side by side
@@ -95,7 +99,9 @@ def plan(checkpoint: Path | None, **kwargs) -> None:
 @click.option("--repository", type=click.Path(file_okay=False, path_type=Path), default=DEFAULT_REPOSITORY,
               show_default=True, help="Also render the model repository here.")
 @click.option("--skip-existing", is_flag=True, help="Keep an engine that is already built for this spec.")
-def build(checkpoint: Path | None, engine_dir: Path | None, repository: Path, skip_existing: bool, **kwargs) -> None:
+@click.option("--decoupled/--no-decoupled", default=True, show_default=True, help=DECOUPLED_HELP)
+def build(checkpoint: Path | None, engine_dir: Path | None, repository: Path, skip_existing: bool, decoupled: bool,
+          **kwargs) -> None:
     """Build the engine for the spec, then render the model repository."""
     from build_engines.process import BuildError
     from build_engines.repository import render_repository
@@ -111,7 +117,7 @@ def build(checkpoint: Path | None, engine_dir: Path | None, repository: Path, sk
         except BuildError as e:
             _fail(e)
         click.echo(f"engine: {engine_dir}")
-    models = render_repository(engine_dir, repository)
+    models = render_repository(engine_dir, repository, decoupled=decoupled)
     click.echo(f"repository: {repository} ({', '.join(models)})")
 
 
@@ -148,10 +154,11 @@ def _builder(backend: EngineBackend):
 @click.option("--engine-dir", type=click.Path(exists=True, file_okay=False, path_type=Path), required=True)
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=DEFAULT_REPOSITORY, show_default=True)
 @click.option("--relay", is_flag=True, help="CPU engine only: serve it behind engine_relay, as tensorrt_llm is on a GPU.")
-def repo(engine_dir: Path, out: Path, relay: bool) -> None:
+@click.option("--decoupled/--no-decoupled", default=True, show_default=True, help=DECOUPLED_HELP)
+def repo(engine_dir: Path, out: Path, relay: bool, decoupled: bool) -> None:
     """Render the Triton model repository for a built engine."""
     from build_engines.repository import render_repository
 
-    models = render_repository(engine_dir, out, relay=relay)
+    models = render_repository(engine_dir, out, relay=relay, decoupled=decoupled)
     click.echo(f"repository: {out} ({', '.join(models)})")
 

@@ -80,22 +80,26 @@ def openvino_engine_model(engine_dir: Path, spec: BuildSpec) -> RenderedModel:
     return RenderedModel(config, "model_repository.openvino_llm.model")
 
 
-def render_repository(engine_dir: Path, out_dir: Path, *, relay: bool = False) -> list[str]:
+def render_repository(engine_dir: Path, out_dir: Path, *, relay: bool = False, decoupled: bool = True) -> list[str]:
     """Render the repository for a built engine.  `relay` puts the CPU engine behind the
-    engine relay, exactly as `tensorrt_llm` sits on a GPU: the GPU wiring, tested on CPU."""
+    engine relay, exactly as `tensorrt_llm` sits on a GPU: the GPU wiring, tested on CPU.
+    `decoupled=False` is NVIDIA's `decoupled_mode: false`: the ensemble and the BLS answer
+    with one response per request (unary infer() works; streaming and batched requests are
+    refused), the engine relay in front of the engine model."""
     engine_dir = engine_dir.resolve()
     record = BuildRecord.read(engine_dir)
     spec = BuildSpec.from_dict(record.spec)
     batch = spec.limits.max_batch_size
+    relay = relay or not decoupled
     if spec.backend == EngineBackend.OPENVINO:
         engine = openvino_engine_model(engine_dir, spec)
-        engines = [engine] + ([relay_model(engine_dir, engine.config.name, batch)] if relay else [])
+        engines = [engine] + ([relay_model(engine_dir, engine.config.name, batch, decoupled)] if relay else [])
         tokenizer_dir, target = engine_dir, engine.config.name
     else:
-        engines = trtllm_engine_models(engine_dir, spec)
+        engines = trtllm_engine_models(engine_dir, spec, decoupled)
         tokenizer_dir, target = engine_dir / TOKENIZER_SUBDIR, names.TRTLLM_ENGINE
     step = names.ENGINE_RELAY if spec.backend == EngineBackend.TENSORRT_LLM or relay else names.OPENVINO_ENGINE
-    models = text_models(tokenizer_dir, spec) + engines + [bls_model(engine_dir, target, batch)]
+    models = text_models(tokenizer_dir, spec) + engines + [bls_model(engine_dir, target, batch, decoupled)]
     models.append(RenderedModel(ensemble_config(step, batch), None))
     write_repository(models, out_dir)
     return [m.config.name for m in models]

@@ -60,24 +60,28 @@ def tensorrt_llm_config(engine_dir: Path, spec: BuildSpec) -> mc.ModelConfig:
 
 
 def _relaying_model(name: str, inputs, outputs, engine_dir: Path, target_model: str,
-                    max_batch_size: int) -> RenderedModel:
+                    max_batch_size: int, decoupled: bool) -> RenderedModel:
     params = EngineRelayParameters(target_model=target_model, engine_dir=engine_dir)
     config = python_model_config(name, inputs, outputs, max_batch_size=max_batch_size,
-                                 parameters=to_parameters(params), decoupled=True, dynamic_batching=False)
+                                 parameters=to_parameters(params), decoupled=decoupled, dynamic_batching=False)
     return RenderedModel(config, f"model_repository.{name}.model")
 
 
-def relay_model(engine_dir: Path, target_model: str, max_batch_size: int) -> RenderedModel:
-    """The ensemble's engine step in front of `target_model` (echoes detokenize_params)."""
-    return _relaying_model(names.ENGINE_RELAY, ENGINE_INPUTS, ENGINE_OUTPUTS, engine_dir, target_model, max_batch_size)
+def relay_model(engine_dir: Path, target_model: str, max_batch_size: int, decoupled: bool = True) -> RenderedModel:
+    """The ensemble's engine step in front of `target_model` (echoes detokenize_params).  Not
+    decoupled: one response per request (NVIDIA's decoupled_mode false), so the ensemble is
+    not decoupled either and unary infer() works, while the engine behind it stays decoupled."""
+    return _relaying_model(names.ENGINE_RELAY, ENGINE_INPUTS, ENGINE_OUTPUTS, engine_dir, target_model, max_batch_size,
+                           decoupled)
 
 
-def bls_model(engine_dir: Path, target_model: str, max_batch_size: int) -> RenderedModel:
+def bls_model(engine_dir: Path, target_model: str, max_batch_size: int, decoupled: bool = True) -> RenderedModel:
     """tensorrt_llm_bls: NVIDIA's BLS contract as one model whose client cancellation reaches the engine."""
-    return _relaying_model(names.LLM_BLS, BLS_INPUTS, ENSEMBLE_OUTPUTS, engine_dir, target_model, max_batch_size)
+    return _relaying_model(names.LLM_BLS, BLS_INPUTS, ENSEMBLE_OUTPUTS, engine_dir, target_model, max_batch_size,
+                           decoupled)
 
 
-def trtllm_engine_models(engine_dir: Path, spec: BuildSpec) -> list[RenderedModel]:
+def trtllm_engine_models(engine_dir: Path, spec: BuildSpec, decoupled: bool = True) -> list[RenderedModel]:
     """The ensemble's engine step (the relay) and the model it relays to."""
-    return [relay_model(engine_dir, names.TRTLLM_ENGINE, spec.limits.max_batch_size),
+    return [relay_model(engine_dir, names.TRTLLM_ENGINE, spec.limits.max_batch_size, decoupled),
             RenderedModel(tensorrt_llm_config(engine_dir, spec), None)]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import uuid
+from dataclasses import dataclass
 from typing import Iterable, Mapping
 
 import numpy as np
@@ -13,8 +14,9 @@ import triton_python_backend_utils as pb_utils
 
 from contract.build_record import BuildRecord, check_runtime
 from contract.model_configs import EngineRelayParameters
+from contract.upstream.backend_semantics import SUPPORTED_VERSIONS, backend_semantics
 from model_repository import triton_io
-from model_repository.relay import FINISHED, REQUESTED_OUTPUTS, Relay, RelayPool, stop_request_arrays
+from model_repository.relay import FINISHED, REQUESTED_OUTPUTS, Relay, RelayPool, SingleResponse, stop_request_arrays
 
 
 def copied_arrays(request, names: Iterable[str]) -> dict[str, np.ndarray]:
@@ -71,6 +73,12 @@ class SenderSink:
     def is_cancelled(self):
         return self.channel.is_cancelled()
 
+    def _send(self, response, final):
+        if final:
+            self.channel.finish(response)
+        else:
+            self.channel.send(response)
+
     def forward_error(self, response):
         self.channel.finish(pb_utils.InferenceResponse(error=response.error()))
 
@@ -81,23 +89,54 @@ class SenderSink:
         self.channel.finish()
 
 
-def start_relays(model_name: str, args) -> tuple[EngineRelayParameters, RelayPool]:
+@dataclass(frozen=True)
+class RelayModel:
+    """What a model that relays to an engine (engine_relay, tensorrt_llm_bls) starts with."""
+
+    params: EngineRelayParameters
+    pool: RelayPool
+    decoupled: bool  # false: NVIDIA's decoupled_mode false (one response per request)
+
+    def refusal(self, streaming: bool, batch_size: int) -> str | None:
+        """What a non-decoupled deployment cannot serve, in TensorRT-LLM's words (upstream
+        table rows error.streaming_needs_decoupled, error.batch_needs_decoupled)."""
+        if self.decoupled:
+            return None
+        semantics = backend_semantics(SUPPORTED_VERSIONS[0])  # the texts are the same in every supported version
+        if streaming:
+            return semantics.error("error.streaming_needs_decoupled").render()
+        if batch_size > 1:
+            return semantics.error("error.batch_needs_decoupled").render()
+        return None
+
+    def sink(self, sink):
+        return sink if self.decoupled else SingleResponse(sink)
+
+    def stop(self, channel, request) -> None:
+        triton_io.answer_stop(channel, request.request_id(), self.pool.cancel_id, decoupled=self.decoupled)
+
+
+def start_relays(model_name: str, args) -> RelayModel:
     """Initialize a model that relays to an engine: read its EngineRelayParameters, refuse an
     engine built by other runtime versions, start the worker threads and the cancel watcher."""
     triton_io.log_environment(model_name)
     params = triton_io.load_parameters(args, EngineRelayParameters)
     record = BuildRecord.read(params.engine_dir)
     check_runtime(record)  # refuses an engine built by other TensorRT-LLM / TensorRT versions
-    max_batch_size = int(triton_io.model_config(args)["max_batch_size"])
+    config = triton_io.model_config(args)
+    max_batch_size = int(config["max_batch_size"])
+    decoupled = bool(config.get("model_transaction_policy", {}).get("decoupled", False))
 
     def log_outcome(relay, outcome, seconds):
         if outcome != FINISHED:
             triton_io.logger().log_info(f"{model_name}: {relay.request_id} {outcome} after {seconds:.2f}s")
 
     triton_io.logger().log_info(f"{model_name}: -> {params.target_model}, engine {params.engine_dir} "
-                                f"({record.spec['precision']}, built with {record.versions})")
-    return params, RelayPool(max_workers=2 * max_batch_size, cancel_period_s=params.cancel_check_period_ms / 1000,
-                             on_done=log_outcome)
+                                f"({record.spec['precision']}, built with {record.versions}), "
+                                f"{'decoupled' if decoupled else 'one response per request'}")
+    pool = RelayPool(max_workers=2 * max_batch_size, cancel_period_s=params.cancel_check_period_ms / 1000,
+                     on_done=log_outcome)
+    return RelayModel(params, pool, decoupled)
 
 
 def relay_stream(pool: RelayPool, target: str, arrays: Mapping[str, np.ndarray], sink, request_id: str,

@@ -55,13 +55,43 @@ class RelaySink(Protocol):
 
     def is_cancelled(self) -> bool: ...
 
-    def forward(self, response: Response) -> None: ...  # outputs + detokenize_params, not final
+    def forward(self, response: Response, final: bool = False) -> None: ...  # outputs + detokenize_params
 
     def forward_error(self, response: Response) -> None: ...  # the target's error, final
 
     def fail(self, message: str, code: str) -> None: ...  # our error, final
 
     def finish(self) -> None: ...  # empty final response
+
+
+class SingleResponse:
+    """A RelaySink for a non-decoupled deployment (NVIDIA's `decoupled_mode` false): exactly
+    one response per request, so the engine's one response (streaming is refused there) is
+    held and goes out as the final response."""
+
+    def __init__(self, sink: RelaySink) -> None:
+        self._sink = sink
+        self._held: Response | None = None
+
+    def is_cancelled(self) -> bool:
+        return self._sink.is_cancelled()
+
+    def forward(self, response: Response, final: bool = False) -> None:
+        if self._held is not None:
+            raise RuntimeError("the engine sent more than one response to a non-streaming request")
+        self._held = response
+
+    def forward_error(self, response: Response) -> None:
+        self._sink.forward_error(response)
+
+    def fail(self, message: str, code: str) -> None:
+        self._sink.fail(message, code)
+
+    def finish(self) -> None:
+        if self._held is None:
+            self._sink.fail("the engine ended the request without a response", "INTERNAL")
+        else:
+            self._sink.forward(self._held, final=True)
 
 
 class Relay:

@@ -90,14 +90,16 @@ def is_stop(request) -> bool:
     return tensor is not None and bool(tensor.as_numpy().reshape(-1)[0])
 
 
-def answer_stop(channel: ResponseChannel, request_id: str, cancel: Callable[[str], object]) -> None:
+def answer_stop(channel: ResponseChannel, request_id: str, cancel: Callable[[str], object],
+                decoupled: bool = True) -> None:
     """Cancel what runs under the stop request's own id, then one empty final response
-    (TensorRT-LLM's backend answers a stop so: upstream table rows stop.lookup, stop.reply)."""
+    (TensorRT-LLM's backend answers a stop so: upstream table rows stop.lookup, stop.reply); a
+    non-decoupled model must send a response object, so it sends one without tensors."""
     if not request_id:
         fail(channel, "'stop' needs the request id of the request to stop: send it under that request's id")
         return
     cancel(request_id)
-    channel.finish()
+    channel.finish(None if decoupled else pb_utils.InferenceResponse(output_tensors=[]))
 
 
 def logger():

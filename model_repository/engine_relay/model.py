@@ -17,7 +17,7 @@ class TritonRelaySink(bls_calls.SenderSink):
         super().__init__(channel)
         self._echo = echo  # [n, 1]: the row of each response is its batch_index
 
-    def forward(self, response):
+    def forward(self, response, final=False):
         tensors = response.output_tensors()
         engine = {t.name(): t.as_numpy() for t in tensors}
         row = row_of(engine)
@@ -26,24 +26,28 @@ class TritonRelaySink(bls_calls.SenderSink):
             extra.append(pb_utils.Tensor("batch_index", np.array([[row]], dtype=np.int32)))
         if "sequence_index" not in engine:
             extra.append(pb_utils.Tensor("sequence_index", np.zeros((1, 1), dtype=np.int32)))
-        self.channel.send(pb_utils.InferenceResponse(output_tensors=tensors + extra))
+        self._send(pb_utils.InferenceResponse(output_tensors=tensors + extra), final)
 
 
 class TritonPythonModel:
     def initialize(self, args):
-        self.params, self.pool = bls_calls.start_relays("engine_relay", args)
+        self.relays = bls_calls.start_relays("engine_relay", args)
 
     def execute(self, requests):
         for request in requests:
             channel = triton_io.response_channel(request)
             if triton_io.is_stop(request):
-                triton_io.answer_stop(channel, request.request_id(), self.pool.cancel_id)
+                self.relays.stop(channel, request)
                 continue
             arrays = bls_calls.copied_arrays(request, FORWARDED_INPUTS + (DETOKENIZE_PARAMS.name,))
+            refusal = self.relays.refusal(bool(arrays.get("streaming", [[False]])[0][0]), len(arrays["input_ids"]))
+            if refusal:
+                triton_io.fail(channel, refusal)
+                continue
             echo = arrays.pop(DETOKENIZE_PARAMS.name, triton_io.text_array(""))
-            bls_calls.relay_stream(self.pool, self.params.target_model, arrays, TritonRelaySink(channel, echo),
-                                   request.request_id(), "relay")
+            bls_calls.relay_stream(self.relays.pool, self.relays.params.target_model, arrays,
+                                   self.relays.sink(TritonRelaySink(channel, echo)), request.request_id(), "relay")
         return None
 
     def finalize(self):
-        self.pool.shutdown()
+        self.relays.pool.shutdown()

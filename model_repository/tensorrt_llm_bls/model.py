@@ -22,22 +22,22 @@ class PipelineSink(bls_calls.SenderSink):
         super().__init__(channel)
         self._detokenize_params = detokenize_params
 
-    def forward(self, response):
+    def forward(self, response, final=False):
         engine = {t.name(): t.as_numpy() for t in response.output_tensors()}
         post = bls_calls.call(names.POSTPROCESSING, postprocessing_request(engine, self._detokenize_params),
                               POSTPROCESSING_OUTPUT_NAMES)
-        self.channel.send(pb_utils.InferenceResponse(bls_calls.tensors(client_outputs(engine, post))))
+        self._send(pb_utils.InferenceResponse(bls_calls.tensors(client_outputs(engine, post))), final)
 
 
 class TritonPythonModel:
     def initialize(self, args):
-        self.params, self.pool = bls_calls.start_relays("tensorrt_llm_bls", args)
+        self.relays = bls_calls.start_relays("tensorrt_llm_bls", args)
 
     def execute(self, requests):
         for request in requests:
             channel = triton_io.response_channel(request)
             if triton_io.is_stop(request):
-                triton_io.answer_stop(channel, request.request_id(), self.pool.cancel_id)
+                self.relays.stop(channel, request)
                 continue
             problems = triton_io.parameter_problems(request)
             if problems:
@@ -50,9 +50,13 @@ class TritonPythonModel:
                 channel.finish(pb_utils.InferenceResponse(error=pb_utils.TritonError(str(e))))
                 continue
             engine, detokenize_params = engine_request(preprocessed, arrays)
-            bls_calls.relay_stream(self.pool, self.params.target_model, engine, PipelineSink(channel, detokenize_params),
-                                   request.request_id(), "bls")
+            refusal = self.relays.refusal(bool(engine["streaming"].reshape(-1)[0]), len(engine["input_ids"]))
+            if refusal:
+                triton_io.fail(channel, refusal)
+                continue
+            bls_calls.relay_stream(self.relays.pool, self.relays.params.target_model, engine,
+                                   self.relays.sink(PipelineSink(channel, detokenize_params)), request.request_id(), "bls")
         return None
 
     def finalize(self):
-        self.pool.shutdown()
+        self.relays.pool.shutdown()
