@@ -230,18 +230,25 @@ def test_prompt_over_the_effective_max_input_len_is_refused(standin_server):
 
 
 def test_queue_bound_refuses_with_upstreams_text(standin_server):
+    """Two requests fill the batch, one waits in the executor's queue, the next is refused at
+    once.  Each reaches the model alone: requests that arrive together wait in Triton's own
+    scheduler queue, which enforces the same max_queue_size with Triton's text."""
     assert wait_for(lambda: active(standin_server) == 0, 10)
     s = EngineStream(standin_server)
-    ids = [f"q{i}-{uuid.uuid4().hex}" for i in range(MAX_ACTIVE + MAX_QUEUE)]
+    ids = [f"q{i}-{uuid.uuid4().hex}" for i in range(MAX_ACTIVE + MAX_QUEUE + 1)]
     try:
-        for request_id in ids:  # fill the batch, then the queue
+        for n, request_id in enumerate(ids):
             s.send(request_id, **engine_request(5, LONG), streaming=np.array([[True]]))
-        assert wait_for(lambda: active(standin_server) == MAX_ACTIVE, 10)
-        refused = EngineStream(standin_server)
-        refused.send(uuid.uuid4().hex, **engine_request(5, 4))
-        ((_, error),) = refused.until_final()
-        refused.close()
-        assert error == f"Maximum queue size of {MAX_QUEUE} has been reached, please try again later"
+            if n + 1 == MAX_ACTIVE:
+                assert wait_for(lambda: active(standin_server) == MAX_ACTIVE, 10)
+            time.sleep(1.0)  # one request per execute()
+        errors = []
+        deadline = time.monotonic() + 30
+        while not errors and time.monotonic() < deadline:
+            error = s.next(30)[2]
+            errors += [error] if error else []
+        assert errors == [f"Maximum queue size of {MAX_QUEUE} has been reached, please try again later"]
+        assert active(standin_server) == MAX_ACTIVE
     finally:
         for request_id in ids:
             stop(standin_server, request_id)
