@@ -219,11 +219,13 @@ class EngineRunner:
         now = self._clock()
         for key, a in list(self._active.items()):
             if a.request_id and a.request_id in stops:
-                # As TensorRT-LLM's executor ends a cancelled request: a final response, not an
-                # error (in Triton 2.51 an error final after data never reaches a BLS caller).
+                # As TensorRT-LLM's executor ends a cancelled request: a final response with the
+                # tokens not sent yet (all of them when not streaming), not an error (backend
+                # semantics row cancel.final_result; in Triton 2.51 an error final after data
+                # never reaches a BLS caller).
                 a.handle.cancel()
                 del self._active[key]
-                a.sink.send([], [], a.cum_log_prob, True)
+                a.sink.send(a.generated[a.sent:], a.log_probs[a.sent:], a.cum_log_prob, True)
                 self._observer.on_finished(a.request, len(a.generated), HandleStatus.CANCELLED)
                 continue
             if a.sink.is_cancelled():

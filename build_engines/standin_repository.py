@@ -1,0 +1,86 @@
+"""The GPU repository layout around a CPU engine, with `tensorrt_llm` served by the stand-in
+for the C++ backend (model_repository.trtllm_standin): what `render_repository` renders for a
+TensorRT-LLM engine - preprocessing, engine_relay -> tensorrt_llm, postprocessing, llm_bls,
+ensemble - composed from the same parts, so CPU tests run the GPU wiring.
+
+The stand-in's config is the one `tensorrt_llm_config` renders for the GPU, with only
+`backend` changed to "python": inputs, outputs, reshapes, ragged batching, parameters,
+decoupled mode and the queue policy are exactly what the C++ backend gets.
+
+    python -m build_engines.standin_repository build/engines/<cpu-engine> build/standin-repository
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from pathlib import Path
+
+from build_engines.render import RenderedModel, ensemble_config, write_repository
+from build_engines.repository import text_models
+from build_engines.spec import BuildSpec, EngineBackend, Precision
+from build_engines.trtllm_repository import bls_model, trtllm_engine_models
+from build_engines.trtllm_spec import TrtLlmOptions, TrtLlmServing
+from contract import names
+from contract.build_record import BuildRecord
+
+STANDIN_ADAPTER = "model_repository.trtllm_standin.model"
+PYTHON_BACKEND = "python"
+
+
+class StandinRenderError(ValueError):
+    pass
+
+
+def standin_spec(engine_dir: Path, serving: TrtLlmServing | None = None) -> BuildSpec:
+    """The TensorRT-LLM spec the GPU path would render for the CPU engine's limits."""
+    record = BuildRecord.read(engine_dir)
+    if record.backend != EngineBackend.OPENVINO.value:
+        raise StandinRenderError(f"{engine_dir} is a {record.backend} engine; the stand-in runs the CPU engine")
+    spec = BuildSpec.from_dict(record.spec)
+    return dataclasses.replace(spec, backend=EngineBackend.TENSORRT_LLM, precision=Precision.FP16,
+                               trtllm=TrtLlmOptions(serving=serving or TrtLlmServing()))
+
+
+def standin_engine_models(engine_dir: Path, spec: BuildSpec) -> list[RenderedModel]:
+    """The GPU's engine step (engine_relay + tensorrt_llm), the latter served by the stand-in."""
+    models = []
+    for model in trtllm_engine_models(engine_dir, spec):
+        if model.config.name == names.TRTLLM_ENGINE:
+            config = type(model.config)()
+            config.CopyFrom(model.config)
+            config.backend = PYTHON_BACKEND
+            model = RenderedModel(config, STANDIN_ADAPTER)
+        models.append(model)
+    return models
+
+
+def standin_models(engine_dir: Path, serving: TrtLlmServing | None = None) -> list[RenderedModel]:
+    engine_dir = engine_dir.resolve()
+    spec = standin_spec(engine_dir, serving)
+    batch = spec.limits.max_batch_size
+    models = text_models(engine_dir, spec) + standin_engine_models(engine_dir, spec)  # the CPU engine holds its tokenizer
+    models.append(bls_model(engine_dir, names.TRTLLM_ENGINE, batch))
+    models.append(RenderedModel(ensemble_config(names.ENGINE_RELAY, batch), None))
+    return models
+
+
+def render_standin_repository(engine_dir: Path, out_dir: Path, serving: TrtLlmServing | None = None) -> list[str]:
+    models = standin_models(engine_dir, serving)
+    write_repository(models, out_dir)
+    return [m.config.name for m in models]
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("engine_dir", type=Path, help="a built CPU engine (build.json inside)")
+    parser.add_argument("out_dir", type=Path)
+    parser.add_argument("--no-chunked-context", action="store_true", help="enable_chunked_context false")
+    parser.add_argument("--max-queue-size", type=int, default=0, help="dynamic_batching default_queue_policy")
+    args = parser.parse_args(argv)
+    serving = TrtLlmServing(enable_chunked_context=not args.no_chunked_context, max_queue_size=args.max_queue_size)
+    print(" ".join(render_standin_repository(args.engine_dir, args.out_dir, serving)))
+
+
+if __name__ == "__main__":
+    main()
