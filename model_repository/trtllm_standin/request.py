@@ -14,7 +14,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from contract.upstream.backend_semantics import BackendSemantics
-from model_repository.cpu_engine.openvino_backend import UNSUPPORTED_MESSAGE, unsupported_fields
+from contract.features import ENGINE_INPUT_FEATURES, EngineFeatures, refusals
 from model_repository.engine_inputs import EngineInputs
 from model_repository.trtllm_standin.upstream import StandinLimitation, error
 
@@ -29,7 +29,8 @@ ENGINE_FIELDS = {"runtime_top_k": int, "runtime_top_p": float, "temperature": fl
 BEAM_ONLY = frozenset({"len_penalty", "early_stopping", "beam_search_diversity_rate"})
 KNOWN = frozenset({"input_ids", "input_lengths", "request_output_len", "end_id", "pad_id", "beam_width",
                    "stop_words_list", "bad_words_list", "return_log_probs", "exclude_input_in_output"}
-                  | set(ENGINE_FIELDS) | BEAM_ONLY)
+                  | set(ENGINE_FIELDS) | BEAM_ONLY
+                  | set(ENGINE_INPUT_FEATURES))  # accepted at their neutral values (an empty embedding_bias, ...)
 
 
 @dataclass(frozen=True)
@@ -176,10 +177,16 @@ def convert_word_list(sem: BackendSemantics, sparse: list[int]) -> tuple[tuple[i
     return tuple(words)
 
 
+STANDIN_ENGINE = EngineFeatures("the CPU stand-in of tensorrt_llm (generation by OpenVINO GenAI)", frozenset())
+# beam_width is upstream's to refuse (limit.beam_width_operating, error.beam_width_exceeds_max).
+STANDIN_CHECKED = {k: v for k, v in ENGINE_INPUT_FEATURES.items() if k != "beam_width"}
+
+
 def _refuse_unsupported(row: Mapping[str, np.ndarray], inputs: EngineInputs) -> None:
     unknown = sorted(set(row) - KNOWN)
     if unknown:
         raise StandinLimitation(f"input {unknown[0]!r} is not implemented")
-    fields = unsupported_fields(inputs)  # what the CPU engine cannot honour (bad words)
-    if fields:
-        raise StandinLimitation(UNSUPPORTED_MESSAGE.format(field=fields[0]))
+    # What the CPU engine under the stand-in cannot honour (bad words, LoRA, ...), which the
+    # C++ backend would: the stand-in's own refusal, never an upstream text.
+    for name, reason in refusals(row, STANDIN_ENGINE, STANDIN_CHECKED):
+        raise StandinLimitation(f"'{name}' {reason}")
