@@ -16,6 +16,7 @@ from contract.build_record import BuildRecord, check_runtime
 from contract.model_configs import EngineRelayParameters
 from contract.upstream.backend_semantics import SUPPORTED_VERSIONS, backend_semantics
 from model_repository import triton_io
+from model_repository.bls_pipeline import closing_response, new_log_probs
 from model_repository.relay import FINISHED, REQUESTED_OUTPUTS, Relay, RelayPool, SingleResponse, stop_request_arrays
 
 
@@ -30,8 +31,15 @@ def copied_arrays(request, names: Iterable[str]) -> dict[str, np.ndarray]:
     return out
 
 
-def tensors(arrays: Mapping[str, np.ndarray]) -> list:
-    return [pb_utils.Tensor(name, array) for name, array in arrays.items()]
+def tensors(arrays: Mapping[str, object]) -> list:
+    """Triton tensors of arrays; Triton tensors pass as they are (an engine's logits may live
+    in GPU memory and are never copied through numpy)."""
+    return [value if isinstance(value, pb_utils.Tensor) else pb_utils.Tensor(name, value) for name, value in arrays.items()]
+
+
+# Engine outputs a relay reads (small, CPU); the others are forwarded as Triton tensors.
+READ_OUTPUTS = frozenset({"output_ids", "sequence_length", "cum_log_probs", "output_log_probs", "batch_index",
+                          "sequence_index"})
 
 
 def call(model: str, arrays: Mapping[str, np.ndarray], outputs: Iterable[str]) -> dict[str, np.ndarray]:
@@ -65,15 +73,27 @@ def cancel_stream(model: str, request_id: str, responses) -> None:
 
 class SenderSink:
     """A RelaySink over a request's ResponseChannel (the cancel watcher's queries and the relay
-    thread's sends meet there); subclasses say how a response is forwarded."""
+    thread's sends meet there) for a request of `rows` prompts; subclasses say what one engine
+    response becomes (`outputs`)."""
 
-    def __init__(self, channel):
+    def __init__(self, channel, rows: int, streaming: bool):
         self.channel = channel
+        self.rows = rows
+        self.streaming = streaming
+
+    def outputs(self, engine: dict) -> dict:
+        raise NotImplementedError
 
     def is_cancelled(self):
         return self.channel.is_cancelled()
 
-    def _send(self, response, final):
+    def forward(self, response, final=False):
+        engine = {t.name(): t.as_numpy() if t.name() in READ_OUTPUTS else t for t in response.output_tensors()}
+        engine = new_log_probs(engine, self.streaming)
+        self._send(self.outputs(engine), final)
+
+    def _send(self, arrays, final):
+        response = pb_utils.InferenceResponse(tensors(arrays))
         if final:
             self.channel.finish(response)
         else:
@@ -86,7 +106,11 @@ class SenderSink:
         triton_io.fail(self.channel, message, code)
 
     def finish(self):
-        self.channel.finish()
+        if not self.streaming:
+            self.channel.finish()
+            return
+        for row in range(self.rows):  # a streamed request ends with a closing response per prompt
+            self._send(self.outputs(closing_response(row)), final=row == self.rows - 1)
 
 
 @dataclass(frozen=True)

@@ -55,3 +55,35 @@ def client_outputs(engine: Mapping[str, np.ndarray], post: Mapping[str, np.ndarr
     out.setdefault("batch_index", np.array([[row_of(engine)]], dtype=np.int32))
     out.setdefault("sequence_index", np.zeros((1, 1), dtype=np.int32))
     return out
+
+
+def closing_response(row: int) -> dict[str, np.ndarray]:
+    """An engine response with no token for prompt `row`: how a relay tells postprocessing
+    that a streamed request ended.  TensorRT-LLM never puts the end id in output_ids (upstream
+    row output.end_id_not_in_output), so its last streamed response can carry nothing that
+    says "the end"; postprocessing ends a stream on a response without tokens."""
+    return {"output_ids": np.zeros((1, 1, 0), dtype=np.int32), "sequence_length": np.zeros((1, 1), dtype=np.int32),
+            "batch_index": np.array([[row]], dtype=np.int32)}
+
+
+def new_log_probs(engine: dict[str, np.ndarray], streaming: bool) -> dict[str, np.ndarray]:
+    """Our contract: output_log_probs holds the log probs of this response's tokens (as
+    output_ids holds its tokens).  TensorRT-LLM's streamed responses carry every token's log
+    prob so far (upstream row output.log_probs_window): keep the last `sequence_length`."""
+    log_probs = engine.get("output_log_probs")
+    if not streaming or log_probs is None or "sequence_length" not in engine:
+        return engine
+    count = int(np.asarray(engine["sequence_length"]).reshape(-1)[0])
+    return engine | {"output_log_probs": np.asarray(log_probs)[..., log_probs.shape[-1] - count:]}
+
+
+def relay_outputs(engine: Mapping[str, np.ndarray], echo: np.ndarray) -> dict[str, np.ndarray]:
+    """The engine relay's outputs for one engine response: the engine's, its prompt's
+    detokenize_params (echo [n, 1], picked by batch_index) and batch/sequence indices (which
+    TensorRT-LLM sends only for batched requests and several sequences)."""
+    row = row_of(engine)
+    out = dict(engine)
+    out["detokenize_params"] = np.asarray(echo)[row:row + 1]
+    out.setdefault("batch_index", np.array([[row]], dtype=np.int32))
+    out.setdefault("sequence_index", np.zeros((1, 1), dtype=np.int32))
+    return out

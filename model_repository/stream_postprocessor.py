@@ -4,7 +4,7 @@ into a text delta, a finish reason and token counts.
 The ensemble calls postprocessing once per engine response and tells it nothing about
 which responses belong together or which is last, so preprocessing gives every request a
 `stream_id`, and the end is recognised here: an end id, `max_tokens` reached, a stop
-string, or - for non-streaming requests - the single response.  States whose end never
+string, a response without tokens, or - for non-streaming requests - the single response.  States whose end never
 comes (the client cancelled) are dropped after `ttl_s` idle seconds.  Requests of one
 stream must arrive in order: the postprocessing model runs a single instance.
 """
@@ -50,8 +50,11 @@ class _Stream:
         if counted >= room and finish == FinishReason.NONE:
             take, finish, counted = take[:room], FinishReason.LENGTH, room
         self.generated += min(counted, room)
-        if not self.params.streaming and finish == FinishReason.NONE:
-            finish = FinishReason.STOP  # the single response of a non-streaming request is the last
+        if finish == FinishReason.NONE and (not self.params.streaming or not ids):
+            # The single response of a non-streaming request is the last; so is a response
+            # without tokens (engines send one only to end a stream: TensorRT-LLM leaves the
+            # end id out of its output, model_repository/bls_pipeline.py closing_response).
+            finish = FinishReason.STOP
         final = finish != FinishReason.NONE
         delta = self.detok.push(take) + (self.detok.flush() if final else "")
         result = self.stops.feed(delta, final=final)

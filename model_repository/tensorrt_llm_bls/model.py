@@ -18,15 +18,14 @@ PREPROCESSING_OUTPUT_NAMES = tuple(t.name for t in PREPROCESSING_OUTPUTS)
 class PipelineSink(bls_calls.SenderSink):
     """Each engine response goes through postprocessing before it reaches the client."""
 
-    def __init__(self, channel, detokenize_params):
-        super().__init__(channel)
+    def __init__(self, channel, detokenize_params, streaming):
+        super().__init__(channel, len(detokenize_params), streaming)
         self._detokenize_params = detokenize_params
 
-    def forward(self, response, final=False):
-        engine = {t.name(): t.as_numpy() for t in response.output_tensors()}
+    def outputs(self, engine):
         post = bls_calls.call(names.POSTPROCESSING, postprocessing_request(engine, self._detokenize_params),
                               POSTPROCESSING_OUTPUT_NAMES)
-        self._send(pb_utils.InferenceResponse(bls_calls.tensors(client_outputs(engine, post))), final)
+        return client_outputs(engine, post)
 
 
 class TritonPythonModel:
@@ -50,12 +49,14 @@ class TritonPythonModel:
                 channel.finish(pb_utils.InferenceResponse(error=pb_utils.TritonError(str(e))))
                 continue
             engine, detokenize_params = engine_request(preprocessed, arrays)
-            refusal = self.relays.refusal(bool(engine["streaming"].reshape(-1)[0]), len(engine["input_ids"]))
+            streaming = bool(engine["streaming"].reshape(-1)[0])
+            refusal = self.relays.refusal(streaming, len(engine["input_ids"]))
             if refusal:
                 triton_io.fail(channel, refusal)
                 continue
-            bls_calls.relay_stream(self.relays.pool, self.relays.params.target_model, engine,
-                                   self.relays.sink(PipelineSink(channel, detokenize_params)), request.request_id(), "bls")
+            sink = self.relays.sink(PipelineSink(channel, detokenize_params, streaming))
+            bls_calls.relay_stream(self.relays.pool, self.relays.params.target_model, engine, sink, request.request_id(),
+                                   "bls")
         return None
 
     def finalize(self):

@@ -150,16 +150,12 @@ def test_greedy_tokens_through_the_ensemble_equal_the_cpu_pipeline(standin_clien
         assert whole.text == direct.text and whole.finish_reason == direct.finish_reason
 
 
-@pytest.mark.xfail(strict=True, reason="GPU-path finding: TensorRT-LLM never returns the end id (a streamed request "
-                   "ends with an empty final response), and postprocessing infers 'stop' only from seeing it")
 def test_streamed_finish_reason_at_the_end_id(standin_client, client):
     chunks = list(standin_client.stream(PROMPTS[0], GREEDY))
     assert client.generate(PROMPTS[0], GREEDY).finish_reason == "stop"
     assert chunks[-1].finish_reason == "stop"
 
 
-@pytest.mark.xfail(strict=True, reason="GPU-path finding: TensorRT-LLM's output_log_probs holds every generated "
-                   "token's log prob so far in each streamed response; the client appends them per chunk")
 def test_streamed_log_probs_one_per_token(standin_client):
     sampling = SamplingParams(max_tokens=16, temperature=0.0, return_log_probs=True)
     result = standin_client.generate(PROMPTS[1], sampling)

@@ -188,3 +188,20 @@ def test_llm_bls_dataflow_helpers():
     out = client_outputs(response, post)
     # output_log_probs was not sent; sequence_index is always there
     assert set(out) == set(post) | {"output_ids", "cum_log_probs", "batch_index", "sequence_index"}
+
+
+def test_relayed_tensorrt_llm_responses_keep_our_contract():
+    import numpy as np
+
+    from model_repository.bls_pipeline import closing_response, new_log_probs, relay_outputs
+
+    # TensorRT-LLM streams every log prob so far; our responses carry this response's own.
+    engine = {"output_ids": np.array([[[7, 8]]]), "sequence_length": np.array([[2]]),
+              "output_log_probs": np.array([[[-0.125, -0.25, -0.5, -0.75]]], dtype=np.float32)}
+    assert new_log_probs(engine, streaming=True)["output_log_probs"].tolist() == [[[-0.5, -0.75]]]
+    assert new_log_probs(engine, streaming=False) is engine
+    closing = closing_response(1)
+    assert closing["output_ids"].shape == (1, 1, 0) and closing["batch_index"].tolist() == [[1]]
+    echo = np.array([[b"row0"], [b"row1"]], dtype=object)
+    out = relay_outputs(closing, echo)
+    assert out["detokenize_params"].tolist() == [[b"row1"]] and out["sequence_index"].tolist() == [[0]]

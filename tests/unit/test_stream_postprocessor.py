@@ -85,3 +85,15 @@ def test_streams_are_independent_and_orphans_expire(tokenizer, factory):
     now[0] = 11.0
     post.process(params(stream_id="c"), ids(tokenizer, "C"))
     assert len(post) == 1  # a and b were idle past the TTL (cancelled clients)
+
+
+def test_a_response_without_tokens_ends_a_stream(tokenizer, factory):
+    """TensorRT-LLM leaves the end id out of output_ids: a relay closes the stream with an
+    empty response, which flushes the text and says why it ended."""
+    post = StreamPostprocessor(factory)
+    toks = ids(tokenizer, "Hello 世界!")
+    outs = feed(post, params(), [[t] for t in toks] + [[]])
+    assert "".join(o.text for o in outs) == "Hello 世界!"
+    assert [o.finish_reason for o in outs][-1] == FinishReason.STOP
+    assert all(o.finish_reason == FinishReason.NONE for o in outs[:-1])
+    assert post.live_streams() == 0
