@@ -48,9 +48,9 @@ _OPTIONS = [
     click.option("--prefix-caching/--no-prefix-caching", default=False, show_default=True, help="[openvino]"),
     click.option("--inference-threads", type=int, default=0, show_default=True, help="[openvino] 0 = all cores."),
     click.option("--max-queue-size", type=int, default=_OV.max_queue_size, show_default=True,
-                 help="[openvino] requests waiting beyond the running batch; more are refused (UNAVAILABLE)."),
+                 help="Requests waiting beyond the running batch; more are refused (UNAVAILABLE)."),
     click.option("--queue-timeout", "queue_timeout_s", type=float, default=_OV.queue_timeout_s, show_default=True,
-                 help="[openvino] fail a request with no first token after this many seconds (0 = never)."),
+                 help="Fail a request with no first token after this many seconds (UNAVAILABLE; 0 = never)."),
     click.option("--stream-interval", type=int, default=_OV.stream_interval, show_default=True,
                  help="[openvino] tokens per streamed response after the first; 0 = by batch size (1/2/4)."),
     # TensorRT-LLM
@@ -135,7 +135,8 @@ def make_spec(checkpoint: Path, backend: str, precision: str | None, max_batch_s
             serving=TrtLlmServing(kv_cache_free_gpu_mem_fraction=kv_cache_fraction, enable_kv_cache_reuse=kv_cache_reuse,
                                   enable_chunked_context=chunked_context,
                                   batch_scheduler_policy=SchedulerPolicy(scheduler_policy),
-                                  max_queue_delay_microseconds=max_queue_delay_us),
+                                  max_queue_delay_microseconds=max_queue_delay_us, max_queue_size=max_queue_size,
+                                  queue_timeout_s=queue_timeout_s),
         )
     return BuildSpec(
         checkpoint=checkpoint.resolve(),

@@ -99,7 +99,8 @@ def render_repository(engine_dir: Path, out_dir: Path, *, relay: bool = False, d
         engines = trtllm_engine_models(engine_dir, spec, decoupled)
         tokenizer_dir, target = engine_dir / TOKENIZER_SUBDIR, names.TRTLLM_ENGINE
     step = names.ENGINE_RELAY if spec.backend == EngineBackend.TENSORRT_LLM or relay else names.OPENVINO_ENGINE
-    models = text_models(tokenizer_dir, spec) + engines + [bls_model(engine_dir, target, batch, decoupled)]
+    bls = bls_model(engine_dir, target, batch, decoupled, spec.trtllm.serving.queue_timeout_s)
+    models = text_models(tokenizer_dir, spec) + engines + [bls]
     models.append(RenderedModel(ensemble_config(step, batch), None))
     write_repository(models, out_dir)
     return [m.config.name for m in models]

@@ -60,7 +60,7 @@ def standin_models(engine_dir: Path, serving: TrtLlmServing | None = None) -> li
     spec = standin_spec(engine_dir, serving)
     batch = spec.limits.max_batch_size
     models = text_models(engine_dir, spec) + standin_engine_models(engine_dir, spec)  # the CPU engine holds its tokenizer
-    models.append(bls_model(engine_dir, names.TRTLLM_ENGINE, batch))
+    models.append(bls_model(engine_dir, names.TRTLLM_ENGINE, batch, first_token_timeout_s=spec.trtllm.serving.queue_timeout_s))
     models.append(RenderedModel(ensemble_config(names.ENGINE_RELAY, batch), None))
     return models
 

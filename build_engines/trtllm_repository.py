@@ -60,28 +60,36 @@ def tensorrt_llm_config(engine_dir: Path, spec: BuildSpec) -> mc.ModelConfig:
 
 
 def _relaying_model(name: str, inputs, outputs, engine_dir: Path, target_model: str,
-                    max_batch_size: int, decoupled: bool) -> RenderedModel:
-    params = EngineRelayParameters(target_model=target_model, engine_dir=engine_dir)
+                    max_batch_size: int, decoupled: bool, first_token_timeout_s: float) -> RenderedModel:
+    # In front of TensorRT-LLM the relays keep the promises the CPU engine keeps itself: a
+    # first-token timeout and the llm_* metrics (the C++ backend has neither).
+    trtllm = target_model == names.TRTLLM_ENGINE
+    params = EngineRelayParameters(target_model=target_model, engine_dir=engine_dir,
+                                   first_token_timeout_s=first_token_timeout_s if trtllm else 0.0,
+                                   record_metrics=trtllm)  # each request passes one of them
     config = python_model_config(name, inputs, outputs, max_batch_size=max_batch_size,
                                  parameters=to_parameters(params), decoupled=decoupled, dynamic_batching=False)
     return RenderedModel(config, f"model_repository.{name}.model")
 
 
-def relay_model(engine_dir: Path, target_model: str, max_batch_size: int, decoupled: bool = True) -> RenderedModel:
+def relay_model(engine_dir: Path, target_model: str, max_batch_size: int, decoupled: bool = True,
+                first_token_timeout_s: float = 0.0) -> RenderedModel:
     """The ensemble's engine step in front of `target_model` (echoes detokenize_params).  Not
     decoupled: one response per request (NVIDIA's decoupled_mode false), so the ensemble is
     not decoupled either and unary infer() works, while the engine behind it stays decoupled."""
     return _relaying_model(names.ENGINE_RELAY, ENGINE_INPUTS, ENGINE_OUTPUTS, engine_dir, target_model, max_batch_size,
-                           decoupled)
+                           decoupled, first_token_timeout_s)
 
 
-def bls_model(engine_dir: Path, target_model: str, max_batch_size: int, decoupled: bool = True) -> RenderedModel:
+def bls_model(engine_dir: Path, target_model: str, max_batch_size: int, decoupled: bool = True,
+              first_token_timeout_s: float = 0.0) -> RenderedModel:
     """tensorrt_llm_bls: NVIDIA's BLS contract as one model whose client cancellation reaches the engine."""
     return _relaying_model(names.LLM_BLS, BLS_INPUTS, ENSEMBLE_OUTPUTS, engine_dir, target_model, max_batch_size,
-                           decoupled)
+                           decoupled, first_token_timeout_s)
 
 
 def trtllm_engine_models(engine_dir: Path, spec: BuildSpec, decoupled: bool = True) -> list[RenderedModel]:
     """The ensemble's engine step (the relay) and the model it relays to."""
-    return [relay_model(engine_dir, names.TRTLLM_ENGINE, spec.limits.max_batch_size, decoupled),
+    return [relay_model(engine_dir, names.TRTLLM_ENGINE, spec.limits.max_batch_size, decoupled,
+                        spec.trtllm.serving.queue_timeout_s),
             RenderedModel(tensorrt_llm_config(engine_dir, spec), None)]

@@ -66,7 +66,10 @@ class TrtLlmServing:
     enable_chunked_context: bool = True  # long prompts prefilled in max_num_tokens chunks
     batch_scheduler_policy: SchedulerPolicy = SchedulerPolicy.GUARANTEED_NO_EVICT
     max_queue_delay_microseconds: int = 0  # the in-flight batcher needs no batching delay
-    max_queue_size: int = 0  # 0: unbounded queue in front of the executor
+    # Requests queued in front of the executor beyond the running batch; more are refused
+    # (dynamic_batching.default_queue_policy.max_queue_size: upstream row limit.max_queue_size_source).
+    max_queue_size: int = 64
+    queue_timeout_s: float = 60.0  # no first token after this long: UNAVAILABLE (the relay's); 0: never
     cancellation_check_period_ms: int = 100
 
 
@@ -151,6 +154,8 @@ def trtllm_problems(precision: str, o: TrtLlmOptions, limits, info: "CheckpointI
             errors.append(f"'{name}' needs 'use_paged_context_fmha' (trtllm-build --use_paged_context_fmha enable)")
     if not 0 < s.kv_cache_free_gpu_mem_fraction <= 1:
         errors.append(f"'kv_cache_free_gpu_mem_fraction' must be in (0, 1], got {s.kv_cache_free_gpu_mem_fraction}")
+    if s.queue_timeout_s < 0:
+        errors.append(f"'queue_timeout_s' must be >= 0 (0: never), got {s.queue_timeout_s}")
     if s.max_queue_delay_microseconds < 0 or s.max_queue_size < 0 or s.cancellation_check_period_ms < 1:
         errors.append("'max_queue_delay_microseconds' and 'max_queue_size' must be >= 0, "
                       "'cancellation_check_period_ms' >= 1")

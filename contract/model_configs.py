@@ -78,12 +78,20 @@ class EngineRelayParameters:
     # How often requests whose client went away are looked for (TensorRT-LLM's backend
     # polls with the same kind of period: cancellation_check_period_ms).
     cancel_check_period_ms: int = 50
+    # No first response after this long: the request fails UNAVAILABLE (0: wait forever).  Set
+    # in front of TensorRT-LLM, which has no such timeout; the CPU engine keeps its own.
+    first_token_timeout_s: float = 0.0
+    # Record the llm_* engine metrics (contract/metrics.py) of the relayed requests: in front of
+    # TensorRT-LLM, whose backend records none of them; the CPU engine records its own.
+    record_metrics: bool = False
 
     def validate(self) -> None:
         if not self.target_model.strip():
             raise ValueError("'target_model' must name a model of the repository")
         if self.cancel_check_period_ms < 1:
             raise ValueError(f"'cancel_check_period_ms' must be >= 1, got {self.cancel_check_period_ms}")
+        if self.first_token_timeout_s < 0:
+            raise ValueError(f"'first_token_timeout_s' must be >= 0 (0: never), got {self.first_token_timeout_s}")
 
 
 @dataclass(frozen=True)

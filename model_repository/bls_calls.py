@@ -5,6 +5,7 @@ Imported only inside the Python-backend stub, where `triton_python_backend_utils
 from __future__ import annotations
 
 import functools
+import time
 import uuid
 from dataclasses import dataclass
 from typing import Iterable, Mapping
@@ -12,10 +13,13 @@ from typing import Iterable, Mapping
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
+from contract import metrics
 from contract.build_record import BuildRecord, check_runtime
 from contract.model_configs import EngineRelayParameters
 from contract.upstream.backend_semantics import SUPPORTED_VERSIONS, backend_semantics
-from model_repository import triton_io
+from model_repository import engine_errors, triton_io
+from model_repository.engine_metrics import MetricsRecorder
+from model_repository.triton_metrics import TritonMetricsPublisher
 from model_repository.bls_pipeline import closing_response, new_log_probs
 from model_repository.relay import FINISHED, REQUESTED_OUTPUTS, Relay, RelayPool, SingleResponse, stop_request_arrays
 
@@ -36,6 +40,10 @@ def tensors(arrays: Mapping[str, object]) -> list:
     in GPU memory and are never copied through numpy)."""
     return [value if isinstance(value, pb_utils.Tensor) else pb_utils.Tensor(name, value) for name, value in arrays.items()]
 
+
+# What a relay in front of TensorRT-LLM can know: no KV-cache usage (TensorRT-LLM's own
+# nv_trt_llm_kv_cache_block_metrics say it), no queue time (the executor's own).
+RELAY_METRICS = tuple(m for m in metrics.ENGINE_METRICS if m not in (metrics.KV_CACHE_USAGE, metrics.QUEUE_TIME))
 
 # Engine outputs a relay reads (small, CPU); the others are forwarded as Triton tensors.
 READ_OUTPUTS = frozenset({"output_ids", "sequence_length", "cum_log_probs", "output_log_probs", "batch_index",
@@ -100,7 +108,11 @@ class SenderSink:
             self.channel.send(response)
 
     def forward_error(self, response):
-        self.channel.finish(pb_utils.InferenceResponse(error=response.error()))
+        code, message = engine_errors.classify(response.error().message())
+        if code is None:
+            self.channel.finish(pb_utils.InferenceResponse(error=response.error()))
+        else:
+            triton_io.fail(self.channel, message, code)
 
     def fail(self, message, code):
         triton_io.fail(self.channel, message, code)
@@ -113,6 +125,29 @@ class SenderSink:
             self._send(self.outputs(closing_response(row)), final=row == self.rows - 1)
 
 
+class MeasuredSink:
+    """Records one relayed request's time to first token, inter-token latency and tokens (the
+    GPU path: TensorRT-LLM's backend records none of the llm_* metrics), then passes on."""
+
+    def __init__(self, sink, recorder: MetricsRecorder) -> None:
+        self._sink = sink
+        self._recorder = recorder
+        self._last = time.monotonic()
+        self._first = True
+
+    def forward(self, response, final=False):
+        count = pb_utils.get_output_tensor_by_name(response, "sequence_length")
+        count = int(count.as_numpy().sum()) if count is not None else 0
+        if count:
+            now = time.monotonic()
+            self._recorder.on_tokens(self._first, now - self._last, count)
+            self._first, self._last = False, now
+        self._sink.forward(response, final)
+
+    def __getattr__(self, name):  # is_cancelled, forward_error, fail, finish
+        return getattr(self._sink, name)
+
+
 @dataclass(frozen=True)
 class RelayModel:
     """What a model that relays to an engine (engine_relay, tensorrt_llm_bls) starts with."""
@@ -120,6 +155,13 @@ class RelayModel:
     params: EngineRelayParameters
     pool: RelayPool
     decoupled: bool  # false: NVIDIA's decoupled_mode false (one response per request)
+    recorder: MetricsRecorder | None = None  # the llm_* metrics, in front of TensorRT-LLM
+    publisher: object = None
+
+    def shutdown(self) -> None:
+        if self.publisher is not None:
+            self.publisher.stop()
+        self.pool.shutdown()
 
     def refusal(self, streaming: bool, batch_size: int) -> str | None:
         """What a non-decoupled deployment cannot serve, in TensorRT-LLM's words (upstream
@@ -134,7 +176,8 @@ class RelayModel:
         return None
 
     def sink(self, sink):
-        return sink if self.decoupled else SingleResponse(sink)
+        sink = sink if self.decoupled else SingleResponse(sink)
+        return sink if self.recorder is None else MeasuredSink(sink, self.recorder)
 
     def stop(self, channel, request) -> None:
         triton_io.answer_stop(channel, request.request_id(), self.pool.cancel_id, decoupled=self.decoupled)
@@ -158,9 +201,24 @@ def start_relays(model_name: str, args) -> RelayModel:
     triton_io.logger().log_info(f"{model_name}: -> {params.target_model}, engine {params.engine_dir} "
                                 f"({record.spec['precision']}, built with {record.versions}), "
                                 f"{'decoupled' if decoupled else 'one response per request'}")
+    recorder = MetricsRecorder() if params.record_metrics else None
+
+    def done(relay, outcome, seconds):
+        log_outcome(relay, outcome, seconds)
+        if recorder is not None:
+            recorder.on_finished(None, 0, outcome)
+
     pool = RelayPool(max_workers=2 * max_batch_size, cancel_period_s=params.cancel_check_period_ms / 1000,
-                     on_done=log_outcome)
-    return RelayModel(params, pool, decoupled)
+                     on_done=done, first_token_timeout_s=params.first_token_timeout_s or None)
+    publisher = None
+    if recorder is not None:
+        def gauges():
+            running, waiting = pool.counts()
+            return {metrics.REQUESTS_RUNNING.name: running, metrics.REQUESTS_WAITING.name: waiting}
+
+        publisher = TritonMetricsPublisher(config["name"], RELAY_METRICS, gauges, recorder)
+        publisher.start()
+    return RelayModel(params, pool, decoupled, recorder, publisher)
 
 
 def relay_stream(pool: RelayPool, target: str, arrays: Mapping[str, np.ndarray], sink, request_id: str,

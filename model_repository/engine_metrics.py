@@ -35,9 +35,10 @@ class MetricsRecorder:
             self._snapshot.observations[spec.name].append(latency_s)
             self._snapshot.counters[(metrics.GENERATED_TOKENS.name, "")] += count
 
-    def on_finished(self, request: EngineInputs, generated: int, reason: HandleStatus) -> None:
+    def on_finished(self, request: EngineInputs | None, generated: int, reason: HandleStatus | str) -> None:
+        """`reason`: how the request ended (a HandleStatus of the CPU engine, or a relay's outcome)."""
         with self._lock:
-            self._snapshot.counters[(metrics.REQUESTS_FINISHED.name, reason.value)] += 1
+            self._snapshot.counters[(metrics.REQUESTS_FINISHED.name, getattr(reason, "value", reason))] += 1
 
     def drain(self) -> MetricsSnapshot:
         with self._lock:

@@ -27,6 +27,7 @@ from typing import Callable, Iterable, Protocol
 import numpy as np
 
 from contract.tensors import STOP, TRTLLM_INPUTS, TRTLLM_OUTPUTS
+from model_repository.engine_errors import classify
 from model_repository.engine_inputs import EngineInputs
 
 # What the relay sends to the target and asks back (the engine contract without the echo).
@@ -98,14 +99,20 @@ class Relay:
     """One relayed request.  `run` is called on a worker thread; `cancel` from any thread."""
 
     def __init__(self, request_id: str, sink: RelaySink, start: Callable[[], Iterable[Response]],
-                 cancel_stream: Callable[[str, object], None]) -> None:
+                 cancel_stream: Callable[[str, object], None], clock: Callable[[], float] = time.monotonic) -> None:
         self.request_id = request_id
         self.sink = sink
         self._start = start
         self._cancel_stream = cancel_stream
+        self._clock = clock
         self._lock = threading.Lock()
         self._stream: Iterable[Response] | None = None
         self._cancelled = False
+        self._expired = ""  # why the relay gave up waiting for a first response
+        self.arrived = clock()
+        self.responded = False  # the engine has sent something: it runs the request
+        self.stops_sent = 0
+        self.last_stop = 0.0
 
     @property
     def cancelled(self) -> bool:
@@ -118,7 +125,32 @@ class Relay:
             self._cancelled = True
             stream = self._stream
         if stream is not None:
-            self._cancel_stream(self.request_id, stream)
+            self._stop(stream)
+
+    def expire(self, why: str) -> bool:
+        """Give up on a request the engine has not started answering (first-token timeout)."""
+        with self._lock:
+            if self._cancelled or self.responded:
+                return False
+            self._cancelled, self._expired = True, why
+            stream = self._stream
+        if stream is not None:
+            self._stop(stream)
+        return True
+
+    def stop_again(self) -> None:
+        """Send the stop once more: on Triton 2.51 it is a `stop` request, and one that reaches
+        TensorRT-LLM's backend before the request itself is lost (upstream row stop.lookup:
+        an unknown id is no error)."""
+        with self._lock:
+            stream = self._stream if self._cancelled else None
+        if stream is not None:
+            self._stop(stream)
+
+    def _stop(self, stream) -> None:
+        self.stops_sent += 1
+        self.last_stop = self._clock()
+        self._cancel_stream(self.request_id, stream)
 
     def run(self) -> str:
         """Relay until the engine's stream ends; returns the outcome: finished | error | cancelled."""
@@ -128,19 +160,21 @@ class Relay:
         try:
             stream = self._start()
         except Exception as e:
-            self.sink.fail(f"the engine model did not accept the request: {e}", "INTERNAL")
+            code, message = classify(f"the engine model did not accept the request: {e}")
+            self.sink.fail(message, code or "INTERNAL")
             return ERROR
         with self._lock:
             self._stream = stream
             cancel_now = self._cancelled
         if cancel_now:
-            self._cancel_stream(self.request_id, stream)
+            self._stop(stream)
         return self._pump(stream)
 
     def _pump(self, stream: Iterable[Response]) -> str:
         ended = False  # a final error went out; the rest is drained unseen
         try:
             for response in stream:
+                self.responded = True
                 if ended or self._cancelled:
                     continue
                 if response.has_error():
@@ -154,8 +188,9 @@ class Relay:
             return ERROR
         if self._cancelled:
             if not ended:
-                self.sink.fail("cancelled by the client", "CANCELLED")
-            return CANCELLED
+                self.sink.fail(*((self._expired, "UNAVAILABLE") if self._expired else ("cancelled by the client",
+                                                                                         "CANCELLED")))
+            return ERROR if self._expired else CANCELLED
         if ended:
             return ERROR
         self.sink.finish()
@@ -163,11 +198,19 @@ class Relay:
 
 
 class CancelWatcher:
-    """One thread that looks for relays whose client went away (every `period_s`, only
-    while there are relays) and cancels them; TensorRT-LLM's backend polls the same way."""
+    """One thread that looks, every `period_s` and only while there are relays, for relays
+    whose client went away (cancelled; TensorRT-LLM's backend polls the same way), relays
+    without a first response after `first_token_timeout_s` (failed UNAVAILABLE: the overload
+    promise the CPU engine keeps, kept on the GPU path too), and cancelled relays whose engine
+    still answers (the stop is sent again, a few times)."""
 
-    def __init__(self, period_s: float) -> None:
+    RESTOPS, RESTOP_PERIOD_S = 5, 0.2
+
+    def __init__(self, period_s: float, first_token_timeout_s: float | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self._period_s = period_s
+        self._timeout_s = first_token_timeout_s
+        self._clock = clock
         self._cond = threading.Condition()
         self._active: set[Relay] = set()
         self._stopping = False
@@ -190,12 +233,21 @@ class CancelWatcher:
         self._thread.join(5)
 
     def check_once(self) -> int:
+        """Returns how many relays it cancelled or expired."""
         with self._cond:
             relays = list(self._active)
-        cancelled = [r for r in relays if not r.cancelled and r.sink.is_cancelled()]
-        for relay in cancelled:
-            relay.cancel()
-        return len(cancelled)
+        now, acted = self._clock(), 0
+        for relay in relays:
+            if relay.cancelled:
+                if relay.stops_sent < self.RESTOPS and now - relay.last_stop >= self.RESTOP_PERIOD_S:
+                    relay.stop_again()
+            elif relay.sink.is_cancelled():
+                relay.cancel()
+                acted += 1
+            elif self._timeout_s is not None and not relay.responded and now - relay.arrived > self._timeout_s:
+                acted += relay.expire(f"no first token after {now - relay.arrived:.0f}s; the server is overloaded, "
+                                      f"retry later")
+        return acted
 
     def _loop(self) -> None:
         while True:
@@ -213,9 +265,10 @@ class RelayPool:
     relays by request id (what a `stop` request names)."""
 
     def __init__(self, max_workers: int, cancel_period_s: float,
-                 on_done: Callable[[Relay, str, float], None] = lambda relay, outcome, seconds: None) -> None:
+                 on_done: Callable[[Relay, str, float], None] = lambda relay, outcome, seconds: None,
+                 first_token_timeout_s: float | None = None) -> None:
         self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="relay")
-        self._watcher = CancelWatcher(cancel_period_s)
+        self._watcher = CancelWatcher(cancel_period_s, first_token_timeout_s)
         self._on_done = on_done
         self._lock = threading.Lock()
         self._by_id: dict[str, set[Relay]] = {}
@@ -225,6 +278,13 @@ class RelayPool:
             self._by_id.setdefault(relay.request_id, set()).add(relay)
         self._watcher.add(relay)
         self._pool.submit(self._run, relay)
+
+    def counts(self) -> tuple[int, int]:
+        """(running, waiting): relayed requests the engine answers, and those not answered yet."""
+        with self._lock:
+            relays = [r for same_id in self._by_id.values() for r in same_id]
+        running = sum(r.responded for r in relays)
+        return running, len(relays) - running
 
     def cancel_id(self, request_id: str) -> int:
         """Cancel every running relay of this request id (a `stop` request); how many."""

@@ -60,4 +60,4 @@ class TritonPythonModel:
         return None
 
     def finalize(self):
-        self.relays.pool.shutdown()
+        self.relays.shutdown()

@@ -11,6 +11,7 @@ from google.protobuf import text_format
 
 from build_engines.render import read_config
 from build_engines.repository import render_repository
+from build_engines.standin_repository import render_standin_repository
 from client import LlmClient
 from serving.launcher import ServerSettings, TritonServer
 
@@ -55,6 +56,31 @@ def relay_server(default_engine, tmp_path_factory, serve):
     repository = tmp_path_factory.mktemp("relayed") / "repository"
     render_repository(default_engine, repository, relay=True)
     return serve(repository)
+
+
+@pytest.fixture(scope="session")
+def standin_server(default_engine, tmp_path_factory, serve):
+    """The GPU repository layout (ensemble -> engine_relay -> tensorrt_llm, tensorrt_llm_bls ->
+    tensorrt_llm) with `tensorrt_llm` served by the CPU stand-in for the C++ backend."""
+    repository = tmp_path_factory.mktemp("standin") / "repository"
+    render_standin_repository(default_engine, repository)
+    return serve(repository)
+
+
+# Every repository layout the product serves: the CPU engine, the GPU wiring in front of it,
+# and the GPU layout on the stand-in.  Behaviour tests run on each.
+LAYOUTS = ("server", "relay_server", "standin_server")
+
+
+@pytest.fixture(scope="session", params=LAYOUTS)
+def layout_server(request):
+    return request.getfixturevalue(request.param)
+
+
+@pytest.fixture(scope="session")
+def layout_client(layout_server):
+    with LlmClient(layout_server.settings.grpc_url) as c:
+        yield c
 
 
 @pytest.fixture(scope="session")

@@ -15,7 +15,7 @@ from serving.prometheus import value
 from client import ChatMessage, LlmClient, RequestTimeout, SamplingParams
 from contract import metrics as m
 from contract import names
-from tests.integration.conftest import STREAM_TTL_S
+from tests.integration.conftest import LAYOUTS, STREAM_TTL_S
 
 pytestmark = pytest.mark.server
 LONG = SamplingParams(max_tokens=400, min_tokens=400, temperature=0.0)
@@ -86,7 +86,7 @@ def test_twenty_cancellations_in_a_row_leave_no_state(client, metrics):
 
 
 @pytest.mark.parametrize("model", [names.ENSEMBLE, names.LLM_BLS])
-@pytest.mark.parametrize("layout", ["server", "relay_server"])
+@pytest.mark.parametrize("layout", LAYOUTS)
 def test_the_engine_stops_generating_within_a_second_of_the_client_leaving(layout, model, request):
     server = request.getfixturevalue(layout)
     scrape = lambda: prometheus.scrape(server.settings.metrics_url)  # noqa: E731

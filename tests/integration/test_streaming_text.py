@@ -21,7 +21,8 @@ GREEDY = SamplingParams(max_tokens=64, temperature=0.0)
 
 
 @pytest.mark.parametrize("prompt", PROMPTS)
-def test_stream_equals_whole_equals_full_decode(client, tokenizer, prompt):
+def test_stream_equals_whole_equals_full_decode(layout_client, tokenizer, prompt):
+    client = layout_client  # on every repository layout
     messages = [ChatMessage("user", prompt)]
     chunks = list(client.stream(messages, GREEDY))
     streamed = "".join(c.text for c in chunks)
@@ -30,6 +31,7 @@ def test_stream_equals_whole_equals_full_decode(client, tokenizer, prompt):
     ids = [t for c in chunks for t in c.token_ids]
     assert ids == whole.token_ids
     assert streamed == tokenizer.decode([t for t in ids if t != 2], skip_special_tokens=True)
+    assert chunks[-1].finish_reason == whole.finish_reason != ""
     assert all("\ufffd" not in c.text for c in chunks) or "\ufffd" in streamed
     assert len(chunks) > 1  # really streamed
 

@@ -11,13 +11,14 @@ import pytest
 
 from bench.stress import ABANDONED, COMPLETED, ServerWatch, StressPlan, run_stress
 from contract import names
+from tests.integration.conftest import LAYOUTS
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]
 
 PLAN = StressPlan(models=(names.ENSEMBLE, names.LLM_BLS), requests_per_model=80, concurrency=12)
 
 
-@pytest.mark.parametrize("layout", ["server", "relay_server"])
+@pytest.mark.parametrize("layout", LAYOUTS)
 def test_the_server_survives_short_streams_abandoned_and_timed_out(layout, request):
     server = request.getfixturevalue(layout)
     watch = ServerWatch.of(server.process.pid, server.settings.log_file)

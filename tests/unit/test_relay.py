@@ -205,3 +205,19 @@ def test_relayed_tensorrt_llm_responses_keep_our_contract():
     echo = np.array([[b"row0"], [b"row1"]], dtype=object)
     out = relay_outputs(closing, echo)
     assert out["detokenize_params"].tolist() == [[b"row1"]] and out["sequence_index"].tolist() == [[0]]
+
+
+@pytest.mark.parametrize("message,code", [
+    ("Executor failed process requestId 3 due to the following error: Maximum queue size of 8 has been reached, "
+     "please try again later", "UNAVAILABLE"),
+    ("[request id: abc] Exceeds maximum queue size", "UNAVAILABLE"),
+    ("Encountered an error when fetching new request: Prompt length (600) exceeds maximum input length (512)", "INTERNAL"),
+    ("[INVALID_ARG] 'bad_words_list' asks for bad words", None),
+])
+def test_engine_errors_reach_clients_with_our_codes(message, code):
+    from model_repository.engine_errors import classify
+
+    got, text = classify(message)
+    assert got == code and (message in text)
+    if code == "UNAVAILABLE":
+        assert "retry later" in text
