@@ -1,9 +1,10 @@
 """The GPU engine step of the model repository: the C++ `tensorrt_llm` model and the
 `engine_relay` Python model in front of it (the ensemble's engine step).
 
-The `tensorrt_llm` config mirrors the inputs/outputs NVIDIA declares for the engine
-contract (TensorRT-LLM 1.1 triton_backend/all_models/inflight_batcher_llm/tensorrt_llm/
-config.pbtxt): scalars are reshaped to [] and variable-length inputs allow ragged batches.
+The `tensorrt_llm` config declares exactly the inputs/outputs NVIDIA's config.pbtxt declares
+at the spec's TensorRT-LLM version (triton_backend/all_models/inflight_batcher_llm/tensorrt_llm,
+recorded in contract/upstream/data/triton_models_<version>.json), so NVIDIA's own clients of the
+engine model work, and our relay's requests use a subset of it.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from build_engines.trtllm_spec import effective
 from contract import names
 from contract.model_configs import EngineRelayParameters, TensorRtLlmParameters
 from contract.model_parameters import to_parameters
-from contract.tensors import BLS_INPUTS, ENGINE_INPUTS, ENGINE_OUTPUTS, ENSEMBLE_OUTPUTS, TRTLLM_INPUTS, TRTLLM_OUTPUTS
+from contract.tensors import BLS_INPUTS, ENGINE_INPUTS, ENGINE_OUTPUTS, ENSEMBLE_OUTPUTS
+from contract.upstream.triton_models import TensorDecl, load_models
 
 TRTLLM_BACKEND = "tensorrtllm"  # /opt/tritonserver/backends/tensorrtllm in the NGC image
 
@@ -37,6 +39,26 @@ def tensorrt_llm_parameters(engine_dir: Path, spec: BuildSpec) -> TensorRtLlmPar
     )
 
 
+# The dtype templates of NVIDIA's config (fill_template.py variables), as this kit fills them.
+TEMPLATED_DTYPES = {"${logits_datatype}": "TYPE_FP32", "${prompt_embedding_table_data_type}": "TYPE_FP16",
+                    "${encoder_input_features_data_type}": "TYPE_FP16"}
+
+
+def nvidia_io(decl: TensorDecl, cls: type):
+    """One input/output of NVIDIA's tensorrt_llm config.pbtxt, exactly as declared there
+    (contract/upstream/data/triton_models_<version>.json): names, dtypes, dims, reshape,
+    ragged batching and optionality are the C++ backend's contract, not ours to change."""
+    dtype = TEMPLATED_DTYPES.get(decl.data_type, decl.data_type)
+    msg = cls(name=decl.name, data_type=mc.DataType.Value(dtype), dims=list(decl.dims))
+    if cls is mc.ModelInput:
+        msg.optional = decl.optional
+        msg.allow_ragged_batch = decl.allow_ragged_batch
+        if decl.reshape is not None:
+            msg.reshape.SetInParent()
+            msg.reshape.shape.extend(decl.reshape)
+    return msg
+
+
 def tensorrt_llm_config(engine_dir: Path, spec: BuildSpec) -> mc.ModelConfig:
     limits, serving = spec.limits, spec.trtllm.serving
     config = mc.ModelConfig(name=names.TRTLLM_ENGINE, backend=TRTLLM_BACKEND, max_batch_size=limits.max_batch_size)
@@ -45,14 +67,9 @@ def tensorrt_llm_config(engine_dir: Path, spec: BuildSpec) -> mc.ModelConfig:
     batching.preferred_batch_size.append(limits.max_batch_size)
     batching.max_queue_delay_microseconds = serving.max_queue_delay_microseconds
     batching.default_queue_policy.max_queue_size = serving.max_queue_size
-    for spec_in in TRTLLM_INPUTS:
-        tensor = io_message(spec_in, mc.ModelInput)
-        if spec_in.is_scalar:
-            tensor.reshape.SetInParent()  # shape [] per request, as the backend expects
-        else:
-            tensor.allow_ragged_batch = True
-        config.input.append(tensor)
-    config.output.extend(io_message(t, mc.ModelOutput) for t in TRTLLM_OUTPUTS)
+    nvidia = load_models(spec.trtllm.trtllm_version)[names.TRTLLM_ENGINE]
+    config.input.extend(nvidia_io(t, mc.ModelInput) for t in nvidia.inputs)
+    config.output.extend(nvidia_io(t, mc.ModelOutput) for t in dict((t.name, t) for t in nvidia.outputs).values())
     config.instance_group.add(kind=mc.ModelInstanceGroup.KIND_CPU, count=1)  # the executor owns the GPUs
     for key, value in to_parameters(tensorrt_llm_parameters(engine_dir, spec)).items():
         config.parameters[key].string_value = value

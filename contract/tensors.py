@@ -232,8 +232,9 @@ ENGINE_OUTPUTS: tuple[TensorSpec, ...] = (
     TensorSpec("sequence_length", DType.INT32, (-1,), doc="[beam] number of tokens in output_ids"),
 ) + ENGINE_CLIENT_OUTPUTS + (DETOKENIZE_PARAMS,)
 
-# The C++ `tensorrt_llm` model cannot echo detokenize_params: it takes the engine contract
-# without it, and the `engine_relay` Python model in front of it adds the echo.
+# What the relays send to the C++ `tensorrt_llm` model and ask back from it (a subset of
+# NVIDIA's declaration, which its config carries as it is): the engine contract without
+# detokenize_params, which the C++ model cannot echo; the `engine_relay` in front adds it.
 TRTLLM_INPUTS: tuple[TensorSpec, ...] = tuple(t for t in ENGINE_INPUTS if t is not DETOKENIZE_PARAMS)
 TRTLLM_OUTPUTS: tuple[TensorSpec, ...] = tuple(t for t in ENGINE_OUTPUTS if t is not DETOKENIZE_PARAMS)
 

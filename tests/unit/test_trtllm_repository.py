@@ -17,6 +17,7 @@ from contract.build_record import BuildRecord
 from contract.model_configs import EngineRelayParameters, PreprocessingParameters
 from contract.model_parameters import from_parameters
 from contract.tensors import ENGINE_INPUTS, ENGINE_OUTPUTS, TRTLLM_INPUTS, TRTLLM_OUTPUTS
+from contract.upstream.triton_models import load_models
 from tests.unit.trtllm_fixtures import info_of, llama_8b_checkpoint, trtllm_spec
 
 SERVING = TrtLlmServing(kv_cache_free_gpu_mem_fraction=0.85, enable_kv_cache_reuse=True, enable_chunked_context=True,
@@ -67,10 +68,15 @@ def test_tensorrt_llm_config(repo):
     engine, out = repo
     cfg = read_config(out / names.TRTLLM_ENGINE / "config.pbtxt")
     assert cfg.backend == "tensorrtllm" and cfg.model_transaction_policy.decoupled
-    assert [i.name for i in cfg.input] == [t.name for t in TRTLLM_INPUTS]
-    assert [o.name for o in cfg.output] == [t.name for t in TRTLLM_OUTPUTS]
-    assert "detokenize_params" not in {i.name for i in cfg.input} | {o.name for o in cfg.output}
-    inputs = {i.name: i for i in cfg.input}
+    version = BuildRecord.read(engine).spec["trtllm"]["trtllm_version"]
+    nvidia = load_models(version)[names.TRTLLM_ENGINE]
+    assert [i.name for i in cfg.input] == [t.name for t in nvidia.inputs]  # NVIDIA's declaration, as it is
+    assert [o.name for o in cfg.output] == list(dict.fromkeys(t.name for t in nvidia.outputs))
+    inputs, outputs = {i.name: i for i in cfg.input}, {o.name: o for o in cfg.output}
+    for t in TRTLLM_INPUTS:  # what the relays send: accepted as it is typed
+        assert inputs[t.name].data_type == mc.DataType.Value(t.dtype.config_name), t.name
+    for t in TRTLLM_OUTPUTS:  # what the relays ask for
+        assert outputs[t.name].data_type == mc.DataType.Value(t.dtype.config_name), t.name
     assert inputs["input_ids"].allow_ragged_batch and inputs["stop_words_list"].allow_ragged_batch
     assert inputs["request_output_len"].HasField("reshape") and list(inputs["request_output_len"].reshape.shape) == []
     assert cfg.dynamic_batching.max_queue_delay_microseconds == 100
