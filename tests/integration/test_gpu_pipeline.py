@@ -18,6 +18,7 @@ from client import ChatMessage, LlmClient, SamplingParams
 from contract import names
 from serving.launcher import ServerSettings, TritonServer
 from tests.integration import test_bad_requests as cpu_bad_requests
+from tests.integration import test_cancellation as cancellation_tests
 from tests.integration import test_engine_relay as relay_tests
 from tests.integration import test_tensorrt_llm_bls as bls_tests
 from tests.integration.conftest import ROOT
@@ -52,6 +53,12 @@ def server(gpu_engine, tmp_path_factory):
     repository = tmp_path_factory.mktemp("gpu") / "repository"
     render_repository(gpu_engine, repository)
     settings = ServerSettings.on_free_ports(repository, tmp_path_factory.mktemp("gpu-logs") / "server.log")
+    yield from _gpu_up(settings)
+
+
+def _gpu_up(settings):
+    """`serving gpu-up` on these settings until the fixture ends."""
+    repository = settings.repository
     cmd = [sys.executable, "-m", "serving", "gpu-up", "--repository", str(repository), "--host", settings.host,
            "--http-port", str(settings.http_port), "--grpc-port", str(settings.grpc_port),
            "--metrics-port", str(settings.metrics_port), "--exit-timeout", "10"]
@@ -75,12 +82,75 @@ def client(server):
         yield c
 
 
-GPU_CASES = [c for c in cpu_bad_requests.CASES if c[1] != "bad_words_list"]  # TensorRT-LLM has bad words
+@pytest.fixture(scope="session")
+def layout_client(client):
+    """The CPU tests written for every layout run here on the GPU one."""
+    return client
+
+
+GPU_CASES = [c for c in cpu_bad_requests.CASES if c[1] != "bad_words"]  # TensorRT-LLM has bad words
 
 
 @pytest.mark.parametrize("values,field,message", GPU_CASES)
 def test_bad_request_gets_invalid_arg(server, values, field, message):
-    cpu_bad_requests.test_bad_request_gets_invalid_arg_over_grpc_streaming(server, values, field, message)
+    _, error = cpu_bad_requests.raw_request(server.settings.grpc_url, **values)
+    assert error is not None and "[INVALID_ARG]" in error.message() and f"'{field}'" in error.message(), error
+    assert message in error.message()
+
+
+@pytest.mark.parametrize("model", [names.ENSEMBLE, names.LLM_BLS])
+def test_the_engine_stops_within_a_second_of_the_client_leaving(server, model):
+    """Cancellation on the real backend: the relays record llm_generated_tokens_total in front
+    of TensorRT-LLM, and it stops growing within a second of the client leaving."""
+    cancellation_tests.assert_engine_stops_within_a_second(server, model)
+
+
+@pytest.fixture(scope="module")
+def overload_server(gpu_engine, tmp_path_factory):
+    """The same engine served with a queue of one request in front of the executor."""
+    import dataclasses
+    import json
+
+    from build_engines.repository import render_repository
+    from contract.build_record import BuildRecord
+
+    engine = tmp_path_factory.mktemp("overload") / "engine"
+    engine.mkdir()
+    for item in gpu_engine.iterdir():
+        if item.name != "build.json":
+            (engine / item.name).symlink_to(item)
+    record = BuildRecord.read(gpu_engine)
+    spec = json.loads(json.dumps(record.spec))
+    spec["trtllm"]["serving"]["max_queue_size"] = 1
+    dataclasses.replace(record, spec=spec).write(engine)
+    repository = tmp_path_factory.mktemp("overload") / "repository"
+    render_repository(engine, repository)
+    settings = ServerSettings.on_free_ports(repository, tmp_path_factory.mktemp("overload-logs") / "server.log")
+    yield from _gpu_up(settings)
+
+
+def test_overload_is_refused_retry_later(overload_server):
+    """More requests than the batch (16) and the queue (1) at once: the surplus gets
+    UNAVAILABLE 'retry later' (TensorRT-LLM's or Triton's queue bound, classified by the relay)
+    and the server keeps serving."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from client.errors import ServerUnavailable
+
+    prompt = [ChatMessage("user", "Write a very long story about the history of bread.")]
+    sampling = SamplingParams(max_tokens=400, min_tokens=400, temperature=0.0)
+    with LlmClient(overload_server.settings.grpc_url) as c, ThreadPoolExecutor(40) as pool:
+        futures = [pool.submit(c.generate, prompt, sampling) for _ in range(40)]
+        outcomes = []
+        for f in futures:
+            try:
+                f.result(timeout=600)
+                outcomes.append("ok")
+            except ServerUnavailable as e:
+                assert "retry later" in str(e)
+                outcomes.append("refused")
+    assert "refused" in outcomes and "ok" in outcomes
+    assert overload_server.is_ready()
 
 
 def test_answers_the_capital_question(client):
@@ -103,7 +173,7 @@ def test_client_cancel_reaches_tensorrt_llm(server):
     relay_tests.test_client_cancel_stops_the_engine_request(server, limit_s=full / 2)
 
 
-def test_llm_bls_gives_the_ensemble_results(server, client):
+def test_bls_gives_the_ensemble_results(server, client):
     with LlmClient(server.settings.grpc_url, model=names.LLM_BLS) as bls:
         bls_tests.test_same_tokens_and_text_as_the_ensemble(bls, client)
         bls_tests.test_non_streaming_and_stop_strings(bls, client)

@@ -124,3 +124,11 @@ def test_llm_bls_has_the_ensemble_contract_and_talks_to_tensorrt_llm(repo):
     assert [(o.name, o.data_type) for o in bls.output] == [(o.name, o.data_type) for o in ens.output]
     params = from_parameters(EngineRelayParameters, bls.name, _params(bls))
     assert params.target_model == names.TRTLLM_ENGINE and params.engine_dir == engine.resolve()
+
+
+def test_every_tensorrt_llm_parameter_is_one_upstream_declares(repo):
+    engine, out = repo
+    cfg = read_config(out / names.TRTLLM_ENGINE / "config.pbtxt")
+    version = BuildRecord.read(engine).spec["trtllm"]["trtllm_version"]
+    upstream = {p.key for p in load_models(version)[names.TRTLLM_ENGINE].parameters}
+    assert set(_params(cfg)) <= upstream, set(_params(cfg)) - upstream
