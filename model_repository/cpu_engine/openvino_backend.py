@@ -78,6 +78,16 @@ class OpenVinoHandle:
         self._h.cancel()
 
 
+def engine_properties(params: OpenVinoEngineParameters) -> dict[str, object]:
+    """The properties the engine is compiled with: its numerics pinned by the spec, never left to
+    the host's defaults (bf16 activations on a CPU with native bf16, f32 elsewhere), and threads."""
+    properties: dict[str, object] = {"INFERENCE_PRECISION_HINT": params.activation_precision,
+                                     "KV_CACHE_PRECISION": params.kv_cache_precision}
+    if params.inference_threads:
+        properties["INFERENCE_NUM_THREADS"] = params.inference_threads
+    return properties
+
+
 class OpenVinoBackend:
     def __init__(self, params: OpenVinoEngineParameters) -> None:
         import openvino as ov
@@ -90,10 +100,7 @@ class OpenVinoBackend:
         scheduler.max_num_batched_tokens = params.max_num_batched_tokens
         scheduler.dynamic_split_fuse = True
         scheduler.enable_prefix_caching = params.enable_prefix_caching
-        properties = {}
-        if params.inference_threads:
-            properties["INFERENCE_NUM_THREADS"] = params.inference_threads
-        self._pipe = og.ContinuousBatchingPipeline(str(Path(params.engine_dir)), scheduler, "CPU", properties)
+        self._pipe = og.ContinuousBatchingPipeline(str(Path(params.engine_dir)), scheduler, "CPU", engine_properties(params))
 
     def warm_up(self) -> None:
         """Run one tiny request so the first real one does not pay for kernel compilation."""
