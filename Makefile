@@ -33,13 +33,15 @@ CHECKPOINT_ARG := $(if $(MODEL),--checkpoint $(MODEL),)
 PRECISION_ARG := $(if $(PRECISION),--precision $(PRECISION),)
 CHART_ARGS := $(foreach f,$(VALUES),-f $(f)) $(if $(ENGINE_DIR),--engine-dir $(ENGINE_DIR),)
 
-.PHONY: help venv build-engine build-engine-openvino build-engine-tensorrt_llm compose-config test-gpu serve serve-detached stop demo client bench bench-throughput chart-check chart-template test test-unit clean
+.PHONY: help venv eval-quality eval-harness build-engine build-engine-openvino build-engine-tensorrt_llm compose-config test-gpu serve serve-detached stop demo client bench bench-throughput chart-check chart-template test test-unit clean
 
 help:
 	@echo "make demo          build the default model's engine, start Triton, stream a completion, stop"
 	@echo "make build-engine  [MODEL=/hf/llama/dir] [PRECISION=int8|int4|fp16] build the CPU engine + model repository"
 	@echo "make build-engine  MODEL=/hf/llama/dir PRECISION=fp16|bf16|fp8|int8_sq|int8_wo|int4_awq [TP=n] [PP=n]"
 	@echo "                   the TensorRT-LLM engine: here inside the GPU image, else in the compose builder service"
+	@echo "make eval-quality  [ENGINE_DIR=build/engines/...] [PRECISION=int4] [FULL=1] accuracy vs the float32 checkpoint"
+	@echo "                   (PPL, KL divergence, top-1, greedy agreement), stored in the engine's build.json"
 	@echo "make serve         build, then run Triton in the foreground (Ctrl-C stops it)"
 	@echo "make serve-detached / make stop   the same in the background"
 	@echo "make client PROMPT='...'          stream a completion from a running server"
@@ -64,6 +66,11 @@ build-engine: build-engine-$(BACKEND)
 
 build-engine-openvino: venv
 	$(PY) -m build_engines build --backend openvino $(CHECKPOINT_ARG) $(PRECISION_ARG) --skip-existing $(ENGINE_ARGS)
+
+# The fidelity report of a built CPU engine (the one `make build-engine` made for PRECISION, or ENGINE_DIR).
+FIDELITY_ENGINE = $(or $(ENGINE_DIR),build/engines/SmolLM2-135M-Instruct-openvino-$(or $(PRECISION),int8))
+eval-quality: venv
+	$(PY) -m build_engines eval-quality --engine-dir $(FIDELITY_ENGINE) $(if $(FULL),--full,)
 
 # Standard library only until it knows where to build (see build_engines/dispatch.py).
 build-engine-tensorrt_llm:

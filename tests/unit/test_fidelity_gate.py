@@ -1,0 +1,106 @@
+"""The publication gate and the spec's precision and fidelity fields."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from build_engines.checkpoint import CheckpointInfo
+from build_engines.fidelity.gate import FIDELITY_GATES, FidelityGateError, check_gate, gate_problems
+from build_engines.fidelity.options import FidelityOptions
+from build_engines.openvino_compress import Int4Recipe
+from build_engines.spec import BuildSpec, OpenVinoOptions, Precision, SpecError
+
+SMOLLM2 = CheckpointInfo(path="/c", architecture="LlamaForCausalLM", num_layers=30, hidden_size=576,
+                         intermediate_size=1536, num_heads=9, num_kv_heads=3, head_dim=64, vocab_size=49152,
+                         max_position_embeddings=8192, dtype="float32", tie_word_embeddings=True)
+
+
+def report(mean_kld=0.004, ppl_change=0.5, top1=96.0):
+    return {"logits": {"mean_kld": mean_kld, "ppl_change_pct": ppl_change, "same_top1_pct": top1,
+                       "engine_ppl": 10.0 * (1 + ppl_change / 100), "reference_ppl": 10.0, "scored_tokens": 2559},
+            "text": {"name": "Python 3.11 stdlib pydoc_data/topics.py"}}
+
+
+def test_an_engine_within_its_gate_passes():
+    check_gate(report(), FIDELITY_GATES["int8"], "the int8 engine")
+
+
+def test_the_gate_names_every_number_beyond_it():
+    with pytest.raises(FidelityGateError) as e:
+        check_gate(report(mean_kld=0.28, ppl_change=30.8, top1=73.3), FIDELITY_GATES["int4"], "the int4 engine")
+    message = str(e.value)
+    for number in ("0.2800 > 0.1", "+30.80%", "73.3% < 82%", "2559 tokens", "--gate-max-mean-kld", "--fidelity off"):
+        assert number in message
+
+
+def test_each_limit_alone():
+    limits = FIDELITY_GATES["int8"]
+    assert gate_problems(report()["logits"], limits) == []
+    assert len(gate_problems(report(mean_kld=1.0)["logits"], limits)) == 1
+    assert len(gate_problems(report(ppl_change=50)["logits"], limits)) == 1
+    assert len(gate_problems(report(top1=10)["logits"], limits)) == 1
+    assert gate_problems(report(ppl_change=-3.0)["logits"], limits) == []  # better than the reference is no failure
+
+
+def test_overrides_replace_the_precision_defaults():
+    limits = FidelityOptions(max_mean_kld=0.5).limits("int4")
+    assert limits.max_mean_kld == 0.5 and limits.max_ppl_change_pct == FIDELITY_GATES["int4"].max_ppl_change_pct
+    assert FidelityOptions().limits("fp8") is None  # no default gate: GPU precisions are compared, not gated here
+    assert FidelityOptions(max_mean_kld=0.1).limits("fp8").max_mean_kld == 0.1
+
+
+def test_gates_are_ordered_by_precision():
+    kld = [FIDELITY_GATES[p].max_mean_kld for p in ("fp16", "int8", "int4")]
+    assert kld == sorted(kld)
+
+
+def test_precision_fields_round_trip_and_are_artifact_fields():
+    spec = BuildSpec(Path("/c"), precision=Precision.INT4,
+                     openvino=OpenVinoOptions(activation_precision="bf16", kv_cache_precision="f16",
+                                              int4=Int4Recipe(group_size=64, ratio=0.8)),
+                     fidelity=FidelityOptions(evaluation="full", max_mean_kld=0.2))
+    assert BuildSpec.from_dict(json.loads(json.dumps(spec.to_dict()))) == spec
+    numerics = spec.artifact_fields()["numerics"]
+    assert numerics == {"activation_precision": "bf16", "kv_cache_precision": "f16",
+                        "int4": spec.to_dict()["openvino"]["int4"]}
+    assert "fidelity" not in spec.artifact_fields()  # a new gate needs no rebuild
+    int8 = BuildSpec(Path("/c"))
+    assert "int4" not in int8.artifact_fields()["numerics"]  # the int4 recipe does not change an int8 engine
+
+
+def test_records_without_precision_fields_still_read():
+    data = BuildSpec(Path("/c")).to_dict()
+    for key in ("activation_precision", "kv_cache_precision", "int4"):
+        del data["openvino"][key]
+    del data["fidelity"]
+    assert BuildSpec.from_dict(data) == BuildSpec(Path("/c"))
+
+
+@pytest.mark.parametrize("options,message", [
+    (OpenVinoOptions(activation_precision="fp64"), "'activation_precision' must be one of"),
+    (OpenVinoOptions(kv_cache_precision="u4"), "'kv_cache_precision' must be one of"),
+    (OpenVinoOptions(int4=Int4Recipe(group_size=128)), "'int4.group_size' 128 must divide the model's dimensions \\[576, 1536\\] \\(e.g. \\[64, 32, 16\\]\\)"),
+    (OpenVinoOptions(int4=Int4Recipe(ratio=0)), "'int4.ratio' must be in \\(0, 1\\]"),
+    (OpenVinoOptions(int4=Int4Recipe(gptq=True)), "exclusive"),
+])
+def test_invalid_numerics_name_the_field(options, message):
+    with pytest.raises(SpecError, match=message):
+        BuildSpec(Path("/c"), precision=Precision.INT4, openvino=options).validate(SMOLLM2)
+
+
+def test_an_int4_recipe_is_not_checked_for_an_int8_engine():
+    BuildSpec(Path("/c"), openvino=OpenVinoOptions(int4=Int4Recipe(group_size=128))).validate(SMOLLM2)
+
+
+def test_invalid_fidelity_options():
+    with pytest.raises(SpecError, match="'fidelity.evaluation' must be one of"):
+        BuildSpec(Path("/c"), fidelity=FidelityOptions(evaluation="huge")).validate(SMOLLM2)
+
+
+def test_kv_sizing_uses_the_real_element_size():
+    u8 = BuildSpec(Path("/c"), openvino=OpenVinoOptions(kv_cache_precision="u8"))
+    f16 = BuildSpec(Path("/c"), openvino=OpenVinoOptions(kv_cache_precision="f16"))
+    assert u8.kv_bytes_per_element(SMOLLM2) == pytest.approx(1 + 8 / 64)  # u8 + f32 scale and zero point per head
+    assert f16.kv_bytes_per_element(SMOLLM2) == 2
+    assert u8.kv_cache_bound_gb(SMOLLM2) == pytest.approx(f16.kv_cache_bound_gb(SMOLLM2) * 1.125 / 2)
