@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from build_engines.fidelity.evaluate import SETTINGS
+from build_engines.fidelity.texts import windows
 
 
 def fidelity_plan_lines(spec) -> list[str]:
@@ -10,7 +11,7 @@ def fidelity_plan_lines(spec) -> list[str]:
     if options.evaluation == "off":
         return ["fidelity: not evaluated (--fidelity off); no gate"]
     s = SETTINGS[options.evaluation]
-    scored = s.window - 1 + (s.max_tokens // s.stride - 2) * s.stride
+    scored = sum(end - first for _, end, first in windows(s.max_tokens, s.window, s.stride))
     lines = [f"fidelity ({options.evaluation}): engine vs float32 checkpoint (torch) on {scored} tokens of Python's "
              f"pydoc_data/topics.py ({s.window}-token windows, stride {s.stride}) + {s.prompts} greedy answers of "
              f"{s.answer_tokens} tokens: PPL, mean/p99 KLD, top-1 and greedy agreement into build.json"]

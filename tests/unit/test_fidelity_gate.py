@@ -104,3 +104,41 @@ def test_kv_sizing_uses_the_real_element_size():
     assert u8.kv_bytes_per_element(SMOLLM2) == pytest.approx(1 + 8 / 64)  # u8 + f32 scale and zero point per head
     assert f16.kv_bytes_per_element(SMOLLM2) == 2
     assert u8.kv_cache_bound_gb(SMOLLM2) == pytest.approx(f16.kv_cache_bound_gb(SMOLLM2) * 1.125 / 2)
+
+
+def test_plan_shows_numerics_kv_element_size_and_gate(default_checkpoint):
+    from build_engines.checkpoint import inspect_checkpoint
+    from build_engines.plan_report import plan_lines
+
+    info = inspect_checkpoint(default_checkpoint)
+    text = "\n".join(plan_lines(BuildSpec(default_checkpoint, precision=Precision.INT4), info, Path("/e")))
+    assert "numerics: activations f32 (INFERENCE_PRECISION_HINT), KV cache u8 (KV_CACHE_PRECISION)" in text
+    assert "u8: 1.125 bytes/element" in text
+    assert "build_engines.openvino_compress" in text and "group 32" in text
+    assert f"gate: mean KLD <= {FIDELITY_GATES['int4'].max_mean_kld:g}" in text
+    assert "2559 tokens of Python's pydoc_data/topics.py" in text
+
+
+def test_engine_properties_pin_the_numerics():
+    from contract.model_configs import OpenVinoEngineParameters
+    from model_repository.cpu_engine.openvino_backend import engine_properties
+
+    params = OpenVinoEngineParameters(engine_dir=Path("/e"), max_num_seqs=1, max_num_batched_tokens=8,
+                                      activation_precision="bf16", kv_cache_precision="f16", inference_threads=2)
+    assert engine_properties(params) == {"INFERENCE_PRECISION_HINT": "bf16", "KV_CACHE_PRECISION": "f16",
+                                         "INFERENCE_NUM_THREADS": 2}
+    with pytest.raises(ValueError, match="'kv_cache_precision' must be one of"):
+        OpenVinoEngineParameters(engine_dir=Path("/e"), max_num_seqs=1, max_num_batched_tokens=8,
+                                 kv_cache_precision="i4").validate()
+
+
+def test_calibration_never_uses_the_evaluation_text(default_checkpoint):
+    from build_engines.fidelity.texts import EVAL_TEXT_MODULE, calibration_texts, evaluation_text
+    from build_engines.openvino_compress import calibration_windows
+
+    texts = calibration_texts()
+    assert len(texts) >= 20 and all(t.path != evaluation_text().path for t in texts)
+    assert all(EVAL_TEXT_MODULE not in str(t.path) for t in texts)
+    windows = calibration_windows(default_checkpoint, samples=8, tokens=64)
+    assert len(windows) == 8 and all(len(w) == 64 for w in windows)
+    assert len({tuple(w) for w in windows}) == 8  # taken in turn from different texts
