@@ -154,6 +154,8 @@ def reuse_engine(engine_dir: Path, spec: BuildSpec) -> bool:
     record = BuildRecord.read(engine_dir)
     if BuildSpec.from_dict(record.spec).artifact_fields() != spec.artifact_fields():
         return False
+    if spec.backend == EngineBackend.OPENVINO and spec.fidelity.evaluation != "off" and not record.fidelity:
+        return False  # built before fidelity reports (and pinned numerics): measure it again
     if record.spec != spec.to_dict():
         dataclasses.replace(record, spec=spec.to_dict()).write(engine_dir)
     return True

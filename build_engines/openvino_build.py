@@ -52,7 +52,8 @@ def fidelity_command(spec: BuildSpec, engine_dir: Path, out: Path) -> list[str]:
     ov = spec.openvino
     return [sys.executable, "-m", "build_engines.fidelity", "--engine-dir", str(engine_dir),
             "--checkpoint", str(spec.checkpoint), "--activation-precision", ov.activation_precision,
-            "--kv-cache-precision", ov.kv_cache_precision, "--evaluation", spec.fidelity.evaluation,
+            "--kv-cache-precision", ov.kv_cache_precision,
+            "--dynamic-quantization-group-size", str(ov.dynamic_quantization_group_size), "--evaluation", spec.fidelity.evaluation,
             "--inference-threads", str(ov.inference_threads), "--out", str(out)]
 
 

@@ -16,7 +16,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 IR_MODEL_FILE = "openvino_model.xml"
-MODES = ("int4_asym", "int4_sym")
+# int4_asym / int4_sym: NNCF (integer zero point), with the data-aware methods below;
+# int4_float_zp: a float zero point per group, data-free (build_engines/int4_float_zp.py).
+MODES = ("int4_asym", "int4_sym", "int4_float_zp")
 SENSITIVITY_METRICS = ("weight_quantization_error", "hessian_input_activation", "mean_activation_variance",
                        "max_activation_variance", "mean_activation_magnitude")
 
@@ -48,6 +50,10 @@ class Int4Recipe:
             problems.append("'int4.calibration_samples' must be >= 1 and 'int4.calibration_tokens' >= 16")
         if self.awq and self.gptq:
             problems.append("'int4.awq' and 'int4.gptq' are exclusive in NNCF; pick one")
+        if self.mode == "int4_float_zp" and (self.awq or self.scale_estimation or self.gptq or self.ratio < 1.0):
+            problems.append("'int4.mode' int4_float_zp is data-free, every layer int4: NNCF's AWQ, scale estimation, "
+                            "GPTQ and mixed precision produce integer zero points (--no-int4-awq "
+                            "--no-int4-scale-estimation --no-int4-gptq, ratio 1)")
         return problems
 
     @property
@@ -94,6 +100,15 @@ def compress(ir_dir: Path, checkpoint: Path, recipe: Int4Recipe) -> dict:
 
     t0 = time.monotonic()
     model = ov.Core().read_model(str(ir_dir / IR_MODEL_FILE))
+    if recipe.mode == "int4_float_zp":
+        from build_engines.int4_float_zp import compress_matmuls
+
+        vocab = json.loads((checkpoint / "config.json").read_text())["vocab_size"]
+        # Decoder layers int4; the token embedding and the LM head (vocab rows) int8, as NNCF does.
+        layers = compress_matmuls(model, recipe.group_size, skip_output_dims=(vocab,))
+        _save(nncf.compress_weights(model, mode=nncf.CompressWeightsMode.INT8_ASYM), ir_dir)
+        return {"recipe": asdict(recipe), "nncf": nncf.__version__, "int4_layers": layers,
+                "seconds": round(time.monotonic() - t0, 1)}
     kwargs = dict(mode=nncf.CompressWeightsMode(recipe.mode), group_size=recipe.group_size, ratio=recipe.ratio,
                   backup_mode=nncf.BackupMode.INT8_ASYM)
     if not recipe.data_free:
@@ -101,12 +116,17 @@ def compress(ir_dir: Path, checkpoint: Path, recipe: Int4Recipe) -> dict:
         kwargs |= dict(dataset=nncf.Dataset(windows, _inputs), subset_size=len(windows), awq=recipe.awq,
                        scale_estimation=recipe.scale_estimation, gptq=recipe.gptq,
                        sensitivity_metric=nncf.SensitivityMetric(recipe.sensitivity_metric))
-    compressed = nncf.compress_weights(model, **kwargs)
+    _save(nncf.compress_weights(model, **kwargs), ir_dir)
+    return {"recipe": asdict(recipe), "nncf": nncf.__version__, "seconds": round(time.monotonic() - t0, 1)}
+
+
+def _save(model, ir_dir: Path) -> None:
+    import openvino as ov
+
     tmp = ir_dir / "compressed.xml"
-    ov.save_model(compressed, str(tmp))
+    ov.save_model(model, str(tmp))
     tmp.replace(ir_dir / IR_MODEL_FILE)
     tmp.with_suffix(".bin").replace(ir_dir / "openvino_model.bin")
-    return {"recipe": asdict(recipe), "nncf": nncf.__version__, "seconds": round(time.monotonic() - t0, 1)}
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -38,7 +38,8 @@ def _openvino_lines(spec: BuildSpec, info: CheckpointInfo, engine_dir: Path) -> 
     lines = [f"step {n}: " + shlex.join(cmd) for n, cmd in enumerate(steps, 1)]
     return lines + [
         f"numerics: activations {ov.activation_precision} (INFERENCE_PRECISION_HINT), KV cache {ov.kv_cache_precision} "
-        f"(KV_CACHE_PRECISION), weights {spec.precision.value}" + (_int4_line(spec) if spec.precision == Precision.INT4 else ""),
+        f"(KV_CACHE_PRECISION), dynamic activation quantization "
+        f"{ov.dynamic_quantization_group_size or 'off'} (DYNAMIC_QUANTIZATION_GROUP_SIZE), weights {spec.precision.value}" + (_int4_line(spec) if spec.precision == Precision.INT4 else ""),
         f"KV cache: {per_token / 1024:.1f} KiB/token ({ov.kv_cache_precision}: {element:g} bytes/element); at most "
         f"{spec.kv_cache_bound_gb(info):.2f} GB for {spec.limits.max_batch_size} x {spec.limits.max_seq_len} tokens; pool: "
         + (f"{ov.kv_cache_size_gb} GB" if ov.kv_cache_size_gb else "grows on demand"),

@@ -82,10 +82,13 @@ class OpenVinoOptions:
     # defaults measured in docs/examples/fidelity/ (quality and speed).
     activation_precision: str = "f32"
     kv_cache_precision: str = "u8"
+    dynamic_quantization_group_size: int = 0  # int8 activations for compressed-weight matmuls; 0: off
     int4: Int4Recipe = field(default_factory=Int4Recipe)  # used by precision int4 only
 
     def validate(self, dims: tuple[int, ...] = ()) -> None:
         problems = precision_problems(self.activation_precision, self.kv_cache_precision) + self.int4.validate(dims)
+        if self.dynamic_quantization_group_size < 0:
+            problems.append(f"'dynamic_quantization_group_size' must be >= 0 (0: off), got {self.dynamic_quantization_group_size}")
         if problems:
             raise SpecError("; ".join(problems))
         if self.max_queue_size < 0:
@@ -152,7 +155,7 @@ class BuildSpec:
         if self.backend == EngineBackend.OPENVINO:
             # The precisions change the engine's numerics, so its fidelity report: rebuild.
             ov = data["openvino"]
-            numerics = {k: ov[k] for k in ("activation_precision", "kv_cache_precision")}
+            numerics = {k: ov[k] for k in ("activation_precision", "kv_cache_precision", "dynamic_quantization_group_size")}
             if self.precision == Precision.INT4:
                 numerics["int4"] = ov["int4"]
             return {k: data[k] for k in ("checkpoint", "backend", "precision")} | {"numerics": numerics}

@@ -20,7 +20,8 @@ from build_engines.fidelity.evaluate import SETTINGS  # noqa: E402
 
 
 def evaluate_openvino_engine(engine_dir: Path, checkpoint: Path, activation_precision: str, kv_cache_precision: str,
-                             evaluation: str, inference_threads: int = 0, log=print) -> dict:
+                             evaluation: str, inference_threads: int = 0, log=print,
+                             dynamic_quantization_group_size: int = 0) -> dict:
     from build_engines.fidelity.evaluate import fidelity_report
     from build_engines.fidelity.openvino_engine import OpenVinoScorer
     from build_engines.fidelity.reference import TorchReference
@@ -29,7 +30,8 @@ def evaluate_openvino_engine(engine_dir: Path, checkpoint: Path, activation_prec
 
     params = OpenVinoEngineParameters(engine_dir=engine_dir, max_num_seqs=1, max_num_batched_tokens=512,
                                       inference_threads=inference_threads, activation_precision=activation_precision,
-                                      kv_cache_precision=kv_cache_precision)
+                                      kv_cache_precision=kv_cache_precision,
+                                      dynamic_quantization_group_size=dynamic_quantization_group_size)
     params.validate()
     engine = OpenVinoScorer(engine_dir, engine_properties(params), chunk=params.max_num_batched_tokens)
     return fidelity_report(checkpoint, TorchReference(checkpoint), engine, SETTINGS[evaluation], log=log)
@@ -41,13 +43,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--checkpoint", type=Path, required=True, help="the float checkpoint the engine was built from")
     parser.add_argument("--activation-precision", required=True)
     parser.add_argument("--kv-cache-precision", required=True)
+    parser.add_argument("--dynamic-quantization-group-size", type=int, default=0)
     parser.add_argument("--evaluation", choices=sorted(SETTINGS), default="quick")
     parser.add_argument("--inference-threads", type=int, default=0)
     parser.add_argument("--out", type=Path, required=True, help="write the report here (JSON)")
     args = parser.parse_args(argv)
     report = evaluate_openvino_engine(args.engine_dir, args.checkpoint, args.activation_precision,
                                       args.kv_cache_precision, args.evaluation, args.inference_threads,
-                                      log=lambda msg: print(msg, file=sys.stderr, flush=True))
+                                      log=lambda msg: print(msg, file=sys.stderr, flush=True),
+                                      dynamic_quantization_group_size=args.dynamic_quantization_group_size)
     args.out.write_text(json.dumps(report, indent=2) + "\n")
 
 

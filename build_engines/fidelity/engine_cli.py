@@ -39,7 +39,8 @@ def evaluate_built_engine(engine_dir: Path, evaluation: str, store: bool) -> str
                          "(tests/integration/test_gpu_fidelity.py) on a GPU host")
     ov = spec.openvino
     report = evaluate_openvino_engine(engine_dir, spec.checkpoint, ov.activation_precision, ov.kv_cache_precision,
-                                      evaluation, ov.inference_threads, log=lambda msg: None)
+                                      evaluation, ov.inference_threads, log=lambda msg: None,
+                                      dynamic_quantization_group_size=ov.dynamic_quantization_group_size)
     limits = spec.fidelity.limits(spec.precision.value)
     lines = report_lines(report)
     if limits is not None:

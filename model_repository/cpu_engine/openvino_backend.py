@@ -82,7 +82,8 @@ def engine_properties(params: OpenVinoEngineParameters) -> dict[str, object]:
     """The properties the engine is compiled with: its numerics pinned by the spec, never left to
     the host's defaults (bf16 activations on a CPU with native bf16, f32 elsewhere), and threads."""
     properties: dict[str, object] = {"INFERENCE_PRECISION_HINT": params.activation_precision,
-                                     "KV_CACHE_PRECISION": params.kv_cache_precision}
+                                     "KV_CACHE_PRECISION": params.kv_cache_precision,
+                                     "DYNAMIC_QUANTIZATION_GROUP_SIZE": params.dynamic_quantization_group_size}
     if params.inference_threads:
         properties["INFERENCE_NUM_THREADS"] = params.inference_threads
     return properties

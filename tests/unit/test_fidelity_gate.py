@@ -62,7 +62,7 @@ def test_precision_fields_round_trip_and_are_artifact_fields():
                      fidelity=FidelityOptions(evaluation="full", max_mean_kld=0.2))
     assert BuildSpec.from_dict(json.loads(json.dumps(spec.to_dict()))) == spec
     numerics = spec.artifact_fields()["numerics"]
-    assert numerics == {"activation_precision": "bf16", "kv_cache_precision": "f16",
+    assert numerics == {"activation_precision": "bf16", "kv_cache_precision": "f16", "dynamic_quantization_group_size": 0,
                         "int4": spec.to_dict()["openvino"]["int4"]}
     assert "fidelity" not in spec.artifact_fields()  # a new gate needs no rebuild
     int8 = BuildSpec(Path("/c"))
@@ -71,7 +71,7 @@ def test_precision_fields_round_trip_and_are_artifact_fields():
 
 def test_records_without_precision_fields_still_read():
     data = BuildSpec(Path("/c")).to_dict()
-    for key in ("activation_precision", "kv_cache_precision", "int4"):
+    for key in ("activation_precision", "kv_cache_precision", "dynamic_quantization_group_size", "int4"):
         del data["openvino"][key]
     del data["fidelity"]
     assert BuildSpec.from_dict(data) == BuildSpec(Path("/c"))
@@ -126,7 +126,7 @@ def test_engine_properties_pin_the_numerics():
     params = OpenVinoEngineParameters(engine_dir=Path("/e"), max_num_seqs=1, max_num_batched_tokens=8,
                                       activation_precision="bf16", kv_cache_precision="f16", inference_threads=2)
     assert engine_properties(params) == {"INFERENCE_PRECISION_HINT": "bf16", "KV_CACHE_PRECISION": "f16",
-                                         "INFERENCE_NUM_THREADS": 2}
+                                         "DYNAMIC_QUANTIZATION_GROUP_SIZE": 0, "INFERENCE_NUM_THREADS": 2}
     with pytest.raises(ValueError, match="'kv_cache_precision' must be one of"):
         OpenVinoEngineParameters(engine_dir=Path("/e"), max_num_seqs=1, max_num_batched_tokens=8,
                                  kv_cache_precision="i4").validate()
@@ -142,3 +142,26 @@ def test_calibration_never_uses_the_evaluation_text(default_checkpoint):
     windows = calibration_windows(default_checkpoint, samples=8, tokens=64)
     assert len(windows) == 8 and all(len(w) == 64 for w in windows)
     assert len({tuple(w) for w in windows}) == 8  # taken in turn from different texts
+
+
+def test_float_zero_point_int4_reproduces_q4_1_blocks():
+    """A Q4_1 block (scale d, float minimum m, codes 0..15 with both ends used) comes back to
+    within float16 rounding; NNCF's integer zero point could not place m off the d grid."""
+    import numpy as np
+
+    from build_engines.int4_float_zp import dequantize_groups, quantize_groups
+
+    rng = np.random.default_rng(0)
+    d = rng.uniform(1e-3, 1e-2, (8, 4, 1)).astype(np.float16).astype(np.float32)
+    m = rng.uniform(-0.05, 0.0, (8, 4, 1)).astype(np.float16).astype(np.float32)
+    codes = rng.integers(0, 16, (8, 4, 32))
+    codes[..., 0], codes[..., 1] = 0, 15
+    weight = (d * codes + m).reshape(8, 128)
+    q, scale, zero_point = quantize_groups(weight, 32)
+    assert q.max() <= 15 and (q == codes).mean() > 0.99
+    assert np.abs(dequantize_groups(q, scale, zero_point) - weight).max() < 0.1 * d.min()  # a tenth of a step
+
+
+def test_float_zero_point_mode_is_data_free():
+    assert Int4Recipe(mode="int4_float_zp", awq=False, scale_estimation=False).validate((576, 1536)) == []
+    assert "data-free" in " ".join(Int4Recipe(mode="int4_float_zp").validate((576,)))
