@@ -80,7 +80,8 @@ def build_openvino_engine(spec: BuildSpec, engine_dir: Path, *, log_file: Path |
     compression = {}
     if compressing:
         r = spec.openvino.int4
-        with progress.step(f"compress to int4 ({r.mode}, group {r.group_size}, ratio {r.ratio}, calibrated on stdlib text)"):
+        how = "data-free" if r.data_free else f"ratio {r.ratio}, calibrated on stdlib text"
+        with progress.step(f"compress to int4 ({r.mode}, group {r.group_size}, {how})"):
             run_streaming(compress_command(spec, staging), log_file, what="int4 compression")
             compression = json.loads((staging / "compression.json").read_text())
     fidelity = {}

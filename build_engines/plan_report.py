@@ -48,6 +48,9 @@ def _openvino_lines(spec: BuildSpec, info: CheckpointInfo, engine_dir: Path) -> 
 
 def _int4_line(spec: BuildSpec) -> str:
     r = spec.openvino.int4
+    if r.mode == "int4_float_zp":
+        return (f" (u4, group {r.group_size}, float16 scale and zero point per group, data-free; token embedding "
+                "and LM head int8)")
     how = "+".join(n for n, on in (("AWQ", r.awq), ("scale estimation", r.scale_estimation), ("GPTQ", r.gptq)) if on) or "data-free"
     return (f" ({r.mode}, group {r.group_size}, {r.ratio:.0%} of layers int4, rest int8 by {r.sensitivity_metric}; "
             f"{how}; calibration {r.calibration_samples} x {r.calibration_tokens} tokens of stdlib source)")

@@ -22,15 +22,15 @@ class GateLimits:
                 "min_same_top1_pct": self.min_same_top1_pct}
 
 
-# Per weight precision.  Each limit sits ~2x (KLD) above what the default recipe measured on
-# the default model (quick evaluation, docs/examples/fidelity/), so run-to-run and host noise
-# passes and a real regression (a wrong recipe, a broken export, a lossy precision property)
-# does not.  For scale: llama.cpp on the same weights and text measured Q8_0 0.0039,
-# Q4_K_M 0.057, Q4_0 0.25 mean KLD.
+# Per weight precision, on what llama.cpp measured on the same weights and text (mean KLD
+# Q8_0 0.0039, Q4_K_M 0.057, Q4_0 0.25): an int8 engine must be about as good as Q8_0 (2x
+# margin for text and host spread: ours measured 0.0033), an int4 engine as good as Q4_K_M
+# (ours: 0.0013 with the default recipe; NNCF's AWQ + scale estimation, 0.117, is refused),
+# fp16 close to exact.  Measurements: docs/examples/fidelity/ (quick evaluation, 2,559 tokens).
 FIDELITY_GATES: dict[str, GateLimits] = {
-    "fp16": GateLimits(max_mean_kld=0.005, max_ppl_change_pct=0.5, min_same_top1_pct=98.0),
-    "int8": GateLimits(max_mean_kld=0.015, max_ppl_change_pct=2.0, min_same_top1_pct=93.0),
-    "int4": GateLimits(max_mean_kld=0.10, max_ppl_change_pct=10.0, min_same_top1_pct=82.0),
+    "fp16": GateLimits(max_mean_kld=0.001, max_ppl_change_pct=0.5, min_same_top1_pct=98.0),
+    "int8": GateLimits(max_mean_kld=0.008, max_ppl_change_pct=2.0, min_same_top1_pct=94.0),
+    "int4": GateLimits(max_mean_kld=0.06, max_ppl_change_pct=6.0, min_same_top1_pct=87.0),
 }
 
 

@@ -30,7 +30,7 @@ def test_the_gate_names_every_number_beyond_it():
     with pytest.raises(FidelityGateError) as e:
         check_gate(report(mean_kld=0.28, ppl_change=30.8, top1=73.3), FIDELITY_GATES["int4"], "the int4 engine")
     message = str(e.value)
-    for number in ("0.2800 > 0.1", "+30.80%", "73.3% < 82%", "2559 tokens", "--gate-max-mean-kld", "--fidelity off"):
+    for number in ("0.2800 > 0.06", "+30.80%", "73.3% < 87%", "2559 tokens", "--gate-max-mean-kld", "--fidelity off"):
         assert number in message
 
 
@@ -82,7 +82,8 @@ def test_records_without_precision_fields_still_read():
     (OpenVinoOptions(kv_cache_precision="u4"), "'kv_cache_precision' must be one of"),
     (OpenVinoOptions(int4=Int4Recipe(group_size=128)), "'int4.group_size' 128 must divide the model's dimensions \\[576, 1536\\] \\(e.g. \\[64, 32, 16\\]\\)"),
     (OpenVinoOptions(int4=Int4Recipe(ratio=0)), "'int4.ratio' must be in \\(0, 1\\]"),
-    (OpenVinoOptions(int4=Int4Recipe(gptq=True)), "exclusive"),
+    (OpenVinoOptions(int4=Int4Recipe(mode="int4_asym", awq=True, gptq=True)), "exclusive"),
+    (OpenVinoOptions(int4=Int4Recipe(awq=True)), "int4_float_zp is data-free"),
 ])
 def test_invalid_numerics_name_the_field(options, message):
     with pytest.raises(SpecError, match=message):
@@ -163,5 +164,6 @@ def test_float_zero_point_int4_reproduces_q4_1_blocks():
 
 
 def test_float_zero_point_mode_is_data_free():
-    assert Int4Recipe(mode="int4_float_zp", awq=False, scale_estimation=False).validate((576, 1536)) == []
-    assert "data-free" in " ".join(Int4Recipe(mode="int4_float_zp").validate((576,)))
+    assert Int4Recipe().mode == "int4_float_zp" and Int4Recipe().validate((576, 1536)) == []
+    assert "data-free" in " ".join(Int4Recipe(scale_estimation=True).validate((576,)))
+    assert Int4Recipe(mode="int4_asym", awq=True, scale_estimation=True, ratio=0.8).validate((576, 1536)) == []
