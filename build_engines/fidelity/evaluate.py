@@ -39,7 +39,7 @@ class EvalSettings:
 
 
 # quick: what every build runs, sized so the first `make demo` stays within a minute of what it
-# took without it: 3 windows (1,535 scored tokens) + 4 prompts x 48 tokens (~3.7 min for 4
+# took without it: 3 windows (2,047 scored tokens) + 4 prompts x 48 tokens (~3.7 min for 4
 # windows + 5 x 64 at load 6 on this 2-core host, where the export itself took 2.7x its quiet time).
 # full: the measurement of DESIGN.md section 6 (24,575 scored tokens, 20 x 128-token answers).
 SETTINGS = {
