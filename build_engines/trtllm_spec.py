@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from build_engines.gpus import FP8_MIN_SM, MIN_SM, GpuTarget, known_gpu, DEFAULT_GPU
-from build_engines.trtllm_rules import EffectiveConfig, effective_config, kv_head_problems
+from build_engines.trtllm_rules import WEIGHT_FORMAT, EffectiveConfig, effective_config, kv_head_problems
 from build_engines.trtllm_versions import default_target
 from contract.upstream.trtllm_build import load_build_table, supported_versions
 
@@ -110,12 +110,6 @@ class TrtLlmOptions:
 
 # Formats whose scales come from running calibration data through the model (ModelOpt PTQ).
 CALIBRATED_PRECISIONS = ("fp8", "int8_sq", "int4_awq")
-# Our TensorRT-LLM precision -> the weight format as quantize.py names it (--qformat); 16-bit
-# weights are its full_prec.  The upstream rules are written in these names.
-WEIGHT_FORMAT = {"fp16": "full_prec", "bf16": "full_prec", "fp8": "fp8", "int8_sq": "int8_sq", "int8_wo": "int8_wo",
-                 "int4_awq": "int4_awq"}
-
-
 def needs_calibration(precision: str, options: TrtLlmOptions) -> bool:
     return precision in CALIBRATED_PRECISIONS or options.kv_cache_dtype != KvCacheDtype.AUTO
 
