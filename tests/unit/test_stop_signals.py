@@ -1,4 +1,3 @@
-import os
 import signal
 import subprocess
 import sys
@@ -6,25 +5,38 @@ import threading
 
 import pytest
 
-from serving.stop_signals import STOP_SIGNALS, StopSignals, die_with_parent
+from serving.stop_signals import STOP_SIGNALS, die_with_parent
+
+
+def in_child(body: str) -> str:
+    """Run `body` in a Python child with StopSignals imported; its printed output.  Signals go
+    to a child, never to the test runner: they would meet every native thread the session has
+    started (gRPC, OpenVINO, torch), which once crashed pytest."""
+    code = "import os, signal\nfrom serving.stop_signals import StopSignals\n" + body
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip()
 
 
 @pytest.mark.parametrize("sig", STOP_SIGNALS)
 def test_a_stop_signal_sets_the_event_and_the_shell_status(sig):
-    before = signal.getsignal(sig)
-    with StopSignals() as signals:
-        os.kill(os.getpid(), sig)
-        assert signals.event.wait(5)
-        assert signals.received == sig and signals.exit_status == 128 + sig
-    assert signal.getsignal(sig) == before
+    out = in_child(
+        f"before = signal.getsignal({int(sig)})\n"
+        "with StopSignals() as signals:\n"
+        f"    os.kill(os.getpid(), {int(sig)})\n"
+        "    print(signals.event.wait(5), int(signals.received), signals.exit_status)\n"
+        f"print(signal.getsignal({int(sig)}) == before)\n")
+    assert out.split() == ["True", str(int(sig)), str(128 + sig), "True"]
 
 
 def test_the_first_signal_is_the_one_reported():
-    with StopSignals() as signals:
-        os.kill(os.getpid(), signal.SIGHUP)
-        os.kill(os.getpid(), signal.SIGTERM)
-        signals.event.wait(5)
-    assert signals.received == signal.SIGHUP
+    out = in_child(
+        "with StopSignals() as signals:\n"
+        "    os.kill(os.getpid(), signal.SIGHUP)\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)\n"
+        "    signals.event.wait(5)\n"
+        "print(int(signals.received))\n")
+    assert out == str(int(signal.SIGHUP))
 
 
 def test_a_child_of_the_main_thread_dies_with_its_parent():
