@@ -152,9 +152,8 @@ class TritonServer:
         with open(s.log_file, "ab") as log:
             offset = log.seek(0, os.SEEK_END)  # what the log says before this is not about this server
             before = time.time()
-            self.process = subprocess.Popen(server_command(s, install), stdout=log, stderr=subprocess.STDOUT,
-                                            env=server_env(install), start_new_session=True,
-                                            preexec_fn=die_with_parent())
+            self.process = subprocess.Popen(die_with_parent(server_command(s, install)), stdout=log,
+                                            stderr=subprocess.STDOUT, env=server_env(install), start_new_session=True)
         try:
             self.identity = stubs.ServerIdentity.of(self.process.pid)
         except psutil.Error:  # it died at once; wait_ready says why

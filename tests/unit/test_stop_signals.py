@@ -2,6 +2,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 
@@ -42,24 +43,32 @@ def test_the_first_signal_is_the_one_reported():
 def test_a_child_of_the_main_thread_dies_with_its_parent():
     # The parent starts `sleep` with die_with_parent, prints its pid and is SIGKILLed.
     code = ("import subprocess, sys; from serving.stop_signals import die_with_parent; "
-            "p = subprocess.Popen(['sleep', '60'], preexec_fn=die_with_parent()); print(p.pid, flush=True); "
+            "p = subprocess.Popen(die_with_parent(['sleep', '60'])); print(p.pid, flush=True); "
             "import time; time.sleep(60)")
     parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE)
     child = int(parent.stdout.readline())
-    parent.kill()
-    parent.wait()
     import psutil
 
-    try:
-        psutil.Process(child).wait(5)
-    except psutil.NoSuchProcess:
-        pass
-    assert not psutil.pid_exists(child) or psutil.Process(child).status() == psutil.STATUS_ZOMBIE
+    started = time.monotonic()  # setpriv has set the death signal once it runs the command
+    while psutil.Process(child).name() != "sleep" and time.monotonic() - started < 5:
+        time.sleep(0.01)
+    parent.kill()
+    parent.wait()
+    def dead():  # gone, or a zombie its new parent (pid 1 here) has not reaped yet
+        try:
+            return psutil.Process(child).status() == psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return True
+
+    deadline = time.monotonic() + 5
+    while not dead() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert dead()
 
 
 def test_no_parent_death_signal_from_another_thread():
     result = []
-    thread = threading.Thread(target=lambda: result.append(die_with_parent()))
+    thread = threading.Thread(target=lambda: result.append(die_with_parent(["sleep", "1"])))
     thread.start()
     thread.join()
-    assert result == [None] and die_with_parent() is not None
+    assert result == [["sleep", "1"]] and die_with_parent(["sleep", "1"])[:3] == ["setpriv", "--pdeathsig", "TERM"]
