@@ -137,6 +137,7 @@ class PyTorchEngineParameters:
     max_num_tokens: int  # LLM(max_num_tokens=...): tokens per engine step
     max_seq_len: int  # LLM(max_seq_len=...): prompt + generated tokens
     max_input_len: int  # our limit on prompt tokens (checked before the LLM sees the request)
+    dtype: str = "auto"  # LLM(dtype=...): auto (the checkpoint's), float16 or bfloat16
     tensor_parallel_size: int = 1
     pipeline_parallel_size: int = 1
     kv_cache_free_gpu_mem_fraction: float = 0.9  # KvCacheConfig.free_gpu_memory_fraction
@@ -158,5 +159,7 @@ class PyTorchEngineParameters:
         if not 0 < self.kv_cache_free_gpu_mem_fraction <= 1:
             raise ValueError(f"'kv_cache_free_gpu_mem_fraction' must be in (0, 1], got "
                              f"{self.kv_cache_free_gpu_mem_fraction}")
+        if self.dtype not in ("auto", "float16", "bfloat16"):
+            raise ValueError(f"'dtype' must be auto, float16 or bfloat16, got {self.dtype!r}")
         if self.max_queue_size < 0 or self.queue_timeout_s < 0 or self.stats_period_s <= 0:
             raise ValueError("'max_queue_size' and 'queue_timeout_s' must be >= 0, 'stats_period_s' > 0")

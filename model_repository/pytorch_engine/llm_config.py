@@ -24,7 +24,8 @@ def llm_kwargs(p: PyTorchEngineParameters, kv_cache_config: Callable[..., Any]) 
     return {
         "model": str(p.model_dir),
         "backend": "pytorch",  # as NVIDIA's model.yaml says it (row triton.model_yaml)
-        "skip_tokenizer_init": True,  # preprocessing tokenizes; end_id is always explicit (row llm.end_id.setup)
+        "skip_tokenizer_init": True,
+        "dtype": p.dtype,  # preprocessing tokenizes; end_id is always explicit (row llm.end_id.setup)
         "tensor_parallel_size": p.tensor_parallel_size,
         "pipeline_parallel_size": p.pipeline_parallel_size,
         "max_batch_size": p.max_batch_size,
