@@ -91,8 +91,11 @@ def use_standin_llmapi(repository: Path, cpu_engine: Path) -> tuple[tuple[str, s
 
 @pytest.fixture(scope="session")
 def pytorch_engine(default_checkpoint) -> Path:
-    """`build --backend tensorrt_llm_pytorch --image 26.07` of the default checkpoint (a copy and
-    build.json: no compile), rebuilt only when missing or built from another spec."""
+    """`build --backend tensorrt_llm_pytorch --image 26.07 --no-kv-cache-reuse` of the default
+    checkpoint (a copy and build.json: no compile), rebuilt only when missing or built from
+    another spec.  Without KV-cache reuse, as the CPU layout runs without prefix caching: the
+    stand-in maps reuse to OpenVINO's prefix caching, whose reused u8 KV blocks are not what a
+    fresh prefill computes, so repeated greedy prompts would not compare exactly."""
     from build_engines.cli import default_engine_dir, reuse_engine
     from build_engines.cli_options import make_spec
     from build_engines.pytorch_build import build_pytorch_engine, engine_is_built
@@ -100,7 +103,7 @@ def pytorch_engine(default_checkpoint) -> Path:
     spec = make_spec(default_checkpoint, backend="tensorrt_llm_pytorch", precision=None, max_batch_size=32,
                      max_input_len=1536, max_seq_len=2048, max_num_tokens=512, default_max_tokens=256,
                      kv_cache_size_gb=0, prefix_caching=False, inference_threads=0, triton_image="26.07",
-                     detect=lambda: None)
+                     kv_cache_reuse=False, detect=lambda: None)
     engine_dir = ROOT / default_engine_dir(spec)
     if not (engine_is_built(engine_dir) and reuse_engine(engine_dir, spec)):
         build_pytorch_engine(spec, engine_dir)
