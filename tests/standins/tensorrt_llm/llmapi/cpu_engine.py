@@ -8,7 +8,9 @@ row sampling.greedy says; temperature 1 when sampling without one; end_id -1 = n
 
 from __future__ import annotations
 
+import collections
 import os
+import threading
 from pathlib import Path
 
 from contract.model_configs import OpenVinoEngineParameters
@@ -53,3 +55,63 @@ def engine_request(prompt: list[int], p) -> EngineInputs:
         repetition_penalty=p.repetition_penalty if p.repetition_penalty is not None else 1.0,
         presence_penalty=p.presence_penalty or 0.0, frequency_penalty=p.frequency_penalty or 0.0,
         min_tokens=p.min_tokens or 0, return_log_probs=bool(p.logprobs), streaming=True, **sampling)
+
+
+class Admission:
+    """At most max_batch_size requests in the CPU engine at once, the rest wait in order - what
+    the LLM's scheduler does with LlmArgs.max_batch_size (OpenVINO's own bound is not strict)."""
+
+    def __init__(self, runner: EngineRunner, max_batch_size: int) -> None:
+        self._runner = runner
+        self._max = max_batch_size
+        self._lock = threading.Lock()
+        self._running = 0
+        self._waiting: collections.deque = collections.deque()
+
+    def submit(self, request: EngineInputs, sink) -> None:
+        with self._lock:
+            if self._running >= self._max:
+                self._waiting.append((request, sink))
+                return
+            self._running += 1
+        self._runner.submit(request, _Releasing(sink, self))
+
+    def withdraw(self, sink) -> bool:
+        """Drop a request that is still waiting (aborted before it ran); True if it was."""
+        with self._lock:
+            for item in self._waiting:
+                if item[1] is sink:
+                    self._waiting.remove(item)
+                    return True
+        return False
+
+    def _ended(self) -> None:
+        with self._lock:
+            if not self._waiting:
+                self._running -= 1
+                return
+            request, sink = self._waiting.popleft()
+        self._runner.submit(request, _Releasing(sink, self))
+
+    def counts(self) -> tuple[int, int]:
+        with self._lock:
+            return self._running, len(self._waiting)
+
+
+class _Releasing:
+    """A sink that frees its slot in the batch when its request ends."""
+
+    def __init__(self, sink, admission: Admission) -> None:
+        self._sink, self._admission = sink, admission
+
+    def is_cancelled(self) -> bool:
+        return self._sink.is_cancelled()
+
+    def send(self, ids, log_probs, cum_log_prob, final) -> None:
+        self._sink.send(ids, log_probs, cum_log_prob, final)
+        if final:
+            self._admission._ended()
+
+    def fail(self, message, code=None) -> None:
+        self._sink.fail(message, code)
+        self._admission._ended()

@@ -42,8 +42,9 @@ class LLM:
         self._vocab_size = json.loads((self.model / "config.json").read_text())["vocab_size"]
         self._ids = itertools.count()
         self._shut_down = False
-        self._runner = cpu_engine.start_runner(args["max_batch_size"] or 8, args["max_num_tokens"],
-                                               kv.enable_block_reuse)
+        max_batch_size = args["max_batch_size"] or 8
+        self._runner = cpu_engine.start_runner(max_batch_size, args["max_num_tokens"], kv.enable_block_reuse)
+        self._admission = cpu_engine.Admission(self._runner, max_batch_size)
 
     def generate_async(self, inputs, sampling_params=None, lora_request=None, prompt_adapter_request=None,
                        streaming=False, kv_cache_retention_config=None, disaggregated_params=None,
@@ -69,8 +70,9 @@ class LLM:
             raise ValueError(error("llm.max_num_tokens_check", prompt_len_over_cp=len(prompt) / 1, query_len=0,
                                    max_num_tokens=max_num_tokens))
         request = cpu_engine.engine_request(prompt, sampling_params)
-        output = RequestOutput(next(self._ids), prompt, sampling_params, streaming)
-        self._runner.submit(request, output.sink)
+        output = RequestOutput(next(self._ids), prompt, sampling_params, streaming,
+                               withdraw=self._admission.withdraw)
+        self._admission.submit(request, output.sink)
         return output
 
     def _prompt(self, inputs) -> list:
@@ -89,7 +91,7 @@ class LLM:
         reports its KV-cache usage as used/max of 1000 blocks."""
         stats = []
         if self.args["enable_iter_perf_stats"]:
-            running, waiting = self._runner.counts()
+            running, waiting = self._admission.counts()
             used = round(1000 * self._runner.backend_stats.get("kv_cache_usage", 0.0))
             stats.append(json.dumps({"iter": self._runner.steps, "numActiveRequests": running,
                                      "numQueuedRequests": waiting,

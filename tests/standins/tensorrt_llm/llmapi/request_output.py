@@ -59,7 +59,8 @@ class _Sink:
 
 
 class RequestOutput:
-    def __init__(self, request_id: int, prompt_token_ids: list, sampling_params, streaming: bool) -> None:
+    def __init__(self, request_id: int, prompt_token_ids: list, sampling_params, streaming: bool,
+                 withdraw=lambda sink: False) -> None:
         self.request_id = request_id
         self.prompt = None
         self.prompt_token_ids = prompt_token_ids
@@ -71,10 +72,14 @@ class RequestOutput:
         self._loop = asyncio.get_running_loop()
         self._queue: asyncio.Queue = asyncio.Queue()
         self.sink = _Sink(self)
+        self._withdraw = withdraw
 
     def abort(self) -> None:
-        """Row result.abort: the request is cancelled at the engine's next step."""
+        """Row result.abort: the request is cancelled at the engine's next step (or at once
+        while it still waits for a place in the batch)."""
         self._aborted = True
+        if self._withdraw(self.sink):
+            self.sink.fail("cancelled before it started", "CANCELLED")
 
     def _post(self, item) -> None:
         self._loop.call_soon_threadsafe(self._queue.put_nowait, item)
