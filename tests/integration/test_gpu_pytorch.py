@@ -3,7 +3,8 @@ host; skipped elsewhere): prepare the default model for `tensorrt_llm_pytorch` (
 serve it with `serving gpu-up` (one tritonserver; the real `tensorrt_llm.LLM`), and run the
 layout tests the stand-in runs on CPU against the real LLM API.
 
-    make test-gpu PYTEST_ARGS=tests/integration/test_gpu_pytorch.py   # in the 26.07 builder image
+    docker compose --profile build run --rm -v "$PWD:/workspace" -e PYTHONPATH=/workspace \
+        --entrypoint python3 builder -m pytest tests/integration/test_gpu_pytorch.py   # .env: the 26.07 image
 """
 
 from __future__ import annotations
