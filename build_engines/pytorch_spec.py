@@ -129,7 +129,7 @@ def pytorch_problems(precision: str, o: PyTorchOptions, limits, info: "Checkpoin
 def _checkpoint_problems(precision: str, o: PyTorchOptions, quant: CheckpointQuantization | None) -> list[str]:
     if o.kv_cache_dtype == KvCacheDtype.INT8:
         return ["'kv_cache_dtype' int8: the PyTorch backend's KV cache is auto (the checkpoint's) or fp8"]
-    if quant is None or not (quant.quant_algo or quant.kv_cache_quant_algo):
+    if quant is None:
         return []
     if not quant.is_modelopt:
         return [f"'checkpoint' is quantized by {quant.method!r} ({quant.source}); the PyTorch flow serves ModelOpt "
