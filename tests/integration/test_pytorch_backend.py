@@ -238,3 +238,39 @@ def test_metrics_include_the_kv_cache_usage(pytorch_server, pytorch_client):
     assert wait_for(lambda: value(scrape(pytorch_server.settings.metrics_url), m.KV_CACHE_USAGE.name,
                                   model=names.PYTORCH_ENGINE) > 0, 5.0), text
     assert value(text, m.GENERATED_TOKENS.name, model=names.PYTORCH_ENGINE) > 0
+
+
+def test_a_request_of_two_prompts_is_answered_prompt_by_prompt(pytorch_server, pytorch_client):
+    """NVIDIA's batched requests ([n, 1] text_input): every prompt streams under its batch_index
+    through one response sender (SharedChannel), with the tokens it gets alone."""
+    prompts = [b"The capital of France is", b"Once upon a time"]
+    tensors = [("text_input", np.array([[p] for p in prompts], dtype=object), "BYTES"),
+               ("max_tokens", np.array([[12], [12]], dtype=np.int32), "INT32"),
+               ("temperature", np.array([[0.0], [0.0]], dtype=np.float32), "FP32"),
+               ("stream", np.array([[True], [True]]), "BOOL")]
+    responses: queue.Queue = queue.Queue()
+    client = grpcclient.InferenceServerClient(pytorch_server.settings.grpc_url)
+    client.start_stream(callback=lambda result, error: responses.put((result, error)))
+    inputs = []
+    for name, array, wire in tensors:
+        inputs.append(grpcclient.InferInput(name, list(array.shape), wire))
+        inputs[-1].set_data_from_numpy(array)
+    client.async_stream_infer(names.ENSEMBLE, inputs, enable_empty_final_response=True)
+    texts, finishes = {0: "", 1: ""}, {}
+    while True:
+        result, error = responses.get(timeout=60)
+        assert error is None, error
+        response = result.get_response()
+        if response.outputs:
+            row = int(result.as_numpy("batch_index").reshape(-1)[0])
+            texts[row] += result.as_numpy("text_output").reshape(-1)[0].decode()
+            finish = result.as_numpy("finish_reason").reshape(-1)[0].decode()
+            if finish:
+                finishes[row] = finish
+        if response.parameters["triton_final_response"].bool_param:
+            break
+    client.stop_stream()
+    assert set(finishes) == {0, 1}
+    for row, prompt in enumerate(prompts):
+        alone = pytorch_client.generate(prompt.decode(), SamplingParams(max_tokens=12, temperature=0.0))
+        assert texts[row] == alone.text
