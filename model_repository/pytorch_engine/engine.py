@@ -186,6 +186,8 @@ class LlmEngine:
             if not r.done:
                 log.exception("generation failed")
                 self._end(r, HandleStatus.IGNORED, f"the engine failed the request: {e}", FailCode.INTERNAL)
+        if not r.done:  # the outputs ended without a finished one: end the request all the same
+            self._finish(r, HandleStatus.FINISHED, closing=True)
 
     def _take_tokens(self, r: _Request, ids: list[int], lps: list[float], stops) -> bool:
         """Record a step's tokens; True when one completes a multi-token stop sequence."""

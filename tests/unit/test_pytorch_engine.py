@@ -331,3 +331,22 @@ def test_an_llm_that_fails_to_start_fails_start():
                   EngineSettings(max_batch_size=1, capacity=None, queue_timeout_s=None), MetricsRecorder())
     with pytest.raises(RuntimeError, match="no GPU"):
         e.start(5)
+
+
+class EndsEarly(FakeResult):
+    """Outputs that stop without one marked finished."""
+
+    async def __anext__(self):
+        if not self.steps:
+            raise StopAsyncIteration
+        result = await super().__anext__()
+        self.finished = False
+        return result
+
+
+def test_outputs_that_end_unfinished_still_end_the_request():
+    e, _ = engine(lambda n: EndsEarly([[5], [6]]))
+    try:
+        assert run(e).sent == [([5], False), ([6], False), ([], True)]
+    finally:
+        e.shutdown()
