@@ -350,3 +350,20 @@ def test_outputs_that_end_unfinished_still_end_the_request():
         assert run(e).sent == [([5], False), ([6], False), ([], True)]
     finally:
         e.shutdown()
+
+
+@pytest.mark.parametrize("raw,message", [
+    ({"max_input_len": "4096"}, "'max_input_len' (4096) must be < 'max_seq_len' (2048)"),
+    ({"kv_cache_free_gpu_mem_fraction": "1.5"}, "'kv_cache_free_gpu_mem_fraction' must be in (0, 1]"),
+    ({"dtype": "float32"}, "'dtype' must be auto, float16 or bfloat16"),
+    ({"kv_cache_dtype": "int8"}, "'kv_cache_dtype' must be one of ['auto', 'fp8']"),
+    ({"tensor_parallel_size": "0"}, "'tensor_parallel_size' must be >= 1"),
+])
+def test_engine_parameters_refuse_bad_values_naming_them(raw, message):
+    from contract.model_parameters import ParameterError, from_parameters, to_parameters
+
+    good = to_parameters(PARAMS)
+    assert from_parameters(PyTorchEngineParameters, "tensorrt_llm_pytorch", good) == PARAMS
+    with pytest.raises(ParameterError) as e:
+        from_parameters(PyTorchEngineParameters, "tensorrt_llm_pytorch", good | raw)
+    assert message in str(e.value) and "model 'tensorrt_llm_pytorch'" in str(e.value)
