@@ -112,7 +112,7 @@ def log_environment(model_name: str) -> None:
     from importlib import metadata
 
     versions = {}
-    for dist in ("numpy", "openvino", "openvino-genai", "transformers", "tokenizers"):
+    for dist in ("numpy", "openvino", "openvino-genai", "transformers", "tokenizers", "tensorrt_llm"):
         try:
             versions[dist] = metadata.version(dist)
         except metadata.PackageNotFoundError:
