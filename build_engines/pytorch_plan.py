@@ -28,7 +28,7 @@ from build_engines.trtllm_spec import KvCacheDtype, TrtLlmOptions, TrtLlmServing
 from contract.upstream.citation import DATA_DIR
 from contract.upstream.modelopt import TOOL, ModelOptTable, modelopt_for_trtllm
 from contract.upstream.trtllm_build import load_build_table
-from model_repository.pytorch_engine.llm_config import llm_kwargs
+from model_repository.engines.pytorch.llm_config import llm_kwargs
 
 EXAMPLES_DIR_VARIABLE = "MODELOPT_EXAMPLES_DIR"  # docker/gpu.Dockerfile puts ModelOpt's examples here
 DEFAULT_EXAMPLES_DIR = Path("/opt/modelopt/examples")

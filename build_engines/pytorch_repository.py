@@ -16,7 +16,7 @@ from contract.model_parameters import to_parameters
 from contract.tensors import ENGINE_INPUTS, ENGINE_OUTPUTS
 
 MODEL_SUBDIR = "model"  # the Hugging Face checkpoint the LLM loads, inside the engine directory
-ADAPTER = "model_repository.tensorrt_llm_pytorch.model"
+ADAPTER = "model_repository.models.tensorrt_llm_pytorch.model"
 DTYPE = {Precision.FP16: "float16", Precision.BF16: "bfloat16"}
 
 

@@ -52,13 +52,13 @@ def text_models(tokenizer_dir: Path, spec: BuildSpec) -> list[RenderedModel]:
         RenderedModel(
             python_model_config(names.PREPROCESSING, PREPROCESSING_INPUTS, PREPROCESSING_OUTPUTS,
                                 max_batch_size=limits.max_batch_size, parameters=to_parameters(pre)),
-            "model_repository.preprocessing.model",
+            "model_repository.models.preprocessing.model",
         ),
         # One instance: the responses of a stream must be detokenized in order.
         RenderedModel(
             python_model_config(names.POSTPROCESSING, POSTPROCESSING_INPUTS, POSTPROCESSING_OUTPUTS,
                                 max_batch_size=limits.max_batch_size, parameters=to_parameters(post)),
-            "model_repository.postprocessing.model",
+            "model_repository.models.postprocessing.model",
         ),
     ]
 
@@ -79,7 +79,7 @@ def openvino_engine_model(engine_dir: Path, spec: BuildSpec) -> RenderedModel:
         names.OPENVINO_ENGINE, ENGINE_INPUTS, ENGINE_OUTPUTS, max_batch_size=spec.limits.max_batch_size,
         parameters=to_parameters(params), decoupled=True, dynamic_batching=False,
     )
-    return RenderedModel(config, "model_repository.openvino_llm.model")
+    return RenderedModel(config, "model_repository.models.openvino_llm.model")
 
 
 def render_repository(engine_dir: Path, out_dir: Path, *, relay: bool = False, decoupled: bool = True) -> list[str]:

@@ -70,7 +70,7 @@ def world_size(record: BuildRecord) -> int:
     """How many tritonserver ranks serve the build: one per GPU for a TensorRT engine; one for
     the PyTorch backend, whose LLM starts its TP x PP GPU workers itself through mpi4py
     (NVIDIA's documented llmapi workflow: upstream llmapi table rows triton.mpi_world,
-    doc.llmapi_workflow; model_repository/pytorch_engine/mpi_world.py)."""
+    doc.llmapi_workflow; model_repository/engines/pytorch/mpi_world.py)."""
     if record.backend == "tensorrt_llm_pytorch":
         return 1
     trtllm = record.spec.get("trtllm")

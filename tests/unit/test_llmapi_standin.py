@@ -86,9 +86,9 @@ def test_llm_args_and_kv_cache_config_forbid_extra_keywords(trtllm, tmp_path):
 
 def test_the_engine_models_keywords_are_accepted(trtllm):
     from contract.model_configs import PyTorchEngineParameters
-    from model_repository.pytorch_engine.llm_config import llm_kwargs
-    from model_repository.pytorch_engine.sampling import sampling_kwargs
-    from model_repository.engine_inputs import EngineInputs
+    from model_repository.engines.pytorch.llm_config import llm_kwargs
+    from model_repository.engines.pytorch.sampling import sampling_kwargs
+    from model_repository.engine_step.engine_inputs import EngineInputs
     from tensorrt_llm.llmapi.llm import _ARGS, _NAMED
 
     kwargs = llm_kwargs(PyTorchEngineParameters(engine_dir=Path("/e"), model_dir=Path("/m"), max_batch_size=2,

@@ -14,13 +14,13 @@ import pytest
 
 from contract.model_configs import KvCacheDtype, PyTorchEngineParameters
 from contract.upstream.llmapi import SUPPORTED_VERSIONS, llmapi
-from model_repository.cpu_engine.runner import FailCode
-from model_repository.engine_inputs import EngineInputs
-from model_repository.engine_metrics import MetricsRecorder
-from model_repository.pytorch_engine import mpi_world, outputs
-from model_repository.pytorch_engine.engine import EngineSettings, LlmEngine
-from model_repository.pytorch_engine.llm_config import llm_kwargs
-from model_repository.pytorch_engine.sampling import problems, sampling_kwargs
+from model_repository.engine_step.runner import FailCode
+from model_repository.engine_step.engine_inputs import EngineInputs
+from model_repository.engine_step.engine_metrics import MetricsRecorder
+from model_repository.engines.pytorch import mpi_world, outputs
+from model_repository.engines.pytorch.engine import EngineSettings, LlmEngine
+from model_repository.engines.pytorch.llm_config import llm_kwargs
+from model_repository.engines.pytorch.sampling import problems, sampling_kwargs
 
 REQUEST = EngineInputs(input_ids=(1, 2, 3), input_lengths=3, request_output_len=8, end_id=2, streaming=True)
 

@@ -14,9 +14,9 @@ import threading
 from pathlib import Path
 
 from contract.model_configs import OpenVinoEngineParameters
-from model_repository.cpu_engine.openvino_backend import OpenVinoBackend
-from model_repository.cpu_engine.runner import EngineRunner
-from model_repository.engine_inputs import EngineInputs
+from model_repository.engines.openvino.openvino_backend import OpenVinoBackend
+from model_repository.engine_step.runner import EngineRunner
+from model_repository.engine_step.engine_inputs import EngineInputs
 from tensorrt_llm._upstream import StandinLimitation
 
 ENGINE_VARIABLE = "TRTLLM_STANDIN_OPENVINO_ENGINE"
