@@ -181,6 +181,16 @@ class RelayModel:
         sink = sink if self.decoupled else SingleResponse(sink)
         return sink if self.recorder is None else MeasuredSink(sink, self.recorder)
 
+    def serve(self, channel, request_id: str, engine: dict, sink_for, id_prefix: str) -> None:
+        """Relay `engine` (the engine's inputs) to the target under the client's request id,
+        or refuse what this deployment cannot serve; `sink_for(streaming)` makes the sink."""
+        streaming = bool(np.asarray(engine.get("streaming", False)).reshape(-1)[0])
+        refusal = self.refusal(streaming, len(engine["input_ids"]))
+        if refusal:
+            triton_io.fail(channel, refusal)
+            return
+        relay_stream(self.pool, self.params.target_model, engine, self.sink(sink_for(streaming)), request_id, id_prefix)
+
     def stop(self, channel, request) -> None:
         triton_io.answer_stop(channel, request.request_id(), self.pool.cancel_id, decoupled=self.decoupled)
 

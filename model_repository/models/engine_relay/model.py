@@ -30,15 +30,9 @@ class TritonPythonModel:
                 self.relays.stop(channel, request)
                 continue
             arrays = bls_calls.copied_arrays(request, FORWARDED_INPUTS + (DETOKENIZE_PARAMS.name,))
-            streaming = bool(arrays.get("streaming", [[False]])[0][0])
-            refusal = self.relays.refusal(streaming, len(arrays["input_ids"]))
-            if refusal:
-                triton_io.fail(channel, refusal)
-                continue
             echo = arrays.pop(DETOKENIZE_PARAMS.name, triton_io.text_array(""))
-            sink = TritonRelaySink(channel, echo, streaming)
-            bls_calls.relay_stream(self.relays.pool, self.relays.params.target_model, arrays, self.relays.sink(sink),
-                                   request.request_id(), "relay")
+            self.relays.serve(channel, request.request_id(), arrays,
+                              lambda streaming: TritonRelaySink(channel, echo, streaming), "relay")
         return None
 
     def finalize(self):

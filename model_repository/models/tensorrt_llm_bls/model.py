@@ -50,14 +50,8 @@ class TritonPythonModel:
                 channel.finish(pb_utils.InferenceResponse(error=pb_utils.TritonError(str(e))))
                 continue
             engine, detokenize_params = engine_request(preprocessed, arrays)
-            streaming = bool(engine["streaming"].reshape(-1)[0])
-            refusal = self.relays.refusal(streaming, len(engine["input_ids"]))
-            if refusal:
-                triton_io.fail(channel, refusal)
-                continue
-            sink = self.relays.sink(PipelineSink(channel, detokenize_params, streaming))
-            bls_calls.relay_stream(self.relays.pool, self.relays.params.target_model, engine, sink, request.request_id(),
-                                   "bls")
+            self.relays.serve(channel, request.request_id(), engine,
+                              lambda streaming: PipelineSink(channel, detokenize_params, streaming), "bls")
         return None
 
     def finalize(self):
