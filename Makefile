@@ -33,13 +33,15 @@ CHECKPOINT_ARG := $(if $(MODEL),--checkpoint $(MODEL),)
 PRECISION_ARG := $(if $(PRECISION),--precision $(PRECISION),)
 CHART_ARGS := $(foreach f,$(VALUES),-f $(f)) $(if $(ENGINE_DIR),--engine-dir $(ENGINE_DIR),)
 
-.PHONY: help venv eval-quality eval-harness build-engine build-engine-openvino build-engine-tensorrt_llm compose-config test-gpu serve serve-detached stop demo client bench bench-throughput chart-check chart-template test test-unit clean
+.PHONY: help venv eval-quality eval-harness build-engine build-engine-openvino build-engine-tensorrt_llm build-engine-tensorrt_llm_pytorch compose-config test-gpu serve serve-detached stop demo client bench bench-throughput chart-check chart-template test test-unit clean
 
 help:
 	@echo "make demo          build the default model's engine, start Triton, stream a completion, stop"
 	@echo "make build-engine  [MODEL=/hf/llama/dir] [PRECISION=int8|int4|fp16] build the CPU engine + model repository"
 	@echo "make build-engine  MODEL=/hf/llama/dir PRECISION=fp16|bf16|fp8|int8_sq|int8_wo|int4_awq [TP=n] [PP=n]"
 	@echo "                   the TensorRT-LLM engine: here inside the GPU image, else in the compose builder service"
+	@echo "make build-engine  BACKEND=tensorrt_llm_pytorch MODEL=/hf/llama/dir [PRECISION=auto|fp8|int4_awq|nvfp4] [TP=n]"
+	@echo "                   TensorRT-LLM's PyTorch backend (image 26.07): no compile; ModelOpt quantizes if asked"
 	@echo "make eval-quality  [ENGINE_DIR=build/engines/...] [PRECISION=int4] [FULL=1] accuracy vs the float32 checkpoint"
 	@echo "                   (PPL, KL divergence, top-1, greedy agreement), stored in the engine's build.json"
 	@echo "make eval-harness  [LM_EVAL_ARGS='--tasks kit_capitals'] lm-evaluation-harness against the OpenAI front"
@@ -93,6 +95,11 @@ eval-harness: build-engine $(EVAL_VENV)/.installed
 # Standard library only until it knows where to build (see build_engines/dispatch.py).
 build-engine-tensorrt_llm:
 	PYTHONPATH=$(CURDIR) python3 -m build_engines.dispatch "$(MODEL)" $(PRECISION_ARG) --tp $(or $(TP),1) --pp $(or $(PP),1) --skip-existing $(ENGINE_ARGS)
+
+# TensorRT-LLM's PyTorch backend (images 26.04 - 26.07): no engine compile; ModelOpt quantizes
+# when PRECISION asks for it (fp8 | int4_awq | nvfp4), else the checkpoint is served as it is.
+build-engine-tensorrt_llm_pytorch:
+	PYTHONPATH=$(CURDIR) python3 -m build_engines.dispatch "$(MODEL)" --backend tensorrt_llm_pytorch $(PRECISION_ARG) --tp $(or $(TP),1) --pp $(or $(PP),1) --skip-existing $(ENGINE_ARGS)
 
 # The GPU end-to-end tests, inside the GPU image on a GPU host (this checkout mounted at /workspace).
 test-gpu:

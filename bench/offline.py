@@ -29,7 +29,7 @@ def run_offline(params: OpenVinoEngineParameters, prompts: list[list[int]], outp
     import openvino as ov
     import openvino_genai as og
 
-    from model_repository.cpu_engine.openvino_backend import OpenVinoBackend
+    from model_repository.engines.openvino.openvino_backend import OpenVinoBackend
 
     backend = OpenVinoBackend(params)
     backend.warm_up()

@@ -14,9 +14,9 @@ from pathlib import Path
 
 from client import AsyncLlmClient, ChatMessage, SamplingParams
 from contract import names
-from model_repository.detokenizer import DetokenizerFactory
-from model_repository.postprocess_params import PostprocessParams
-from model_repository.stream_postprocessor import StreamPostprocessor
+from model_repository.text.detokenizer import DetokenizerFactory
+from model_repository.text.postprocess_params import PostprocessParams
+from model_repository.text.stream_postprocessor import StreamPostprocessor
 
 SAMPLE = ("The quick brown fox jumps over the lazy dog. 日本語のテキスト、naïve café, emoji 🙂👨‍👩‍👧 and code: "
           "def f(x):\n    return x * 2  # ✓\n")

@@ -3,7 +3,7 @@ share of clients leaving early and a share timing out, then a check that the ser
 survived it: the same tritonserver process, no fatal signal in its log.
 
 Short streams on purpose: the crash this guards against (a cancellation query reaching a
-response sender whose final response was already sent, model_repository/response_channel.py)
+response sender whose final response was already sent, model_repository/triton/response_channel.py)
 needs a request to end while something else looks at it, so the more endings per second
 the better the chance to see it.
 """

@@ -19,7 +19,8 @@ GIB = 1024**3
 # Bytes per weight of the quantized linear layers (int4 AWQ: 4 bits + one fp16 scale per
 # block).  Embeddings, lm_head and norms stay 16-bit (quantize.py leaves lm_head alone
 # unless --quantize_lm_head).
-LINEAR_WEIGHT_BYTES = {"fp16": 2.0, "bf16": 2.0, "fp8": 1.0, "int8_sq": 1.0, "int8_wo": 1.0, "int4_awq": 0.5}
+LINEAR_WEIGHT_BYTES = {"fp16": 2.0, "bf16": 2.0, "fp8": 1.0, "int8_sq": 1.0, "int8_wo": 1.0, "int4_awq": 0.5,
+                       "nvfp4": 0.5625}  # NVFP4: 4 bits + one FP8 scale per 16 weights
 KV_ELEMENT_BYTES = {KvCacheDtype.AUTO: 2, KvCacheDtype.FP8: 1, KvCacheDtype.INT8: 1}
 TOKENS_PER_BLOCK = 32  # trtllm-build --tokens_per_block default (plugin.py)
 RUNTIME_RESERVE_GIB = 2.0  # CUDA context, TensorRT activations and runtime buffers per GPU (rough)

@@ -31,6 +31,8 @@ def default_engine_dir(spec: BuildSpec) -> Path:
     name = f"{spec.checkpoint.name}-{spec.backend.value}-{spec.precision.value}"
     if spec.backend == EngineBackend.TENSORRT_LLM:  # engines of the 25.12 and 26.07 images side by side
         name += f"-tp{spec.trtllm.tp_size}-pp{spec.trtllm.pp_size}-trtllm{spec.trtllm.trtllm_version}"
+    elif spec.backend == EngineBackend.TENSORRT_LLM_PYTORCH:
+        name += f"-tp{spec.pytorch.tp_size}-pp{spec.pytorch.pp_size}-trtllm{spec.pytorch.trtllm_version}"
     return BUILD_DIR / "engines" / name
 
 
@@ -167,6 +169,10 @@ def _builder(backend: EngineBackend):
         from build_engines.openvino_build import build_openvino_engine, engine_is_built
 
         return engine_is_built, build_openvino_engine
+    if backend == EngineBackend.TENSORRT_LLM_PYTORCH:  # copying needs nothing; quantizing checks its image itself
+        from build_engines.pytorch_build import build_pytorch_engine, engine_is_built
+
+        return engine_is_built, build_pytorch_engine
     import importlib.util
 
     if importlib.util.find_spec("tensorrt_llm") is None:

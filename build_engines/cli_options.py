@@ -3,6 +3,7 @@ translation into one typed BuildSpec."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import click
@@ -39,7 +40,8 @@ _OPTIONS = [
     click.option("--backend", type=_choice(EngineBackend), default=EngineBackend.OPENVINO.value, show_default=True),
     click.option("--precision", type=_choice(Precision), default=None,
                  help="openvino: int8 (default) | int4 | fp16; tensorrt_llm: fp16 (default) | bf16 | fp8 | int8_sq | "
-                      "int8_wo | int4_awq"),
+                      "int8_wo | int4_awq; tensorrt_llm_pytorch: auto (default: the checkpoint as it is) | fp16 | "
+                      "bf16 | fp8 | int4_awq | nvfp4 (ModelOpt)"),
     click.option("--max-batch-size", type=int, default=_LIMITS.max_batch_size, show_default=True),
     click.option("--max-input-len", type=int, default=_LIMITS.max_input_len, show_default=True),
     click.option("--max-seq-len", type=int, default=_LIMITS.max_seq_len, show_default=True),
@@ -178,7 +180,19 @@ def make_spec(checkpoint: Path, backend: str, precision: str | None, max_batch_s
                                   max_queue_delay_microseconds=max_queue_delay_us, max_queue_size=max_queue_size,
                                   queue_timeout_s=queue_timeout_s),
         )
-    return BuildSpec(
+    pytorch = None
+    if engine_backend == EngineBackend.TENSORRT_LLM_PYTORCH:  # build_engines/pytorch_options.py
+        from build_engines.pytorch_options import pytorch_options
+
+        pytorch = pytorch_options(
+            triton_image=triton_image, trtllm_version=trtllm_version, tp_size=tp_size, pp_size=pp_size,
+            kv_cache_dtype=kv_cache_dtype, calib_dataset=calib_dataset, calib_size=calib_size,
+            gpu=resolve_gpu(gpu, gpu_count, gpu_sm, gpu_memory_gib, tp_size * pp_size, detect),
+            kv_cache_fraction=kv_cache_fraction, kv_cache_reuse=kv_cache_reuse, chunked_context=chunked_context,
+            max_queue_size=max_queue_size, queue_timeout_s=queue_timeout_s, paged_context_fmha=paged_context_fmha,
+            scheduler_policy=scheduler_policy, max_queue_delay_us=max_queue_delay_us,
+            speculative_decoding=speculative_decoding)
+    spec = BuildSpec(
         checkpoint=checkpoint.resolve(),
         backend=engine_backend,
         precision=Precision(precision) if precision else DEFAULT_PRECISION[engine_backend],
@@ -191,3 +205,4 @@ def make_spec(checkpoint: Path, backend: str, precision: str | None, max_batch_s
         trtllm=trtllm,
         fidelity=FidelityOptions(fidelity_evaluation, gate_max_mean_kld, gate_max_ppl_change, gate_min_top1),
     )
+    return dataclasses.replace(spec, pytorch=pytorch) if pytorch else spec

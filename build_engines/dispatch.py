@@ -43,16 +43,18 @@ def compose_command(run_ok: Callable[[Sequence[str]], bool] = _ok, which=shutil.
 
 def decide(build_args: Sequence[str], model: Path | None, *, trtllm_ok: bool, compose: tuple[str, ...] | None,
            engine_ok: bool, python: str = sys.executable) -> Where:
+    """`build_args` may name the backend (`--backend tensorrt_llm_pytorch`); else the engine flow's."""
+    backend = () if "--backend" in build_args else ("--backend", "tensorrt_llm")
     if trtllm_ok:
         checkpoint = ["--checkpoint", str(model)] if model else []
-        return Where("local", (python, "-m", "build_engines", "build", "--backend", "tensorrt_llm", *checkpoint, *build_args))
+        return Where("local", (python, "-m", "build_engines", "build", *backend, *checkpoint, *build_args))
     if compose and engine_ok:
         mount, checkpoint = [], []
         if model:
             inside = CONTAINER_MODELS / model.name
             mount, checkpoint = ["-v", f"{model.resolve()}:{inside}:ro"], ["--checkpoint", str(inside)]
         return Where("compose", (*compose, "--profile", "build", "run", "--rm", *mount, "builder", "build",
-                                 "--backend", "tensorrt_llm", *checkpoint, *build_args))
+                                 *backend, *checkpoint, *build_args))
     missing = "TensorRT-LLM is not importable here" + (
         ", and Docker Compose is not installed" if not compose else ", and no Docker engine is running")
     return Where("none", message=(

@@ -4,7 +4,7 @@ OpenVINO's CPU plugin otherwise picks them itself: bf16 activations where the CP
 bf16 natively (avx512_bf16 / AMX), f32 elsewhere, and a u8 KV cache - so the same engine gave
 different answers on different hosts.  The spec's values are passed to every place the engine
 is compiled (the served ContinuousBatchingPipeline and the fidelity report) as OpenVINO
-properties (model_repository/cpu_engine/openvino_backend.py: engine_properties), and recorded
+properties (model_repository/engines/openvino/openvino_backend.py: engine_properties), and recorded
 in build.json.
 """
 

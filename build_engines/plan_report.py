@@ -20,6 +20,10 @@ def plan_lines(spec: BuildSpec, info: CheckpointInfo, engine_dir: Path) -> list[
             f"engine dir: {engine_dir}"]
     if spec.backend == EngineBackend.OPENVINO:
         return head + _openvino_lines(spec, info, engine_dir)
+    if spec.backend == EngineBackend.TENSORRT_LLM_PYTORCH:
+        from build_engines.pytorch_plan import pytorch_plan_lines
+
+        return head + pytorch_plan_lines(spec, info, engine_dir)
     return head + _trtllm_lines(spec, info, engine_dir)
 
 

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from build_engines.pytorch_repository import MODEL_SUBDIR, pytorch_engine_model
 from build_engines.render import RenderedModel, ensemble_config, python_model_config, write_repository
 from build_engines.spec import BuildSpec, EngineBackend
 from build_engines.trtllm_build import TOKENIZER_SUBDIR
 from build_engines.trtllm_repository import bls_model, relay_model, trtllm_engine_models
 from contract import names
 from contract.build_record import BuildRecord
-from contract.features import CPU_ENGINE, TRTLLM_ENGINE, EngineFeatures
+from contract.features import CPU_ENGINE, PYTORCH_ENGINE, TRTLLM_ENGINE, EngineFeatures
 from contract.model_configs import OpenVinoEngineParameters, PostprocessingParameters, PreprocessingParameters
 from contract.model_parameters import to_parameters
 from contract.tensors import (
@@ -29,7 +30,8 @@ from contract.tensors import (
 
 def engine_features(spec: BuildSpec) -> EngineFeatures:
     """What the engine behind the ensemble honours (contract/features.py)."""
-    return TRTLLM_ENGINE if spec.backend == EngineBackend.TENSORRT_LLM else CPU_ENGINE
+    return {EngineBackend.TENSORRT_LLM: TRTLLM_ENGINE,
+            EngineBackend.TENSORRT_LLM_PYTORCH: PYTORCH_ENGINE}.get(spec.backend, CPU_ENGINE)
 
 
 def text_models(tokenizer_dir: Path, spec: BuildSpec) -> list[RenderedModel]:
@@ -50,13 +52,13 @@ def text_models(tokenizer_dir: Path, spec: BuildSpec) -> list[RenderedModel]:
         RenderedModel(
             python_model_config(names.PREPROCESSING, PREPROCESSING_INPUTS, PREPROCESSING_OUTPUTS,
                                 max_batch_size=limits.max_batch_size, parameters=to_parameters(pre)),
-            "model_repository.preprocessing.model",
+            "model_repository.models.preprocessing.model",
         ),
         # One instance: the responses of a stream must be detokenized in order.
         RenderedModel(
             python_model_config(names.POSTPROCESSING, POSTPROCESSING_INPUTS, POSTPROCESSING_OUTPUTS,
                                 max_batch_size=limits.max_batch_size, parameters=to_parameters(post)),
-            "model_repository.postprocessing.model",
+            "model_repository.models.postprocessing.model",
         ),
     ]
 
@@ -80,7 +82,7 @@ def openvino_engine_model(engine_dir: Path, spec: BuildSpec) -> RenderedModel:
         names.OPENVINO_ENGINE, ENGINE_INPUTS, ENGINE_OUTPUTS, max_batch_size=spec.limits.max_batch_size,
         parameters=to_parameters(params), decoupled=True, dynamic_batching=False,
     )
-    return RenderedModel(config, "model_repository.openvino_llm.model")
+    return RenderedModel(config, "model_repository.models.openvino_llm.model")
 
 
 def render_repository(engine_dir: Path, out_dir: Path, *, relay: bool = False, decoupled: bool = True) -> list[str]:
@@ -94,14 +96,15 @@ def render_repository(engine_dir: Path, out_dir: Path, *, relay: bool = False, d
     spec = BuildSpec.from_dict(record.spec)
     batch = spec.limits.max_batch_size
     relay = relay or not decoupled
-    if spec.backend == EngineBackend.OPENVINO:
-        engine = openvino_engine_model(engine_dir, spec)
-        engines = [engine] + ([relay_model(engine_dir, engine.config.name, batch, decoupled)] if relay else [])
-        tokenizer_dir, target = engine_dir, engine.config.name
-    else:
+    if spec.backend == EngineBackend.TENSORRT_LLM:
         engines = trtllm_engine_models(engine_dir, spec, decoupled)
         tokenizer_dir, target = engine_dir / TOKENIZER_SUBDIR, names.TRTLLM_ENGINE
-    step = names.ENGINE_RELAY if spec.backend == EngineBackend.TENSORRT_LLM or relay else names.OPENVINO_ENGINE
+    else:  # an engine model that serves the contract itself (CPU engine, PyTorch backend)
+        pytorch = spec.backend == EngineBackend.TENSORRT_LLM_PYTORCH
+        engine = pytorch_engine_model(engine_dir, spec) if pytorch else openvino_engine_model(engine_dir, spec)
+        engines = [engine] + ([relay_model(engine_dir, engine.config.name, batch, decoupled)] if relay else [])
+        tokenizer_dir, target = (engine_dir / MODEL_SUBDIR if pytorch else engine_dir), engine.config.name
+    step = names.ENGINE_RELAY if spec.backend == EngineBackend.TENSORRT_LLM or relay else target
     bls = bls_model(engine_dir, target, batch, decoupled, spec.trtllm.serving.queue_timeout_s)
     models = text_models(tokenizer_dir, spec) + engines + [bls]
     models.append(RenderedModel(ensemble_config(step, batch), None))

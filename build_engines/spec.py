@@ -9,9 +9,11 @@ from pathlib import Path
 from typing import Any
 
 from build_engines.checkpoint import CheckpointInfo
+from build_engines.checkpoint_quant import read_quantization
 from build_engines.fidelity.options import FidelityOptions, fidelity_options_from_dict
 from build_engines.openvino_compress import Int4Recipe
 from build_engines.openvino_precision import kv_bytes_per_element, precision_problems
+from build_engines.pytorch_spec import PyTorchOptions, pytorch_options_from_dict, pytorch_problems
 from build_engines.trtllm_spec import TrtLlmOptions, trtllm_options_from_dict, trtllm_problems
 
 
@@ -22,6 +24,7 @@ class SpecError(ValueError):
 class EngineBackend(str, enum.Enum):
     OPENVINO = "openvino"  # the CPU engine
     TENSORRT_LLM = "tensorrt_llm"  # the GPU engine
+    TENSORRT_LLM_PYTORCH = "tensorrt_llm_pytorch"  # TensorRT-LLM's PyTorch backend: no engine compile
 
 
 class Precision(str, enum.Enum):
@@ -33,14 +36,19 @@ class Precision(str, enum.Enum):
     INT4_AWQ = "int4_awq"
     INT8 = "int8"  # OpenVINO weight compression, per-channel int8
     INT4 = "int4"  # OpenVINO weight compression, group-wise int4
+    NVFP4 = "nvfp4"  # ModelOpt NVFP4 (PyTorch backend, Blackwell)
+    AUTO = "auto"  # PyTorch backend: the checkpoint as it is (its dtype, or its ModelOpt quantization)
 
 
 ALLOWED_PRECISIONS: dict[EngineBackend, tuple[Precision, ...]] = {
     EngineBackend.OPENVINO: (Precision.INT8, Precision.INT4, Precision.FP16),
     EngineBackend.TENSORRT_LLM: (Precision.FP16, Precision.BF16, Precision.FP8, Precision.INT8_SQ,
                                  Precision.INT8_WO, Precision.INT4_AWQ),
+    EngineBackend.TENSORRT_LLM_PYTORCH: (Precision.AUTO, Precision.FP16, Precision.BF16, Precision.FP8,
+                                         Precision.INT4_AWQ, Precision.NVFP4),
 }
-DEFAULT_PRECISION = {EngineBackend.OPENVINO: Precision.INT8, EngineBackend.TENSORRT_LLM: Precision.FP16}
+DEFAULT_PRECISION = {EngineBackend.OPENVINO: Precision.INT8, EngineBackend.TENSORRT_LLM: Precision.FP16,
+                     EngineBackend.TENSORRT_LLM_PYTORCH: Precision.AUTO}
 
 
 @dataclass(frozen=True)
@@ -112,6 +120,7 @@ class BuildSpec:
     limits: EngineLimits = field(default_factory=EngineLimits)
     openvino: OpenVinoOptions = field(default_factory=OpenVinoOptions)
     trtllm: TrtLlmOptions = field(default_factory=TrtLlmOptions)
+    pytorch: PyTorchOptions = field(default_factory=PyTorchOptions)
     fidelity: FidelityOptions = field(default_factory=FidelityOptions)
 
     def validate(self, info: CheckpointInfo | None = None) -> None:
@@ -126,10 +135,14 @@ class BuildSpec:
         if self.backend == EngineBackend.OPENVINO:
             int4_dims = (info.hidden_size, info.intermediate_size) if info and self.precision == Precision.INT4 else ()
             self.openvino.validate(int4_dims)
+            return
+        if self.backend == EngineBackend.TENSORRT_LLM_PYTORCH:
+            quant = read_quantization(Path(info.path)) if info else None
+            problems = pytorch_problems(self.precision.value, self.pytorch, self.limits, info, quant)
         else:
             problems = trtllm_problems(self.precision.value, self.trtllm, self.limits, info)
-            if problems:
-                raise SpecError("; ".join(problems))
+        if problems:
+            raise SpecError("; ".join(problems))
 
     def kv_cache_bound_gb(self, info: CheckpointInfo) -> float:
         """The most KV cache the CPU engine can use: every sequence of the batch at full length."""
@@ -143,8 +156,9 @@ class BuildSpec:
     def to_dict(self) -> dict[str, Any]:
         """The spec as JSON; only the options section of its own backend is recorded."""
         data = _jsonable(asdict(self))
-        del data[_OPTIONS_SECTION[EngineBackend.TENSORRT_LLM if self.backend == EngineBackend.OPENVINO
-                                  else EngineBackend.OPENVINO]]
+        for backend, section in _OPTIONS_SECTION.items():
+            if backend != self.backend:
+                del data[section]
         return data
 
     def artifact_fields(self) -> dict[str, Any]:
@@ -170,6 +184,7 @@ class BuildSpec:
             limits=EngineLimits(**data["limits"]),
             openvino=openvino_options_from_dict(data["openvino"]) if "openvino" in data else OpenVinoOptions(),
             trtllm=trtllm_options_from_dict(data["trtllm"]) if "trtllm" in data else TrtLlmOptions(),
+            pytorch=pytorch_options_from_dict(data["pytorch"]) if "pytorch" in data else PyTorchOptions(),
             fidelity=fidelity_options_from_dict(data.get("fidelity", {})),
         )
 
@@ -186,7 +201,8 @@ def openvino_options_from_dict(data: dict[str, Any]) -> OpenVinoOptions:
     return OpenVinoOptions(**fields)
 
 
-_OPTIONS_SECTION = {EngineBackend.OPENVINO: "openvino", EngineBackend.TENSORRT_LLM: "trtllm"}
+_OPTIONS_SECTION = {EngineBackend.OPENVINO: "openvino", EngineBackend.TENSORRT_LLM: "trtllm",
+                    EngineBackend.TENSORRT_LLM_PYTORCH: "pytorch"}
 
 
 def _jsonable(value: Any) -> Any:

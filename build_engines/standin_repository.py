@@ -1,5 +1,5 @@
 """The GPU repository layout around a CPU engine, with `tensorrt_llm` served by the stand-in
-for the C++ backend (model_repository.trtllm_standin): what `render_repository` renders for a
+for the C++ backend (model_repository.engines.trtllm_standin): what `render_repository` renders for a
 TensorRT-LLM engine - preprocessing, engine_relay -> tensorrt_llm, postprocessing, llm_bls,
 ensemble - composed from the same parts, so CPU tests run the GPU wiring.
 
@@ -24,7 +24,7 @@ from build_engines.trtllm_spec import TrtLlmOptions, TrtLlmServing
 from contract import names
 from contract.build_record import BuildRecord
 
-STANDIN_ADAPTER = "model_repository.trtllm_standin.model"
+STANDIN_ADAPTER = "model_repository.models.trtllm_standin.model"
 PYTHON_BACKEND = "python"
 
 

@@ -24,7 +24,8 @@ from pathlib import Path
 from build_engines.capacity import TOKENS_PER_BLOCK
 from build_engines.checkpoint import CheckpointInfo
 from build_engines.spec import BuildSpec, Precision
-from build_engines.trtllm_spec import CALIBRATED_PRECISIONS, WEIGHT_FORMAT, KvCacheDtype, effective
+from build_engines.trtllm_rules import WEIGHT_FORMAT
+from build_engines.trtllm_spec import CALIBRATED_PRECISIONS, KvCacheDtype, effective
 from contract.upstream.trtllm_build import load_build_table
 
 # Where the TensorRT-LLM examples live inside the image (tensorrtllm_backend's Dockerfile

@@ -86,7 +86,7 @@ def _relaying_model(name: str, inputs, outputs, engine_dir: Path, target_model: 
                                    record_metrics=trtllm)  # each request passes one of them
     config = python_model_config(name, inputs, outputs, max_batch_size=max_batch_size,
                                  parameters=to_parameters(params), decoupled=decoupled, dynamic_batching=False)
-    return RenderedModel(config, f"model_repository.{name}.model")
+    return RenderedModel(config, f"model_repository.models.{name}.model")
 
 
 def relay_model(engine_dir: Path, target_model: str, max_batch_size: int, decoupled: bool = True,

@@ -19,6 +19,11 @@ from typing import TYPE_CHECKING
 
 from contract.upstream.trtllm_build import BuildRule, TrtllmBuildTable
 
+# Our TensorRT-LLM precision -> the weight format as quantize.py names it (--qformat); 16-bit
+# weights are its full_prec.  The upstream rules are written in these names.
+WEIGHT_FORMAT = {"fp16": "full_prec", "bf16": "full_prec", "fp8": "fp8", "int8_sq": "int8_sq", "int8_wo": "int8_wo",
+                 "int4_awq": "int4_awq"}
+
 if TYPE_CHECKING:
     from build_engines.trtllm_spec import TrtLlmOptions
 
@@ -167,8 +172,6 @@ def _sm100_rules(table: TrtllmBuildTable, s: _State, gpu_name: str) -> None:
 
 
 def _precision_name(weights: str) -> str:
-    from build_engines.trtllm_spec import WEIGHT_FORMAT
-
     return next((p for p, w in WEIGHT_FORMAT.items() if w == weights), weights)
 
 

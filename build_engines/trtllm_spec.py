@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from build_engines.gpus import FP8_MIN_SM, MIN_SM, GpuTarget, known_gpu, DEFAULT_GPU
-from build_engines.trtllm_rules import EffectiveConfig, effective_config, kv_head_problems
+from build_engines.trtllm_rules import WEIGHT_FORMAT, EffectiveConfig, effective_config, kv_head_problems
 from build_engines.trtllm_versions import default_target
 from contract.upstream.trtllm_build import load_build_table, supported_versions
 
@@ -110,12 +110,6 @@ class TrtLlmOptions:
 
 # Formats whose scales come from running calibration data through the model (ModelOpt PTQ).
 CALIBRATED_PRECISIONS = ("fp8", "int8_sq", "int4_awq")
-# Our TensorRT-LLM precision -> the weight format as quantize.py names it (--qformat); 16-bit
-# weights are its full_prec.  The upstream rules are written in these names.
-WEIGHT_FORMAT = {"fp16": "full_prec", "bf16": "full_prec", "fp8": "fp8", "int8_sq": "int8_sq", "int8_wo": "int8_wo",
-                 "int4_awq": "int4_awq"}
-
-
 def needs_calibration(precision: str, options: TrtLlmOptions) -> bool:
     return precision in CALIBRATED_PRECISIONS or options.kv_cache_dtype != KvCacheDtype.AUTO
 
@@ -131,7 +125,7 @@ def trtllm_problems(precision: str, o: TrtLlmOptions, limits, info: "CheckpointI
     if o.trtllm_version not in supported_versions():
         return [f"'trtllm_version' {o.trtllm_version!r} has no conformance table; supported: {supported_versions()} "
                 "(give --trtllm-version or --image, or set TRITON_IMAGE in .env)"]
-    errors = _parallelism_problems(o, info) + _gpu_problems(precision, o)
+    errors = parallelism_problems(o, info) + gpu_problems(precision, o)
     releases = [pin.release for pin in load_build_table(o.trtllm_version).images]
     if o.triton_release not in releases:
         errors.append(f"'triton_release' {o.triton_release!r} does not ship TensorRT-LLM {o.trtllm_version}; "
@@ -168,7 +162,9 @@ def trtllm_problems(precision: str, o: TrtLlmOptions, limits, info: "CheckpointI
     return errors
 
 
-def _parallelism_problems(o: TrtLlmOptions, info: "CheckpointInfo | None") -> list[str]:
+def parallelism_problems(o: TrtLlmOptions, info: "CheckpointInfo | None") -> list[str]:
+    """TP/PP against the checkpoint and the GPUs (also for the PyTorch backend's options, which
+    carry the same fields)."""
     if o.tp_size < 1 or o.pp_size < 1:
         return [f"'tp_size' and 'pp_size' must be >= 1, got {o.tp_size} and {o.pp_size}"]
     errors = []
@@ -184,7 +180,7 @@ def _parallelism_problems(o: TrtLlmOptions, info: "CheckpointInfo | None") -> li
     return errors
 
 
-def _gpu_problems(precision: str, o: TrtLlmOptions) -> list[str]:
+def gpu_problems(precision: str, o: TrtLlmOptions) -> list[str]:
     gpu = o.gpu
     if gpu.sm < MIN_SM:
         return [f"'gpu' {gpu.name} is SM {gpu.sm / 10:.1f} ({gpu.architecture}); TensorRT-LLM {o.trtllm_version} needs "

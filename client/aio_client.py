@@ -160,7 +160,7 @@ class AsyncLlmClient:
             finish_reason=finish,
             prompt_tokens=last.num_input_tokens if last else 0,
             completion_tokens=last.num_output_tokens if last else 0,
-            ttft_s=first_text_s if first_text_s is not None else latency,
+            ttft_s=(first_text_s if first_text_s is not None else latency) if stream else None,
             latency_s=latency,
             chunk_times_s=times,
             token_ids=token_ids,

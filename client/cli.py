@@ -86,7 +86,9 @@ def generate(ctx, prompt, prompt_file, stream, as_chat, as_json, timeout_s, **kw
                     click.echo(json.dumps({
                         "prompt": text, "text": result.text, "finish_reason": result.finish_reason,
                         "prompt_tokens": result.prompt_tokens, "completion_tokens": result.completion_tokens,
-                        "ttft_s": round(result.ttft_s, 4), "latency_s": round(result.latency_s, 4),
+                        # Without --stream the answer comes in one response: no first-token time to report.
+                        "ttft_s": None if result.ttft_s is None else round(result.ttft_s, 4),
+                        "latency_s": round(result.latency_s, 4),
                     }, ensure_ascii=False))
                 else:
                     click.echo(result.text)

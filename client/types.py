@@ -48,7 +48,7 @@ class GenerationResult:
     finish_reason: str
     prompt_tokens: int
     completion_tokens: int
-    ttft_s: float  # time to first text
+    ttft_s: float | None  # time to first text; None when not streamed (one response: not measured)
     latency_s: float  # whole request
     chunk_times_s: list[float] = field(default_factory=list)  # arrival of every chunk
     token_ids: list[int] = field(default_factory=list)
@@ -61,5 +61,7 @@ class GenerationResult:
 
     @property
     def output_tokens_per_s(self) -> float:
+        if self.ttft_s is None:
+            return 0.0
         decode = self.latency_s - self.ttft_s
         return (self.completion_tokens - 1) / decode if decode > 0 and self.completion_tokens > 1 else 0.0

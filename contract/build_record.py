@@ -23,6 +23,9 @@ FORMAT_VERSION = 1
 RUNTIME_PACKAGES: dict[str, tuple[str, ...]] = {
     "openvino": ("openvino", "openvino-genai"),
     "tensorrt_llm": ("tensorrt_llm", "tensorrt"),
+    # The PyTorch backend loads a Hugging Face checkpoint (no engine); the checkpoint's
+    # ModelOpt quantization must be one this TensorRT-LLM loads, so the version must match.
+    "tensorrt_llm_pytorch": ("tensorrt_llm",),
 }
 
 

@@ -140,6 +140,11 @@ CPU_ENGINE = EngineFeatures("the CPU engine (OpenVINO GenAI)", frozenset())
 # backend: none of which the kit builds yet).
 TRTLLM_ENGINE = EngineFeatures("TensorRT-LLM (engine flow)",
                                frozenset({Feature.PERF_METRICS, Feature.EMBEDDING_BIAS, Feature.BAD_WORDS}))
+# What tensorrt_llm_pytorch maps onto the LLM API (model_repository/engines/pytorch/sampling.py):
+# bad words of one token each (SamplingParams.bad_token_ids; longer ones are refused by the
+# engine model, naming the input).  Logit bias, perf metrics, logits, beams, n > 1, LoRA and
+# guided decoding exist in the LLM API but are not wired to our contract yet: refused.
+PYTORCH_ENGINE = EngineFeatures("TensorRT-LLM's PyTorch backend (LLM API)", frozenset({Feature.BAD_WORDS}))
 
 
 def refusals(values: Mapping[str, Any], engine: EngineFeatures,

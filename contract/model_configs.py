@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -133,3 +134,51 @@ class TensorRtLlmParameters:
     tokenizer_dir: str = ""
     guided_decoding_backend: str = ""
     xgrammar_tokenizer_info_path: str = ""
+
+
+class KvCacheDtype(str, enum.Enum):
+    """KvCacheConfig.dtype of the LLM API: 'auto' follows the checkpoint (a ModelOpt
+    checkpoint with an FP8 KV cache gets one), 'fp8' asks for it explicitly."""
+
+    AUTO = "auto"
+    FP8 = "fp8"
+
+
+@dataclass(frozen=True)
+class PyTorchEngineParameters:
+    """`parameters` of tensorrt_llm_pytorch: one `tensorrt_llm.LLM` (PyTorch backend) serving
+    the engine contract.  The LLM's own arguments (upstream table llmapi_<version>.json rows
+    llm.args.*) come from the build; the rest is ours (queue bound, timeouts, polling)."""
+
+    engine_dir: Path  # holds build.json: the model refuses a checkpoint prepared by other versions
+    model_dir: Path  # the Hugging Face checkpoint the LLM loads (ModelOpt-quantized or 16-bit)
+    max_batch_size: int  # LLM(max_batch_size=...): requests in the running batch
+    max_num_tokens: int  # LLM(max_num_tokens=...): tokens per engine step
+    max_seq_len: int  # LLM(max_seq_len=...): prompt + generated tokens
+    max_input_len: int  # our limit on prompt tokens (checked before the LLM sees the request)
+    dtype: str = "auto"  # LLM(dtype=...): auto (the checkpoint's), float16 or bfloat16
+    tensor_parallel_size: int = 1
+    pipeline_parallel_size: int = 1
+    kv_cache_free_gpu_mem_fraction: float = 0.9  # KvCacheConfig.free_gpu_memory_fraction
+    enable_block_reuse: bool = True  # KvCacheConfig.enable_block_reuse (prefix caching)
+    kv_cache_dtype: KvCacheDtype = KvCacheDtype.AUTO  # KvCacheConfig.dtype
+    enable_chunked_prefill: bool = True  # LLM(enable_chunked_prefill=...)
+    max_queue_size: int = 64  # requests waiting beyond the running batch; more are refused (UNAVAILABLE)
+    queue_timeout_s: float = 60.0  # no first token after this long: fail (UNAVAILABLE); 0 = wait forever
+    cancel_check_period_ms: int = 50  # how often requests whose client went away are looked for
+    stats_period_s: float = 1.0  # how often the LLM's iteration stats (KV-cache usage) are read
+
+    def validate(self) -> None:
+        for name in ("max_batch_size", "max_num_tokens", "max_seq_len", "max_input_len", "tensor_parallel_size",
+                     "pipeline_parallel_size", "cancel_check_period_ms"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"'{name}' must be >= 1, got {getattr(self, name)}")
+        if self.max_input_len >= self.max_seq_len:
+            raise ValueError(f"'max_input_len' ({self.max_input_len}) must be < 'max_seq_len' ({self.max_seq_len})")
+        if not 0 < self.kv_cache_free_gpu_mem_fraction <= 1:
+            raise ValueError(f"'kv_cache_free_gpu_mem_fraction' must be in (0, 1], got "
+                             f"{self.kv_cache_free_gpu_mem_fraction}")
+        if self.dtype not in ("auto", "float16", "bfloat16"):
+            raise ValueError(f"'dtype' must be auto, float16 or bfloat16, got {self.dtype!r}")
+        if self.max_queue_size < 0 or self.queue_timeout_s < 0 or self.stats_period_s <= 0:
+            raise ValueError("'max_queue_size' and 'queue_timeout_s' must be >= 0, 'stats_period_s' > 0")

@@ -8,6 +8,9 @@ POSTPROCESSING = "postprocessing"
 # Engine step names: the GPU one keeps NVIDIA's name so their docs and tools apply.
 TRTLLM_ENGINE = "tensorrt_llm"
 OPENVINO_ENGINE = "openvino_llm"
+# The GPU engine step of TensorRT-LLM's PyTorch backend: a decoupled Python model owning one
+# `tensorrt_llm.LLM` that serves the engine contract itself (no relay, no C++ model).
+PYTORCH_ENGINE = "tensorrt_llm_pytorch"
 # The GPU ensemble's engine step: a Python model that relays the engine contract to
 # `tensorrt_llm` (BLS, streamed) and echoes detokenize_params with every response.
 ENGINE_RELAY = "engine_relay"

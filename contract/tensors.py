@@ -185,7 +185,7 @@ DETOKENIZE_PARAMS = TensorSpec("detokenize_params", DType.STRING, (1,), optional
                                doc="JSON of PostprocessParams, echoed by the engine")
 
 # What preprocessing computes for the engine (names/dtypes of tensorrt_llm/config.pbtxt);
-# model_repository.engine_inputs.EngineInputs mirrors it field by field.
+# model_repository.engine_step.engine_inputs.EngineInputs mirrors it field by field.
 ENGINE_CORE_INPUTS: tuple[TensorSpec, ...] = (
     TensorSpec("input_ids", DType.INT32, (-1,), optional=True, doc="prompt token ids"),
     _scalar("input_lengths", DType.INT32, "number of prompt tokens", optional=False),

@@ -35,6 +35,26 @@ RUN mkdir -p /opt/kit \
     fi \
  && rm /tmp/after-packages.txt /tmp/changed-packages.txt
 
+# The PyTorch-backend flow quantizes with ModelOpt's hf_ptq.py (examples/llm_ptq), which the image's
+# nvidia-modelopt package does not ship: fetch the examples of the ModelOpt release this TensorRT-LLM
+# pins (contract/upstream/data/modelopt_hf_ptq_<version>.json: 0.37.0 for TensorRT-LLM 1.2.1), and
+# fail the image build if the installed ModelOpt is another release.  Empty for the engine-flow images.
+ARG MODELOPT_EXAMPLES_REF=""
+ENV MODELOPT_EXAMPLES_DIR=/opt/modelopt/examples
+RUN if [ -n "${MODELOPT_EXAMPLES_REF}" ]; then \
+      python3 -c "import importlib.metadata as m, sys; v = m.version('nvidia-modelopt'); \
+sys.exit(0 if v.rsplit('.', 1)[0] == '${MODELOPT_EXAMPLES_REF}'.rsplit('.', 1)[0] else \
+f'nvidia-modelopt {v} in the image, the examples are ${MODELOPT_EXAMPLES_REF}')" \
+      && mkdir -p /opt/modelopt/examples \
+      && python3 -c "import io, tarfile, urllib.request; \
+data = urllib.request.urlopen('https://github.com/NVIDIA/Model-Optimizer/archive/refs/tags/${MODELOPT_EXAMPLES_REF}.tar.gz').read(); \
+t = tarfile.open(fileobj=io.BytesIO(data)); \
+members = [m for m in t.getmembers() if '/examples/llm_ptq/' in m.name]; \
+[setattr(m, 'name', 'llm_ptq/' + m.name.split('/examples/llm_ptq/', 1)[1]) for m in members]; \
+t.extractall('/opt/modelopt/examples', members=members, filter='data')" \
+      && test -f /opt/modelopt/examples/llm_ptq/hf_ptq.py; \
+    fi
+
 COPY contract /opt/kit/contract
 COPY build_engines /opt/kit/build_engines
 COPY model_repository /opt/kit/model_repository

@@ -1,6 +1,11 @@
-"""The Triton models' source.
+"""The Triton models' source, by concern:
 
-`preprocessing/`, `postprocessing/`, `openvino_llm/` hold thin `model.py` adapters (copied
-into the rendered repository); the logic they call lives in the modules of this package,
-importable and testable without a server.
+- `models/<model>/model.py`: the thin Triton adapters (a rendered repository's model.py imports them);
+- `text/`: request parsing, tokenization, detokenization, stop strings, postprocessing;
+- `engine_step/`: the engine contract every engine shares (inputs, limits, step loop, metrics);
+- `engines/<engine>/`: openvino (CPU), relay (to TensorRT-LLM's C++ backend), pytorch (LLM API),
+  trtllm_standin (the C++ backend's semantics on CPU, for tests);
+- `triton/`: Triton plumbing (tensors in and out, the close-once response channel, metrics, BLS).
+
+Everything but `models/` and `triton/` imports no Triton and is tested without a server.
 """

@@ -1,4 +1,5 @@
-"""Start tritonserver on a TensorRT-LLM model repository: one MPI rank per GPU.
+"""Start tritonserver on a TensorRT-LLM model repository: one MPI rank per GPU (engine flow),
+or one tritonserver whose LLM starts its own GPU workers (PyTorch backend).
 
 The world size comes from the engine's build.json (TP x PP), never from a flag.  Rank 0
 serves the whole repository on the network ports; ranks > 0 load only `tensorrt_llm`
@@ -22,12 +23,14 @@ from typing import Callable, Sequence
 from build_engines.render import read_config
 from contract import names
 from contract.build_record import BuildRecord, check_runtime
-from contract.model_configs import TensorRtLlmParameters
+from contract.model_configs import PyTorchEngineParameters, TensorRtLlmParameters
 from contract.security import restricted_api_flags
 
 NGC_TRITONSERVER = "/opt/tritonserver/bin/tritonserver"
 ENGINE_PATH_KEY = "gpt_model_path"
 assert ENGINE_PATH_KEY in TensorRtLlmParameters.__dataclass_fields__
+PYTORCH_DIR_KEY = "engine_dir"
+assert PYTORCH_DIR_KEY in PyTorchEngineParameters.__dataclass_fields__
 
 
 class LaunchError(RuntimeError):
@@ -50,6 +53,9 @@ class GpuServerSettings:
 
 
 def engine_dir_of(repository: Path) -> Path:
+    pytorch = repository / names.PYTORCH_ENGINE / "config.pbtxt"
+    if pytorch.is_file():  # the PyTorch-backend layout: tensorrt_llm_pytorch names its directory
+        return Path(read_config(pytorch).parameters[PYTORCH_DIR_KEY].string_value)
     config_file = repository / names.TRTLLM_ENGINE / "config.pbtxt"
     if not config_file.is_file():
         raise LaunchError(f"{repository} has no {names.TRTLLM_ENGINE}/config.pbtxt: render a TensorRT-LLM repository "
@@ -61,6 +67,12 @@ def engine_dir_of(repository: Path) -> Path:
 
 
 def world_size(record: BuildRecord) -> int:
+    """How many tritonserver ranks serve the build: one per GPU for a TensorRT engine; one for
+    the PyTorch backend, whose LLM starts its TP x PP GPU workers itself through mpi4py
+    (NVIDIA's documented llmapi workflow: upstream llmapi table rows triton.mpi_world,
+    doc.llmapi_workflow; model_repository/engines/pytorch/mpi_world.py)."""
+    if record.backend == "tensorrt_llm_pytorch":
+        return 1
     trtllm = record.spec.get("trtllm")
     if record.backend != "tensorrt_llm" or trtllm is None:
         raise LaunchError(f"build.json describes a {record.backend!r} engine, not a TensorRT-LLM one")

@@ -63,6 +63,9 @@ class ServerSettings:
     # key nobody is told, which leaves them locked.  Never printed or logged.
     admin_key: str | None = field(default=None, repr=False)
     record_file: Path | None = None  # where a detached launcher records its server (LaunchRecord)
+    # Variables added to the server's environment (its models' stubs inherit them), e.g. a test's
+    # PYTHONPATH; the launcher's own environment is never changed.
+    environment: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def on_free_ports(cls, repository: Path, log_file: Path, **settings) -> "ServerSettings":
@@ -152,9 +155,9 @@ class TritonServer:
         with open(s.log_file, "ab") as log:
             offset = log.seek(0, os.SEEK_END)  # what the log says before this is not about this server
             before = time.time()
-            self.process = subprocess.Popen(server_command(s, install), stdout=log, stderr=subprocess.STDOUT,
-                                            env=server_env(install), start_new_session=True,
-                                            preexec_fn=die_with_parent())
+            self.process = subprocess.Popen(die_with_parent(server_command(s, install)), stdout=log,
+                                            stderr=subprocess.STDOUT, env=server_env(install) | dict(s.environment),
+                                            start_new_session=True)
         try:
             self.identity = stubs.ServerIdentity.of(self.process.pid)
         except psutil.Error:  # it died at once; wait_ready says why

@@ -37,8 +37,7 @@ class OpenAiFront:
     def start(self, timeout_s: float = 60.0) -> None:
         self._log_file.parent.mkdir(parents=True, exist_ok=True)
         with open(self._log_file, "ab") as log:
-            self.process = subprocess.Popen(self._cmd, stdout=log, stderr=subprocess.STDOUT,
-                                            preexec_fn=die_with_parent())
+            self.process = subprocess.Popen(die_with_parent(self._cmd), stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.process.poll() is not None:

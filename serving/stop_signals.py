@@ -7,14 +7,11 @@ and its stubs running and holding the ports.
 
 from __future__ import annotations
 
-import ctypes
-import os
+import shutil
 import signal
 import threading
-from typing import Callable
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
 class SignalSafeEvent(threading.Event):
@@ -55,18 +52,13 @@ class StopSignals:
         return 128 + int(self.received) if self.received else 0
 
 
-def die_with_parent(sig: signal.Signals = signal.SIGTERM) -> Callable[[], None] | None:
-    """A `preexec_fn` asking Linux to send `sig` to the child when the launcher dies, even by
-    SIGKILL, so its server shuts down instead of running on unowned.  Linux ties this to the
-    thread that forks, so only a child started from the main thread gets it (None otherwise)."""
-    if threading.current_thread() is not threading.main_thread():
-        return None
-    libc = ctypes.CDLL(None, use_errno=True)  # loaded here: the child only calls it
-    parent = os.getpid()
-
-    def in_child() -> None:
-        libc.prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
-        if os.getppid() != parent:  # the launcher died before prctl took effect
-            os.kill(os.getpid(), sig)
-
-    return in_child
+def die_with_parent(command: list[str], sig: signal.Signals = signal.SIGTERM) -> list[str]:
+    """`command` with Linux asked to send `sig` to it when the launcher dies, even by SIGKILL,
+    so its server shuts down instead of running on unowned.  util-linux's `setpriv --pdeathsig`
+    sets it and execs the command (same pid); never a `preexec_fn`, which makes Python fork
+    and run Python in a child of a process with gRPC/OpenVINO threads (a test server once
+    aborted at start so).  Linux ties the death signal to the thread that forks, so only a
+    child started from the main thread gets it; without setpriv, the command runs as it is."""
+    if threading.current_thread() is not threading.main_thread() or shutil.which("setpriv") is None:
+        return list(command)
+    return ["setpriv", "--pdeathsig", signal.Signals(sig).name.removeprefix("SIG"), "--", *command]

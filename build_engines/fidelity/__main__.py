@@ -26,7 +26,7 @@ def evaluate_openvino_engine(engine_dir: Path, checkpoint: Path, activation_prec
     from build_engines.fidelity.openvino_engine import OpenVinoScorer
     from build_engines.fidelity.reference import TorchReference
     from contract.model_configs import OpenVinoEngineParameters
-    from model_repository.cpu_engine.openvino_backend import engine_properties
+    from model_repository.engines.openvino.openvino_backend import engine_properties
 
     params = OpenVinoEngineParameters(engine_dir=engine_dir, max_num_seqs=1, max_num_batched_tokens=512,
                                       inference_threads=inference_threads, activation_precision=activation_precision,

@@ -17,7 +17,7 @@ from client import ChatMessage, LlmClient, SamplingParams
 from client.errors import InvalidRequestError
 from contract import names
 from contract.tensors import ENGINE_INPUTS, by_name
-from model_repository.engine_inputs import EngineInputs
+from model_repository.engine_step.engine_inputs import EngineInputs
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]
 

@@ -21,13 +21,9 @@ from tests.integration import test_bad_requests as cpu_bad_requests
 from tests.integration import test_cancellation as cancellation_tests
 from tests.integration import test_engine_relay as relay_tests
 from tests.integration import test_tensorrt_llm_bls as bls_tests
+from tests.integration import test_concurrency as concurrency_tests
+from tests.integration import test_streaming_text as streaming_tests
 from tests.integration.conftest import ROOT
-from tests.integration.test_concurrency import test_sixteen_concurrent_streams  # noqa: F401  (runs here too)
-from tests.integration.test_streaming_text import (  # noqa: F401  (the same tests, GPU fixtures)
-    test_answers_do_contain_multibyte_text,
-    test_prompt_is_not_echoed_unless_asked,
-    test_stream_equals_whole_equals_full_decode,
-)
 
 pytestmark = [pytest.mark.gpu, pytest.mark.server, pytest.mark.slow]
 
@@ -82,10 +78,23 @@ def client(server):
         yield c
 
 
-@pytest.fixture(scope="session")
-def layout_client(client):
-    """The CPU tests written for every layout run here on the GPU one."""
-    return client
+# The CPU pipeline's tests, called here (not imported: an imported test is reported, and
+# skipped, under the CPU file's name).
+@pytest.mark.parametrize("prompt", streaming_tests.PROMPTS)
+def test_stream_equals_whole_equals_full_decode(client, tokenizer, prompt):
+    streaming_tests.test_stream_equals_whole_equals_full_decode(client, tokenizer, prompt)
+
+
+def test_answers_do_contain_multibyte_text(client):
+    streaming_tests.test_answers_do_contain_multibyte_text(client)
+
+
+def test_prompt_is_not_echoed_unless_asked(client):
+    streaming_tests.test_prompt_is_not_echoed_unless_asked(client)
+
+
+def test_sixteen_concurrent_streams(server, tokenizer):
+    concurrency_tests.test_sixteen_concurrent_streams(server, tokenizer)
 
 
 GPU_CASES = [c for c in cpu_bad_requests.CASES if c[1] != "bad_words"]  # TensorRT-LLM has bad words

@@ -72,7 +72,7 @@ def direct(default_engine, prompt_ids, engine_params):
     import openvino as ov
     import openvino_genai as og
 
-    from model_repository.cpu_engine.openvino_backend import engine_properties
+    from model_repository.engines.openvino.openvino_backend import engine_properties
 
     params = engine_params
     sc = og.SchedulerConfig()
@@ -116,7 +116,7 @@ def reference(default_checkpoint, prompt_ids):
 @pytest.fixture(scope="module")
 def engine_scorer(default_engine, engine_params):
     from build_engines.fidelity.openvino_engine import OpenVinoScorer
-    from model_repository.cpu_engine.openvino_backend import engine_properties
+    from model_repository.engines.openvino.openvino_backend import engine_properties
 
     return OpenVinoScorer(default_engine, engine_properties(engine_params), chunk=engine_params.max_num_batched_tokens)
 

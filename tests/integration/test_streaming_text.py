@@ -47,3 +47,10 @@ def test_prompt_is_not_echoed_unless_asked(client):
     echoed = client.generate(prompt, SamplingParams(max_tokens=8, temperature=0.0, echo=True))
     assert not plain.text.startswith(prompt)
     assert echoed.text == prompt + plain.text
+
+
+def test_a_first_token_time_is_reported_only_when_measured(client):
+    streamed = client.generate("Hi", SamplingParams(max_tokens=4))
+    whole = client.generate("Hi", SamplingParams(max_tokens=4), stream=False)
+    assert 0 < streamed.ttft_s <= streamed.latency_s
+    assert whole.ttft_s is None  # one response: there is no first-token time to report

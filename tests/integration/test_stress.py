@@ -2,7 +2,7 @@
 early or timing out, on both repository layouts: the server must survive (same process, no
 fatal signal in its log) and every request must end with an answer or a clear error.
 
-Before model_repository/response_channel.py, tensorrt_llm_bls took tritonserver down with SIGSEGV
+Before model_repository/triton/response_channel.py, tensorrt_llm_bls took tritonserver down with SIGSEGV
 (`TRITONBACKEND_ResponseFactoryIsCancelled`) within the first ~30 requests of this load."""
 
 from __future__ import annotations

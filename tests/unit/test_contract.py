@@ -22,8 +22,8 @@ from contract.tensors import (
     PREPROCESSING_OUTPUTS,
     by_name,
 )
-from model_repository.engine_inputs import EngineInputs, stack
-from model_repository.generate_request import GenerateRequest
+from model_repository.engine_step.engine_inputs import EngineInputs, stack
+from model_repository.text.generate_request import GenerateRequest
 
 
 NVIDIA_TEMPLATED = {"${logits_datatype}": "TYPE_FP32", "${prompt_embedding_table_data_type}": "TYPE_FP16"}

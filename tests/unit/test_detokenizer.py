@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 
-from model_repository.detokenizer import (
+from model_repository.text.detokenizer import (
     ByteTableDetokenizer,
     DetokenizerFactory,
     WindowDetokenizer,

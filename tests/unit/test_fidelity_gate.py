@@ -122,7 +122,7 @@ def test_plan_shows_numerics_kv_element_size_and_gate(default_checkpoint):
 
 def test_engine_properties_pin_the_numerics():
     from contract.model_configs import OpenVinoEngineParameters
-    from model_repository.cpu_engine.openvino_backend import engine_properties
+    from model_repository.engines.openvino.openvino_backend import engine_properties
 
     params = OpenVinoEngineParameters(engine_dir=Path("/e"), max_num_seqs=1, max_num_batched_tokens=8,
                                       activation_precision="bf16", kv_cache_precision="f16", inference_threads=2)

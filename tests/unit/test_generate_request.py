@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from contract.params import InvalidParameter
-from model_repository.generate_request import parse_generate_request
+from model_repository.text.generate_request import parse_generate_request
 
 
 def s(text):  # a [1, 1] BYTES tensor
@@ -52,7 +52,7 @@ def test_errors_name_the_field(arrays, field, message):
 
 
 def test_a_batch_of_prompts_is_one_request_per_prompt():
-    from model_repository.generate_request import parse_generate_requests
+    from model_repository.text.generate_request import parse_generate_requests
 
     rows = parse_generate_requests({"text_input": np.array([[b"a"], [b"b"], [b"c"]], dtype=object),
                                     "max_tokens": np.array([[5], [6], [7]], dtype=np.int32)})

@@ -104,3 +104,10 @@ def test_compose_file_validates():
             assert result.returncode == 0, result.stderr
             return
     pytest.skip("neither `docker compose` nor `docker-compose` runs here")
+
+
+def test_the_pytorch_backend_is_built_where_the_engine_flow_is():
+    where = decide(["--backend", "tensorrt_llm_pytorch", "--precision", "fp8"], Path("/models/llama"), trtllm_ok=False,
+                   compose=("docker", "compose"), engine_ok=True)
+    assert where.kind == "compose" and where.argv.count("--backend") == 1
+    assert where.argv[where.argv.index("--backend") + 1] == "tensorrt_llm_pytorch"

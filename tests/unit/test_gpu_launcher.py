@@ -123,3 +123,20 @@ def test_child_exit_status_is_the_launcher_status(tmp_path):
 def test_child_killed_by_a_signal_exits_128_plus_signal(tmp_path):
     launcher, _ = _launcher(tmp_path, "suicide")
     assert launcher.wait(20) == 128 + signal.SIGTERM
+
+
+def test_a_pytorch_backend_repository_runs_one_tritonserver(tmp_path, default_checkpoint):
+    """The LLM starts its TP x PP GPU workers itself (NVIDIA's llmapi workflow): no mpirun."""
+    from build_engines.cli_options import make_spec
+    from build_engines.pytorch_build import build_pytorch_engine
+
+    spec = make_spec(default_checkpoint, "tensorrt_llm_pytorch", None, 8, 512, 1024, 256, 128, 0, False, 0,
+                     triton_image="26.07", tp_size=3, gpu="H100-SXM", detect=lambda: None)
+    engine = tmp_path / "engine"
+    build_pytorch_engine(spec, engine)
+    render_repository(engine, tmp_path / "repo")
+    assert engine_dir_of(tmp_path / "repo") == engine.resolve()
+    assert world_size(BuildRecord.read(engine)) == 1
+    assert launch_command(GpuServerSettings(repository=tmp_path / "repo"), 1)[0] == "/opt/tritonserver/bin/tritonserver"
+    with pytest.raises(BuildRecordError, match="tensorrt_llm: engine built with 1.2.1, server has not installed"):
+        prepare(GpuServerSettings(repository=tmp_path / "repo"))

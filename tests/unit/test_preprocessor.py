@@ -10,9 +10,9 @@ from contract.features import CPU_ENGINE
 
 from contract.model_configs import PreprocessingParameters
 from contract.params import InvalidParameter
-from model_repository.generate_request import ChatMessage, GenerateRequest
-from model_repository.postprocess_params import PostprocessParams
-from model_repository.preprocessor import Preprocessor, resolve_sampling
+from model_repository.text.generate_request import ChatMessage, GenerateRequest
+from model_repository.text.postprocess_params import PostprocessParams
+from model_repository.text.preprocessor import Preprocessor, resolve_sampling
 
 
 @pytest.fixture(scope="module")

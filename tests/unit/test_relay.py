@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from model_repository.relay import (CANCELLED, ERROR, FINISHED, FORWARDED_INPUTS, REQUESTED_OUTPUTS, CancelWatcher,
-                                    Relay, RelayPool, stop_request_arrays)
+from model_repository.engines.relay.relay import (CANCELLED, ERROR, FINISHED, FORWARDED_INPUTS, REQUESTED_OUTPUTS, Relay, stop_request_arrays)
+from model_repository.engines.relay.relay_pool import CancelWatcher, RelayPool
 
 END = object()
 
@@ -172,7 +172,7 @@ def test_relay_contract_names():
 def test_llm_bls_dataflow_helpers():
     import numpy as np
 
-    from model_repository.bls_pipeline import client_outputs, engine_request, postprocessing_request
+    from model_repository.engines.relay.bls_pipeline import client_outputs, engine_request, postprocessing_request
 
     pre = {"input_ids": np.array([[1, 2], [3, 0]]), "input_lengths": np.array([[2], [1]]),
            "detokenize_params": np.array([[b"row0"], [b"row1"]], dtype=object)}
@@ -193,7 +193,7 @@ def test_llm_bls_dataflow_helpers():
 def test_relayed_tensorrt_llm_responses_keep_our_contract():
     import numpy as np
 
-    from model_repository.bls_pipeline import closing_response, new_log_probs, relay_outputs
+    from model_repository.engines.relay.bls_pipeline import closing_response, new_log_probs, relay_outputs
 
     # TensorRT-LLM streams every log prob so far; our responses carry this response's own.
     engine = {"output_ids": np.array([[[7, 8]]]), "sequence_length": np.array([[2]]),
@@ -215,7 +215,7 @@ def test_relayed_tensorrt_llm_responses_keep_our_contract():
     ("[INVALID_ARG] 'bad_words_list' asks for bad words", None),
 ])
 def test_engine_errors_reach_clients_with_our_codes(message, code):
-    from model_repository.engine_errors import classify
+    from model_repository.engines.relay.engine_errors import classify
 
     got, text = classify(message)
     assert got == code and (message in text)

@@ -5,7 +5,7 @@ is_cancelled() then (or while the final send is under way) is the tritonserver c
 import threading
 import time
 
-from model_repository.response_channel import ResponseChannel
+from model_repository.triton.response_channel import ResponseChannel
 
 FINAL = 1
 
@@ -114,7 +114,7 @@ def test_the_unguarded_sender_does_fail_this_way():
 
 
 def test_rows_of_a_batched_request_share_one_final():
-    from model_repository.response_channel import SharedChannel
+    from model_repository.triton.response_channel import SharedChannel
 
     sender = FakeSender()
     shared = SharedChannel(ResponseChannel(sender, FINAL), rows=3)

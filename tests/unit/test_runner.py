@@ -6,8 +6,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from model_repository.cpu_engine.runner import EngineRunner, FailCode, HandleStatus
-from model_repository.engine_inputs import EngineInputs
+from model_repository.engine_step.runner import EngineRunner, FailCode, HandleStatus
+from model_repository.engine_step.engine_inputs import EngineInputs
 
 
 @dataclass

@@ -20,7 +20,7 @@ from contract import names
 from contract.build_record import BuildRecord
 from contract.upstream.backend_semantics import SUPPORTED_VERSIONS, backend_semantics
 
-PACKAGE = Path(__file__).resolve().parents[2] / "model_repository" / "trtllm_standin"
+PACKAGE = Path(__file__).resolve().parents[2] / "model_repository" / "engines" / "trtllm_standin"
 
 
 @pytest.fixture

@@ -1,7 +1,7 @@
 from hypothesis import given
 from hypothesis import strategies as st
 
-from model_repository.stop_strings import StopStringMatcher
+from model_repository.text.stop_strings import StopStringMatcher
 
 
 def run(matcher, chunks, final=True):

@@ -3,9 +3,9 @@
 import pytest
 
 from contract.finish import FinishReason
-from model_repository.detokenizer import DetokenizerFactory
-from model_repository.postprocess_params import PostprocessParams
-from model_repository.stream_postprocessor import StreamPostprocessor
+from model_repository.text.detokenizer import DetokenizerFactory
+from model_repository.text.postprocess_params import PostprocessParams
+from model_repository.text.stream_postprocessor import StreamPostprocessor
 
 EOS = 2
 

@@ -10,17 +10,17 @@ import numpy as np
 import pytest
 
 from contract.upstream.backend_semantics import backend_semantics
-from model_repository.cpu_engine.runner import HandleStatus
-from model_repository.engine_inputs import EngineInputs
-from model_repository.response_channel import ResponseChannel
-from model_repository.trtllm_standin import upstream
-from model_repository.trtllm_standin.engine import AccountingBackend, SequenceStats
-from model_repository.trtllm_standin.executor import ExecutorLimits, ExecutorStats, StandinExecutor
-from model_repository.trtllm_standin.metrics import iteration_stats, labels, series, updates
-from model_repository.trtllm_standin.request import parse_request
-from model_repository.trtllm_standin.responder import Responder
-from model_repository.trtllm_standin.settings import EngineLimits
-from model_repository.trtllm_standin.upstream import UpstreamError
+from model_repository.engine_step.runner import HandleStatus
+from model_repository.engine_step.engine_inputs import EngineInputs
+from model_repository.triton.response_channel import ResponseChannel
+from model_repository.engines.trtllm_standin import upstream
+from model_repository.engines.trtllm_standin.engine import AccountingBackend, SequenceStats
+from model_repository.engines.trtllm_standin.executor import ExecutorLimits, ExecutorStats, StandinExecutor
+from model_repository.engines.trtllm_standin.metrics import iteration_stats, labels, series, updates
+from model_repository.engines.trtllm_standin.request import parse_request
+from model_repository.engines.trtllm_standin.responder import Responder
+from model_repository.engines.trtllm_standin.settings import EngineLimits
+from model_repository.engines.trtllm_standin.upstream import UpstreamError
 
 SEM = backend_semantics(upstream.PINNED_VERSION)
 FINAL = 2
@@ -233,7 +233,7 @@ def test_kv_block_accounting_of_running_sequences():
 def test_a_stopped_request_ends_with_the_tokens_not_sent_yet():
     """The CPU engine's stop path as upstream's executor ends a cancelled request (row
     cancel.final_result): a non-streaming request's final response carries all its tokens."""
-    from model_repository.cpu_engine.runner import EngineRunner
+    from model_repository.engine_step.runner import EngineRunner
     from tests.unit.test_runner import FakeBackend, Sink, request
 
     runner = EngineRunner(FakeBackend({0: list(range(100, 200))}))

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from model_repository.word_lists import from_word_list, to_word_list
+from model_repository.engine_step.word_lists import from_word_list, to_word_list
 
 
 def test_layout_matches_tensorrt_llm():

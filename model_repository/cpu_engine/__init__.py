@@ -1,1 +1,0 @@
-"""The CPU engine: the engine step's contract served by OpenVINO GenAI continuous batching."""

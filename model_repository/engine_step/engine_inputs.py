@@ -1,0 +1,155 @@
+"""The engine step's inputs computed by preprocessing, as one typed object per prompt (field
+names == ENGINE_CORE_INPUTS names), with the conversions to and from the arrays that travel
+between the models: [n, ...] arrays for a request of n prompts, ragged rows padded."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Mapping
+
+import numpy as np
+
+from contract.tensors import ENGINE_CORE_INPUTS, DType, by_name
+from model_repository.engine_step.word_lists import from_word_list, to_word_list
+
+_SPECS = by_name(ENGINE_CORE_INPUTS)
+_WORD_LISTS = ("stop_words_list", "bad_words_list")
+_VECTORS = {"input_ids": np.int32, "embedding_bias": np.float32}
+
+
+@dataclass(frozen=True)
+class EngineInputs:
+    input_ids: tuple[int, ...]
+    input_lengths: int
+    request_output_len: int
+    end_id: int = -1  # -1: no end id (generate until the length limit)
+    pad_id: int = 0
+    stop_words_list: tuple[tuple[int, ...], ...] = ()
+    bad_words_list: tuple[tuple[int, ...], ...] = ()
+    embedding_bias: tuple[float, ...] = ()  # [vocab] or empty: no bias
+    runtime_top_k: int = 1  # TensorRT-LLM defaults: greedy
+    runtime_top_p: float = 0.0
+    temperature: float = 1.0
+    repetition_penalty: float = 1.0
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    min_tokens: int = 0
+    seed: int = 0
+    return_log_probs: bool = False
+    exclude_input_in_output: bool = True
+    streaming: bool = False
+    stop: bool = False  # cancel the running request with this request's id (nothing else is read)
+    detokenize_params: str = ""  # opaque; returned unchanged with every response
+
+    @classmethod
+    def stop_request(cls) -> "EngineInputs":
+        """A stop request: placeholders for the inputs the engine's config requires, stop=true."""
+        return cls(input_ids=(0,), input_lengths=1, request_output_len=1, stop=True)
+
+    @property
+    def is_greedy(self) -> bool:
+        """TensorRT-LLM's rule: top-k 1, or neither top-k nor top-p set."""
+        return self.runtime_top_k == 1 or (self.runtime_top_k == 0 and self.runtime_top_p == 0.0)
+
+    def row_arrays(self) -> dict[str, np.ndarray]:
+        """This prompt's arrays, without the batch dimension."""
+        out: dict[str, np.ndarray] = {}
+        for f in dataclasses.fields(self):
+            spec, value = _SPECS[f.name], getattr(self, f.name)
+            if f.name in _WORD_LISTS:
+                out[f.name] = to_word_list([list(w) for w in value])
+            elif f.name in _VECTORS:
+                out[f.name] = np.asarray(value, dtype=_VECTORS[f.name])
+            elif spec.dtype == DType.STRING:
+                out[f.name] = np.asarray([value.encode("utf-8")], dtype=np.object_)
+            else:
+                out[f.name] = np.asarray([value], dtype=spec.dtype.numpy_type)
+        return out
+
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        """Arrays with the batch dimension (1) in front, as Triton carries them."""
+        return stack([self])
+
+    @classmethod
+    def from_arrays(cls, arrays: Mapping[str, np.ndarray]) -> "EngineInputs":
+        """One prompt's request (batch size 1); see `rows`."""
+        rows = cls.rows(arrays)
+        if len(rows) != 1:
+            raise ValueError(f"batch size {len(rows)}; send one sequence per request")
+        return rows[0]
+
+    @classmethod
+    def rows(cls, arrays: Mapping[str, np.ndarray]) -> list["EngineInputs"]:
+        """Parse what a caller sent to the engine, one object per prompt of the batch; absent
+        optional inputs take defaults.  Raises ValueError naming the tensor on a malformed input."""
+        unknown = sorted(set(arrays) - set(_SPECS))
+        if unknown:
+            raise ValueError(f"'{unknown[0]}': not an input of the engine; allowed: {sorted(_SPECS)}")
+        sizes = {name: np.asarray(a).shape[0] if np.asarray(a).ndim else 1 for name, a in arrays.items()}
+        n = max(sizes.values(), default=1)
+        mismatched = [name for name, size in sizes.items() if size != n]
+        if mismatched:
+            raise ValueError(f"'{mismatched[0]}': batch size {sizes[mismatched[0]]}, other inputs have {n}")
+        for required in ("input_ids", "input_lengths", "request_output_len"):
+            if required not in arrays:
+                raise ValueError(f"'{required}': required input is missing")
+        return [cls(**_row_values({name: np.asarray(a)[i] if np.asarray(a).ndim else np.asarray(a)
+                                   for name, a in arrays.items()})) for i in range(n)]
+
+
+def stack(rows: list[EngineInputs]) -> dict[str, np.ndarray]:
+    """[n, ...] arrays of n prompts; ragged rows are padded (ids and bias with 0, word lists
+    with -1 offsets) and `input_lengths` says how much of input_ids is real."""
+    per_row = [r.row_arrays() for r in rows]
+    out = {}
+    for name in per_row[0]:
+        arrays = [row[name] for row in per_row]
+        width = max(a.shape[-1] for a in arrays)
+        padded = []
+        for a in arrays:
+            extra = width - a.shape[-1]
+            if extra and name in _WORD_LISTS:
+                a = np.concatenate([a, np.array([[0] * extra, [-1] * extra], dtype=a.dtype)], axis=-1)
+            elif extra:
+                a = np.concatenate([a, np.zeros(extra, dtype=a.dtype)])
+            padded.append(a)
+        out[name] = np.stack(padded)
+    return out
+
+
+def _row_values(row: Mapping[str, np.ndarray]) -> dict[str, object]:
+    values: dict[str, object] = {}
+    for name, item in row.items():
+        if name in _WORD_LISTS:
+            try:
+                values[name] = tuple(tuple(w) for w in from_word_list(item))
+            except ValueError as e:
+                raise ValueError(f"'{name}': {e}") from None
+        elif name == "input_ids":
+            values[name] = tuple(int(t) for t in item.reshape(-1))
+        elif name == "embedding_bias":
+            values[name] = tuple(float(b) for b in item.reshape(-1))
+        else:
+            flat = item.reshape(-1)
+            if flat.size != 1:
+                raise ValueError(f"'{name}': expected one value, got {flat.size}")
+            values[name] = _scalar_value(name, _SPECS[name].dtype, flat[0])
+    if "input_lengths" in values and "input_ids" in values:  # padded rows of a batch
+        length = values["input_lengths"]
+        if 0 <= length <= len(values["input_ids"]):
+            values["input_ids"] = values["input_ids"][:length]
+    return values
+
+
+def _scalar_value(name: str, kind: DType, value: object):
+    if kind == DType.BOOL:
+        return bool(value)
+    if kind == DType.FP32:
+        return float(value)
+    if kind == DType.STRING:
+        try:
+            return value.decode("utf-8") if isinstance(value, bytes) else str(value)
+        except UnicodeDecodeError:
+            raise ValueError(f"'{name}': not valid UTF-8") from None
+    return int(value)

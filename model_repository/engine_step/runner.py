@@ -1,0 +1,292 @@
+"""The CPU engine's step loop: in-flight batching over a generation backend.
+
+Requests are submitted from Triton's `execute()` thread and join the running batch at the
+next step; one background thread alternates `backend.step()` (the library advances every
+running sequence by one token, prefilling new prompts in chunks) with handing each
+request's new tokens to its sink.  The thread sleeps on a condition when there is no work:
+no busy waiting.  Nothing here imports Triton or OpenVINO: tests drive it with fakes.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Protocol, Sequence
+
+from model_repository.engine_step.engine_inputs import EngineInputs
+
+log = logging.getLogger(__name__)
+
+
+class HandleStatus(enum.Enum):
+    RUNNING = "running"
+    FINISHED = "finished"  # end id, stop token or length
+    STOPPED = "stopped"  # we stopped it (stop word)
+    CANCELLED = "cancelled"
+    IGNORED = "ignored"  # the backend could not schedule it
+
+
+class Handle(Protocol):
+    def read(self) -> tuple[list[int], list[float]]: ...  # new ids and their log probs
+
+    def status(self) -> HandleStatus: ...
+
+    def stop(self) -> None: ...
+
+    def cancel(self) -> None: ...
+
+
+class GenerationBackend(Protocol):
+    def add(self, request_id: int, request: EngineInputs) -> Handle: ...
+
+    def step(self) -> None: ...
+
+    def has_unfinished(self) -> bool: ...
+
+    def stats(self) -> dict[str, float]: ...
+
+
+class FailCode(enum.Enum):
+    """Triton error codes a request can end with (names of pb_utils.TritonError codes)."""
+
+    INTERNAL = "INTERNAL"
+    CANCELLED = "CANCELLED"
+    UNAVAILABLE = "UNAVAILABLE"  # overloaded: retry later
+
+
+class ResponseSink(Protocol):
+    def is_cancelled(self) -> bool: ...
+
+    def send(self, ids: Sequence[int], log_probs: Sequence[float], cum_log_prob: float, final: bool) -> None: ...
+
+    def fail(self, message: str, code: FailCode = FailCode.INTERNAL) -> None: ...  # error + final
+
+
+class RunnerObserver(Protocol):
+    """Timing hooks for metrics (time to first token, inter-token latency, queue time)."""
+
+    def on_scheduled(self, queue_s: float) -> None: ...
+
+    def on_tokens(self, first: bool, latency_s: float, count: int) -> None: ...
+
+    def on_finished(self, request: EngineInputs, generated: int, reason: HandleStatus) -> None: ...
+
+
+class _NoObserver:
+    def on_scheduled(self, queue_s: float) -> None: ...
+
+    def on_tokens(self, first: bool, latency_s: float, count: int) -> None: ...
+
+    def on_finished(self, request: EngineInputs, generated: int, reason: HandleStatus) -> None: ...
+
+
+@dataclass
+class _Active:
+    request: EngineInputs
+    sink: ResponseSink
+    handle: Handle
+    arrived: float
+    request_id: str = ""  # Triton's request id, the key of `stop` requests
+    last_token_at: float = 0.0
+    generated: list[int] = field(default_factory=list)
+    log_probs: list[float] = field(default_factory=list)
+    cum_log_prob: float = 0.0
+    sent: int = 0  # tokens already sent (streaming)
+    multi_token_stops: tuple[tuple[int, ...], ...] = ()
+
+
+def multi_token_stops(request: EngineInputs) -> tuple[tuple[int, ...], ...]:
+    """Stop sequences the backend does not handle natively (single tokens it does)."""
+    return tuple(w for w in request.stop_words_list if len(w) > 1)
+
+
+def ends_with_stop(generated: Sequence[int], stops: tuple[tuple[int, ...], ...]) -> bool:
+    return any(len(generated) >= len(s) and tuple(generated[-len(s):]) == s for s in stops)
+
+
+class EngineRunner:
+    def __init__(self, backend: GenerationBackend, observer: RunnerObserver | None = None, clock=time.monotonic, *,
+                 capacity: int | None = None, queue_timeout_s: float | None = None, stream_interval: int = 1) -> None:
+        """`capacity`: requests in the engine (running + waiting) beyond which new ones are
+        refused at once; `queue_timeout_s`: a request without its first token after this
+        long is failed instead of waiting on."""
+        self._backend = backend
+        self._capacity = capacity
+        self._queue_timeout_s = queue_timeout_s
+        self._stream_interval = stream_interval  # tokens per streamed response; 0: by batch size
+        self._observer = observer or _NoObserver()
+        self._clock = clock
+        self._cond = threading.Condition()
+        self._incoming: list[tuple[EngineInputs, ResponseSink, float, str]] = []
+        self._stops: set[str] = set()
+        self._active: dict[int, _Active] = {}
+        self._next_id = 0
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+        self.steps = 0
+        self.backend_stats: dict[str, float] = {}  # refreshed on the step thread
+        self._stats_due = 0.0
+
+    # --- called from Triton's thread ------------------------------------------------------
+    def submit(self, request: EngineInputs, sink: ResponseSink, request_id: str = "") -> None:
+        with self._cond:
+            if self._stopping:
+                sink.fail("the engine is shutting down", FailCode.UNAVAILABLE)
+                return
+            load = len(self._active) + len(self._incoming)
+            if self._capacity is not None and load >= self._capacity:
+                sink.fail(f"the engine is full ({load} requests running or queued); retry later", FailCode.UNAVAILABLE)
+                return
+            self._incoming.append((request, sink, self._clock(), request_id))
+            self._cond.notify()
+
+    def stop(self, request_id: str) -> None:
+        """Cancel every request with this Triton request id (TensorRT-LLM's `stop`)."""
+        with self._cond:
+            self._stops.add(request_id)
+            self._cond.notify()
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="cpu-engine-steps", daemon=True)
+        self._thread.start()
+
+    def shutdown(self, timeout_s: float = 10.0) -> None:
+        with self._cond:
+            self._stopping = True
+            self._cond.notify()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+        for _, sink, _, _ in self._incoming:
+            sink.fail("the engine is shutting down", FailCode.UNAVAILABLE)
+        self._incoming.clear()
+
+    def counts(self) -> tuple[int, int]:
+        """(running, waiting) requests."""
+        with self._cond:
+            return len(self._active), len(self._incoming)
+
+    # --- the step thread --------------------------------------------------------------------
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                while not self._incoming and not self._active and not self._stops and not self._stopping:
+                    self._cond.wait()
+                if self._stopping:
+                    break
+                incoming, self._incoming = self._incoming, []
+                stops, self._stops = self._stops, set()
+            try:
+                self.run_once(incoming, stops)
+            except Exception as e:  # a broken step must not kill the thread silently
+                log.exception("engine step failed")
+                self._fail_all(f"engine step failed: {e}")
+        self._fail_all("the engine is shutting down")
+
+    def run_once(self, incoming: list[tuple[EngineInputs, ResponseSink, float, str]], stops: set[str] = frozenset()) -> None:
+        """Admit new requests, drop cancelled ones, advance the batch one step, deliver tokens."""
+        for request, sink, arrived, request_id in incoming:
+            self._admit(request, sink, arrived, request_id)
+        self._drop_cancelled(stops)
+        if self._backend.has_unfinished():
+            self._backend.step()
+            self.steps += 1
+        self._deliver()
+        now = self._clock()
+        if now >= self._stats_due or not self._active:  # read on this thread only
+            self.backend_stats = self._backend.stats()
+            self._stats_due = now + 0.2
+
+    def _admit(self, request: EngineInputs, sink: ResponseSink, arrived: float, request_id: str) -> None:
+        if sink.is_cancelled():
+            sink.fail("cancelled before it started", FailCode.CANCELLED)
+            return
+        key = self._next_id
+        self._next_id += 1
+        try:
+            handle = self._backend.add(key, request)
+        except Exception as e:
+            sink.fail(f"the engine rejected the request: {e}")
+            return
+        now = self._clock()
+        self._observer.on_scheduled(now - arrived)
+        self._active[key] = _Active(request, sink, handle, arrived, request_id, last_token_at=arrived,
+                                    multi_token_stops=multi_token_stops(request))
+
+    def _drop_cancelled(self, stops: set[str]) -> None:
+        now = self._clock()
+        for key, a in list(self._active.items()):
+            if a.request_id and a.request_id in stops:
+                # As TensorRT-LLM's executor ends a cancelled request: a final response with the
+                # tokens not sent yet (all of them when not streaming), not an error (backend
+                # semantics row cancel.final_result; in Triton 2.51 an error final after data
+                # never reaches a BLS caller).
+                a.handle.cancel()
+                del self._active[key]
+                a.sink.send(a.generated[a.sent:], a.log_probs[a.sent:], a.cum_log_prob, True)
+                self._observer.on_finished(a.request, len(a.generated), HandleStatus.CANCELLED)
+                continue
+            if a.sink.is_cancelled():
+                message, code = "cancelled", FailCode.CANCELLED
+            elif not a.generated and self._queue_timeout_s is not None and now - a.arrived > self._queue_timeout_s:
+                message = f"no first token after {now - a.arrived:.0f}s in the queue; the server is overloaded, retry later"
+                code = FailCode.UNAVAILABLE
+            else:
+                continue
+            a.handle.cancel()
+            del self._active[key]
+            a.sink.fail(message, code)
+            self._observer.on_finished(a.request, len(a.generated), HandleStatus.CANCELLED)
+
+    def _deliver(self) -> None:
+        now = self._clock()
+        interval = self.stream_interval(len(self._active))
+        for key, a in list(self._active.items()):
+            ids, lps = a.handle.read()
+            status = a.handle.status()
+            if ids:
+                self._observer.on_tokens(not a.generated, now - a.last_token_at, len(ids))
+                a.last_token_at = now
+                for token, lp in zip(ids, lps or [0.0] * len(ids)):
+                    a.generated.append(token)
+                    a.log_probs.append(lp)
+                    a.cum_log_prob += lp
+                    if (status == HandleStatus.RUNNING and a.multi_token_stops
+                            and len(a.generated) >= a.request.min_tokens
+                            and ends_with_stop(a.generated, a.multi_token_stops)):
+                        a.handle.stop()
+                        status = HandleStatus.STOPPED
+                        break
+            if status == HandleStatus.IGNORED:
+                del self._active[key]
+                a.sink.fail("the engine could not schedule the request (it does not fit the KV cache)",
+                            FailCode.UNAVAILABLE)
+                continue
+            final = status != HandleStatus.RUNNING
+            pending = len(a.generated) - a.sent
+            if a.request.streaming and pending and (final or a.sent == 0 or pending >= interval):
+                a.sink.send(a.generated[a.sent:], a.log_probs[a.sent:], a.cum_log_prob, final)
+                a.sent = len(a.generated)
+            elif final:
+                a.sink.send(a.generated[a.sent:], a.log_probs[a.sent:], a.cum_log_prob, True)
+            if final:
+                del self._active[key]
+                self._observer.on_finished(a.request, len(a.generated), status)
+
+    def stream_interval(self, running: int) -> int:
+        """Tokens per streamed response (the first token always goes out alone, at once).
+        Every response costs a trip through Triton, postprocessing and the network; with
+        many requests in the batch those trips take CPU from the engine itself."""
+        if self._stream_interval > 0:
+            return self._stream_interval
+        return 1 if running <= 4 else 2 if running <= 8 else 4
+
+    def _fail_all(self, message: str) -> None:
+        for a in list(self._active.values()):
+            try:
+                a.handle.cancel()
+            finally:
+                a.sink.fail(message)
+        self._active.clear()

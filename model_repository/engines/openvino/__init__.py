@@ -1,0 +1,1 @@
+"""The CPU engine: OpenVINO GenAI continuous batching as a generation backend."""

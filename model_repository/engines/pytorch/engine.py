@@ -1,0 +1,295 @@
+"""The PyTorch-backend engine: one `tensorrt_llm.LLM` behind our engine contract.
+
+One thread runs an asyncio loop that owns the LLM (NVIDIA's llmapi model does the same:
+row triton.generate_call).  Triton's execute() thread hands requests in with `submit`
+(refused at once beyond the queue bound) and `stop`; everything else happens on the loop:
+
+- each request is one coroutine: `generate_async(ids, sampling_params=..., streaming=True)`
+  (streaming by keyword: row triton.generate_call), consumed with `async for` (row
+  result.fields); every step's new tokens (row result.diffs) go to the request's sink -
+  at once when the client streams, all together at the end otherwise.  The engine always
+  streams from the LLM: that is how it sees the first token (metrics, first-token timeout)
+  and stop sequences of more than one token, which it ends itself with `abort()`;
+- a poller looks every `cancel_period_s` for requests whose client went away (aborted,
+  CANCELLED), and for requests without a first token after `queue_timeout_s` (aborted,
+  UNAVAILABLE: retry later);
+- `stop` aborts every running request with that Triton request id; each ends with a final
+  response carrying the tokens not sent yet, as the CPU engine ends it (our contract);
+- another coroutine reads the LLM's iteration stats for the KV-cache usage gauge.
+
+Sends leave the loop through one outbox thread, in order, so a slow client never holds up
+the loop.  Nothing here imports Triton or TensorRT-LLM.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from model_repository.engine_step.runner import FailCode, HandleStatus, ResponseSink, RunnerObserver, ends_with_stop
+from model_repository.engine_step.engine_inputs import EngineInputs
+from model_repository.engines.pytorch import outputs
+from model_repository.engines.pytorch.outbox import Outbox
+from model_repository.engines.pytorch.sampling import multi_token_stops, sampling_kwargs
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class _Request:
+    request: EngineInputs
+    sink: ResponseSink
+    request_id: str  # Triton's, the key of `stop`
+    arrived: float
+    key: int = -1
+    output: Any = None  # the LLM's RequestOutput once submitted
+    done: bool = False
+    last_token_at: float = 0.0
+    generated: list[int] = field(default_factory=list)
+    log_probs: list[float] = field(default_factory=list)
+    cum_log_prob: float = 0.0
+    sent: int = 0
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    max_batch_size: int  # the LLM's running batch (for the running/waiting gauges)
+    capacity: int | None  # requests in the engine beyond which new ones are refused
+    queue_timeout_s: float | None  # no first token after this long: UNAVAILABLE
+    cancel_period_s: float = 0.05
+    stats_period_s: float = 1.0
+
+
+class LlmEngine:
+    def __init__(self, make_llm: Callable[[], Any], sampling_params: Callable[..., Any], settings: EngineSettings,
+                 observer: RunnerObserver, clock: Callable[[], float] = time.monotonic) -> None:
+        self._make_llm = make_llm
+        self._sampling_params = sampling_params  # the SamplingParams class
+        self._settings = settings
+        self._observer = observer
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._active: dict[int, _Request] = {}
+        self._keys = itertools.count()
+        self._stopping = False
+        self._outbox = Outbox()
+        self._loop = asyncio.new_event_loop()
+        self._thread: threading.Thread | None = None
+        self._llm: Any = None
+        self.kv_cache_usage = 0.0
+
+    # --- Triton's thread ------------------------------------------------------------------
+    def start(self, timeout_s: float | None = None) -> None:
+        """Build the LLM on the loop's thread and start serving; raises what the LLM raised."""
+        started: dict[str, Any] = {}
+        ready = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(started, ready), name="pytorch-engine-loop",
+                                        daemon=True)
+        self._thread.start()
+        ready.wait(timeout_s)
+        if "error" in started:
+            self._thread.join()
+            self._outbox.close()
+            raise started["error"]
+
+    def submit(self, request: EngineInputs, sink: ResponseSink, request_id: str = "") -> None:
+        with self._lock:
+            if self._stopping:
+                sink.fail("the engine is shutting down", FailCode.UNAVAILABLE)
+                return
+            load = len(self._active)
+            if self._settings.capacity is not None and load >= self._settings.capacity:
+                sink.fail(f"the engine is full ({load} requests running or queued); retry later", FailCode.UNAVAILABLE)
+                return
+            r = _Request(request, sink, request_id, self._clock(), next(self._keys))
+            r.last_token_at = r.arrived
+            self._active[r.key] = r
+        self._loop.call_soon_threadsafe(lambda: self._loop.create_task(self._serve(r)))
+
+    def stop(self, request_id: str) -> None:
+        """Abort every request with this Triton request id (TensorRT-LLM's `stop`)."""
+        self._loop.call_soon_threadsafe(self._stop_id, request_id)
+
+    def counts(self) -> tuple[int, int]:
+        """(running, waiting): the LLM runs up to max_batch_size requests at once."""
+        with self._lock:
+            active = len(self._active)
+        running = min(active, self._settings.max_batch_size)
+        return running, active - running
+
+    def shutdown(self, timeout_s: float = 30.0) -> None:
+        with self._lock:
+            self._stopping = True
+        if self._thread is not None and self._thread.is_alive():
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout_s)
+        self._outbox.close()
+
+    # --- the loop's thread ----------------------------------------------------------------
+    def _run(self, started: dict, ready: threading.Event) -> None:
+        asyncio.set_event_loop(self._loop)
+        try:
+            self._llm = self._make_llm()
+        except Exception as e:
+            started["error"] = e
+            ready.set()
+            return
+        ready.set()
+        self._loop.create_task(self._poll_cancelled())
+        self._loop.create_task(self._read_stats())
+        try:
+            self._loop.run_forever()
+        finally:
+            for r in self._take_all():
+                self._abort(r)
+                self._outbox.post(r.sink.fail, "the engine is shutting down", FailCode.UNAVAILABLE)
+            tasks = asyncio.all_tasks(self._loop)
+            for task in tasks:
+                task.cancel()
+            self._loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+            try:
+                self._llm.shutdown()  # row llm.shutdown
+            except Exception:
+                log.exception("LLM.shutdown() failed")
+
+    async def _serve(self, r: _Request) -> None:
+        if r.done:  # cancelled before its turn on the loop
+            return
+        try:
+            r.output = self._llm.generate_async(list(r.request.input_ids),
+                                                sampling_params=self._sampling_params(**sampling_kwargs(r.request)),
+                                                streaming=True)
+        except Exception as e:  # refused before it ran (e.g. rows llm.max_num_tokens_check, llm.shutting_down)
+            self._end(r, HandleStatus.IGNORED, f"the engine refused the request: {e}", FailCode.INTERNAL)
+            return
+        self._observer.on_scheduled(self._clock() - r.arrived)
+        stops = multi_token_stops(r.request)
+        try:
+            async for step in r.output:
+                if r.done:
+                    break
+                ids, lps = outputs.step_tokens(step.outputs[0])
+                if self._take_tokens(r, ids, lps, stops):
+                    self._abort(r)  # a stop sequence of several tokens completed
+                    self._finish(r, HandleStatus.STOPPED)
+                    break
+                if step.finished:
+                    self._finish(r, HandleStatus.FINISHED, closing=not self._visible_end(r))
+                    break
+                self._stream(r)
+        except Exception as e:
+            if not r.done:
+                log.exception("generation failed")
+                self._end(r, HandleStatus.IGNORED, f"the engine failed the request: {e}", FailCode.INTERNAL)
+        if not r.done:  # the outputs ended without a finished one: end the request all the same
+            self._finish(r, HandleStatus.FINISHED, closing=True)
+
+    def _take_tokens(self, r: _Request, ids: list[int], lps: list[float], stops) -> bool:
+        """Record a step's tokens; True when one completes a multi-token stop sequence."""
+        if not ids:
+            return False
+        now = self._clock()
+        self._observer.on_tokens(not r.generated, now - r.last_token_at, len(ids))
+        r.last_token_at = now
+        for token, lp in zip(ids, lps):
+            r.generated.append(token)
+            r.log_probs.append(lp)
+            r.cum_log_prob += lp
+            if stops and len(r.generated) >= r.request.min_tokens and ends_with_stop(r.generated, stops):
+                return True
+        return False
+
+    def _stream(self, r: _Request) -> None:
+        if r.request.streaming and len(r.generated) > r.sent:
+            self._send(r, final=False)
+
+    def _send(self, r: _Request, final: bool) -> None:
+        self._outbox.post(r.sink.send, r.generated[r.sent:], r.log_probs[r.sent:], r.cum_log_prob, final)
+        r.sent = len(r.generated)
+
+    def _finish(self, r: _Request, status: HandleStatus, closing: bool = False) -> None:
+        """A final response with what was not sent yet (everything, when not streaming).
+        `closing`: a streamed request whose tokens do not show that it ended gets them in a
+        response of its own, then a final response without tokens - the end postprocessing
+        reads (model_repository/engines/relay/bls_pipeline.py closing_response)."""
+        if self._release(r):
+            if closing and r.request.streaming and len(r.generated) > r.sent:
+                self._send(r, final=False)
+            self._send(r, final=True)
+            self._observer.on_finished(r.request, len(r.generated), status)
+
+    @staticmethod
+    def _visible_end(r: _Request) -> bool:
+        """Whether the tokens themselves say the request ended: the end id, or max_tokens.
+        TensorRT-LLM's executor leaves the end id and stop tokens out of the output (the C++
+        backend does: upstream row output.end_id_not_in_output), so the LLM may not show it."""
+        return bool(r.generated) and (r.generated[-1] == r.request.end_id
+                                      or len(r.generated) >= r.request.request_output_len)
+
+    def _end(self, r: _Request, status: HandleStatus, message: str, code: FailCode) -> None:
+        if self._release(r):
+            self._outbox.post(r.sink.fail, message, code)
+            self._observer.on_finished(r.request, len(r.generated), status)
+
+    def _release(self, r: _Request) -> bool:
+        """Mark r done and forget it; False if it already was."""
+        if r.done:
+            return False
+        r.done = True
+        with self._lock:
+            self._active.pop(r.key, None)
+        return True
+
+    def _abort(self, r: _Request) -> None:
+        if r.output is not None:
+            try:
+                r.output.abort()  # row result.abort
+            except Exception:
+                log.exception("abort() failed")
+
+    def _stop_id(self, request_id: str) -> None:
+        for r in self._snapshot():
+            if request_id and r.request_id == request_id:
+                self._abort(r)
+                self._finish(r, HandleStatus.CANCELLED)
+
+    async def _poll_cancelled(self) -> None:
+        while True:
+            await asyncio.sleep(self._settings.cancel_period_s)
+            now, timeout = self._clock(), self._settings.queue_timeout_s
+            for r in self._snapshot():
+                if r.sink.is_cancelled():
+                    self._abort(r)
+                    self._end(r, HandleStatus.CANCELLED, "cancelled", FailCode.CANCELLED)
+                elif timeout is not None and not r.generated and now - r.arrived > timeout:
+                    self._abort(r)
+                    self._end(r, HandleStatus.CANCELLED, f"no first token after {now - r.arrived:.0f}s in the queue; "
+                                                         "the server is overloaded, retry later", FailCode.UNAVAILABLE)
+
+    async def _read_stats(self) -> None:
+        """The KV-cache usage from the LLM's iteration stats (row llm.get_stats_async)."""
+        while True:
+            await asyncio.sleep(self._settings.stats_period_s)
+            try:
+                async for stat in self._llm.get_stats_async(timeout=self._settings.stats_period_s):
+                    usage = outputs.kv_cache_usage(stat)
+                    if usage is not None:
+                        self.kv_cache_usage = usage
+            except Exception as e:  # stats are a nice-to-have: never a reason to stop serving
+                log.debug("iteration stats unavailable: %s", e)
+
+    def _snapshot(self) -> list[_Request]:
+        with self._lock:
+            return list(self._active.values())
+
+    def _take_all(self) -> list[_Request]:
+        with self._lock:
+            taken, self._active = list(self._active.values()), {}
+        for r in taken:
+            r.done = True
+        return taken

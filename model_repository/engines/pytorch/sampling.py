@@ -1,0 +1,68 @@
+"""One engine request (EngineInputs) as SamplingParams keywords of the LLM API.
+
+Every keyword is a SamplingParams field of the upstream table (rows sampling.field.*; a unit
+test holds this module to them), and what the LLM API cannot take from token ids is said
+here, so the engine model refuses it by name instead of ignoring it.
+
+- The LLM runs without a tokenizer (we tokenize in preprocessing), so end_id is always
+  explicit (row llm.end_id.setup); -1 reaches the executor as "no end id" (row
+  executor.request), which is what -1 means in our contract too.
+- Stop and bad words arrive as token-id sequences.  The LLM API takes ids only as single
+  tokens (stop_token_ids, bad_token_ids; row sampling.stop_words: longer words come only
+  from strings through a tokenizer).  Single-token stops go to the LLM; longer stop
+  sequences are watched by the engine, which aborts the request when one completes (the CPU
+  engine does the same); longer bad words cannot be expressed and are refused.
+- Greedy is asked for with top_k=1 (row sampling.greedy); when sampling, TensorRT-LLM's
+  "0 = not set" for top_k/top_p becomes None, because top_p == 0 would mean greedy there.
+- detokenize=False: postprocessing detokenizes (incrementally, byte-exact).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from model_repository.engine_step.engine_inputs import EngineInputs
+
+LLM_API = "TensorRT-LLM's LLM API (PyTorch backend)"
+
+
+def single_token_ids(words: tuple[tuple[int, ...], ...]) -> list[int]:
+    return sorted({w[0] for w in words if len(w) == 1})
+
+
+def sampling_kwargs(r: EngineInputs) -> dict[str, Any]:
+    """SamplingParams(**these) for one request."""
+    kwargs: dict[str, Any] = {
+        "max_tokens": r.request_output_len,
+        "end_id": r.end_id,
+        "pad_id": r.pad_id,
+        "min_tokens": r.min_tokens,
+        "repetition_penalty": r.repetition_penalty,
+        "presence_penalty": r.presence_penalty,
+        "frequency_penalty": r.frequency_penalty,
+        "stop_token_ids": single_token_ids(r.stop_words_list) or None,
+        "bad_token_ids": single_token_ids(r.bad_words_list) or None,
+        "logprobs": 1 if r.return_log_probs else None,  # row sampling.logprobs_int
+        "detokenize": False,
+    }
+    if r.is_greedy:
+        kwargs["top_k"] = 1
+    else:
+        kwargs.update(temperature=r.temperature, seed=r.seed,
+                      top_k=r.runtime_top_k if r.runtime_top_k > 0 else None,
+                      top_p=r.runtime_top_p if r.runtime_top_p > 0 else None)
+    return kwargs
+
+
+def problems(r: EngineInputs) -> list[str]:
+    """What this request asks that the LLM API cannot do with token ids (INVALID_ARG)."""
+    longer = [list(w) for w in r.bad_words_list if len(w) > 1]
+    if not longer:
+        return []
+    return [f"'bad_words_list': {len(longer)} bad word(s) of more than one token ({longer[:3]}); {LLM_API} takes "
+            "bad words by id only one token each (SamplingParams.bad_token_ids): send words that are one token"]
+
+
+def multi_token_stops(r: EngineInputs) -> tuple[tuple[int, ...], ...]:
+    """The stop sequences the engine watches itself (the LLM gets the single-token ones)."""
+    return tuple(w for w in r.stop_words_list if len(w) > 1)

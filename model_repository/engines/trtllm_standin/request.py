@@ -1,0 +1,192 @@
+"""One Triton request -> executor requests, as the C++ backend parses it (utils.cc
+readInputsTensors / createRequestsFromInputTensors; rows cited per step).
+
+Input: the request's tensors as numpy arrays, batch dimension first (what the Python
+backend hands over).  Output: one ExecutorRequest per row, or an UpstreamError with the text
+the backend would send; StandinLimitation for what upstream serves but the CPU engine cannot.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import numpy as np
+
+from contract.upstream.backend_semantics import BackendSemantics
+from contract.features import ENGINE_INPUT_FEATURES, EngineFeatures, refusals
+from model_repository.engine_step.engine_inputs import EngineInputs
+from model_repository.engines.trtllm_standin.upstream import StandinLimitation, error
+
+STOP = "stop"
+STREAMING = "streaming"
+# Row stop.inputs_skipped: never turned into executor tensors.
+SKIPPED = frozenset({"START", "CORRID", "END", STOP, STREAMING})
+# Inputs the stand-in maps onto the CPU engine; a row of them is honoured as upstream does.
+ENGINE_FIELDS = {"runtime_top_k": int, "runtime_top_p": float, "temperature": float, "repetition_penalty": float,
+                 "presence_penalty": float, "frequency_penalty": float, "min_tokens": int, "seed": int}
+# Beam-search-only controls: without beam search (max_beam_width 1) upstream ignores them.
+BEAM_ONLY = frozenset({"len_penalty", "early_stopping", "beam_search_diversity_rate"})
+KNOWN = frozenset({"input_ids", "input_lengths", "request_output_len", "end_id", "pad_id", "beam_width",
+                   "stop_words_list", "bad_words_list", "return_log_probs", "exclude_input_in_output"}
+                  | set(ENGINE_FIELDS) | BEAM_ONLY
+                  | set(ENGINE_INPUT_FEATURES))  # accepted at their neutral values (an empty embedding_bias, ...)
+
+
+@dataclass(frozen=True)
+class ExecutorRequest:
+    """One row: what the CPU engine runs, plus what upstream keeps beside it."""
+
+    inputs: EngineInputs  # prompt, limits, sampling, stop words, streaming, return_log_probs
+    end_id: int | None  # None: unset (row input.end_id)
+    beam_width: int
+    exclude_input_in_output: bool
+
+
+def bool_input(arrays: Mapping[str, np.ndarray], name: str) -> bool:
+    """Row stop.bool_input_absent: absent -> false; otherwise the first element."""
+    array = arrays.get(name)
+    return array is not None and array.size > 0 and bool(np.asarray(array).reshape(-1)[0])
+
+
+def is_stop(arrays: Mapping[str, np.ndarray]) -> bool:
+    return bool_input(arrays, STOP)  # row stop.detect
+
+
+def parse_request(sem: BackendSemantics, arrays: Mapping[str, np.ndarray], *, decoupled: bool,
+                  exclude_input_default: bool) -> list[ExecutorRequest]:
+    tensors = {k: np.asarray(v) for k, v in arrays.items() if k not in SKIPPED}
+    rows = _split_batch(sem, tensors)
+    streaming = bool_input(arrays, STREAMING)  # row input.streaming
+    if not decoupled and len(rows) > 1:
+        raise error(sem, "error.batch_needs_decoupled")
+    if streaming and not decoupled:
+        raise error(sem, "error.streaming_needs_decoupled")
+    return [_row_request(sem, row, streaming, exclude_input_default) for row in rows]
+
+
+def _split_batch(sem: BackendSemantics, tensors: dict[str, np.ndarray]) -> list[dict[str, np.ndarray]]:
+    """Row request.batch_split (with error.missing_input_ids, error.input_ids_rank,
+    error.input_lengths_for_batch)."""
+    ids = tensors.get("input_ids")
+    if ids is None:
+        raise error(sem, "error.missing_input_ids")
+    if ids.ndim != 2:
+        raise error(sem, "error.input_ids_rank")
+    batch = ids.shape[0]
+    if batch <= 1:
+        return [tensors]
+    lengths = tensors.get("input_lengths")
+    if lengths is None:
+        raise error(sem, "error.input_lengths_for_batch")
+    rows = []
+    for b in range(batch):
+        row = {k: v[b:b + 1] for k, v in tensors.items()}
+        row["input_ids"] = ids[b:b + 1, : int(lengths.reshape(batch, -1)[b, 0])]
+        rows.append(row)
+    return rows
+
+
+def _scalar(sem: BackendSemantics, row: Mapping[str, np.ndarray], name: str, kind: type) -> Any:
+    """extractOptionalSingleton: None when absent; error.scalar_size unless one element."""
+    array = row.get(name)
+    if array is None:
+        return None
+    if array.size != 1:
+        raise error(sem, "error.scalar_size", name=name)
+    return kind(array.reshape(-1)[0])
+
+
+def _row_request(sem: BackendSemantics, row: Mapping[str, np.ndarray], streaming: bool,
+                 exclude_input_default: bool) -> ExecutorRequest:
+    return_log_probs = bool(_scalar(sem, row, "return_log_probs", bool) or False)  # input.return_log_probs
+    exclude = _scalar(sem, row, "exclude_input_in_output", bool)  # input.exclude_input_in_output: request wins
+    prompt = tuple(int(t) for t in row["input_ids"].reshape(-1))  # input.input_ids (whole row at batch 1)
+    max_new = _scalar(sem, row, "request_output_len", int)
+    if max_new is None:
+        raise error(sem, "error.missing_request_output_len")
+    end_id = _scalar(sem, row, "end_id", int)  # input.end_id
+    _scalar(sem, row, "pad_id", int)  # input.pad_id: read (size-checked), not used by the CPU engine
+    beam_width, sampling = _sampling(sem, row)
+    bad_words = _word_list(sem, row, "bad_words_list")  # input.bad_words_list
+    stop_words = _word_list(sem, row, "stop_words_list")  # input.stop_words_list
+    inputs = EngineInputs(
+        input_ids=prompt, input_lengths=len(prompt), request_output_len=max_new,
+        end_id=-1 if end_id is None else end_id, stop_words_list=stop_words, bad_words_list=bad_words,
+        return_log_probs=return_log_probs, streaming=streaming, exclude_input_in_output=True, **sampling)
+    _refuse_unsupported(row, inputs)
+    return ExecutorRequest(inputs, end_id, beam_width, exclude_input_default if exclude is None else exclude)
+
+
+def _sampling(sem: BackendSemantics, row: Mapping[str, np.ndarray]) -> tuple[int, dict[str, Any]]:
+    """getSamplingConfigFromTensors + SamplingConfig's checks (row error.sampling_config, in
+    the constructor's order).  Unset fields take the decoding defaults (row
+    sampling.executor_defaults): neither top-k nor top-p set is greedy (row sampling.greedy_rule),
+    which EngineInputs.is_greedy and the CPU engine's generation_config implement."""
+    beam_width = _scalar(sem, row, "beam_width", int)  # input.beam_width: default 1
+    values = {name: _scalar(sem, row, name, kind) for name, kind in ENGINE_FIELDS.items()}
+    if values["runtime_top_p"] is not None and values["runtime_top_p"] <= 0:
+        values["runtime_top_p"] = None  # input.runtime_top_p: a value <= 0 is dropped
+    checks = sem.rule("error.sampling_config").extra["checks"]
+    failed = {"beam_width": beam_width is not None and beam_width <= 0,
+              "runtime_top_k": (values["runtime_top_k"] or 0) < 0,
+              "runtime_top_p": (values["runtime_top_p"] or 0.0) > 1.0,
+              "temperature": (values["temperature"] or 0.0) < 0,
+              "min_tokens": (values["min_tokens"] or 0) < 0,
+              "repetition_penalty": values["repetition_penalty"] is not None and values["repetition_penalty"] <= 0}
+    for field in checks:
+        if failed.get(field):
+            raise error(sem, "error.sampling_config", expression=checks[field])
+    defaults = sem.rule("sampling.executor_defaults").extra["defaults"]
+    resolved = {k: defaults[k] if v is None else v for k, v in values.items()}
+    if resolved["temperature"] == 0 and not _is_greedy(resolved):
+        # Upstream samples at temperature 0 (a division by ~0: argmax within top-k/top-p, not
+        # read); the CPU engine cannot sample at 0, so the stand-in decodes greedily.
+        resolved["runtime_top_k"] = 1
+    return 1 if beam_width is None else beam_width, resolved
+
+
+def _is_greedy(s: Mapping[str, Any]) -> bool:
+    return s["runtime_top_k"] == 1 or (s["runtime_top_k"] == 0 and s["runtime_top_p"] == 0.0)
+
+
+def _word_list(sem: BackendSemantics, row: Mapping[str, np.ndarray], name: str) -> tuple[tuple[int, ...], ...]:
+    array = row.get(name)
+    return () if array is None else convert_word_list(sem, [int(v) for v in array.reshape(-1)])
+
+
+def convert_word_list(sem: BackendSemantics, sparse: list[int]) -> tuple[tuple[int, ...], ...]:
+    """utils.cc convertWordList over the flattened [2, n] list: ids, then end offsets padded
+    with -1 (rows error.word_list_odd / _extra_pad / _offset_bound / _offset_order)."""
+    ids = "".join(f"{v} " for v in sparse)  # sparseListToStr (row field ids_format)
+    n = len(sparse)
+    if n % 2:
+        raise error(sem, "error.word_list_odd", ids=ids)
+    num, current, words = n // 2, 0, []
+    for i in range(num, n):
+        if sparse[i] == -1:
+            if any(v != -1 for v in sparse[i + 1:]):
+                raise error(sem, "error.word_list_extra_pad", ids=ids)
+            break
+        if sparse[i] > num:
+            raise error(sem, "error.word_list_offset_bound", ids=ids)
+        if i != num and sparse[i] <= sparse[i - 1]:
+            raise error(sem, "error.word_list_offset_order", ids=ids)
+        words.append(tuple(sparse[current:max(current, sparse[i])]))
+        current = max(current, sparse[i])
+    return tuple(words)
+
+
+STANDIN_ENGINE = EngineFeatures("the CPU stand-in of tensorrt_llm (generation by OpenVINO GenAI)", frozenset())
+# beam_width is upstream's to refuse (limit.beam_width_operating, error.beam_width_exceeds_max).
+STANDIN_CHECKED = {k: v for k, v in ENGINE_INPUT_FEATURES.items() if k != "beam_width"}
+
+
+def _refuse_unsupported(row: Mapping[str, np.ndarray], inputs: EngineInputs) -> None:
+    unknown = sorted(set(row) - KNOWN)
+    if unknown:
+        raise StandinLimitation(f"input {unknown[0]!r} is not implemented")
+    # What the CPU engine under the stand-in cannot honour (bad words, LoRA, ...), which the
+    # C++ backend would: the stand-in's own refusal, never an upstream text.
+    for name, reason in refusals(row, STANDIN_ENGINE, STANDIN_CHECKED):
+        raise StandinLimitation(f"'{name}' {reason}")

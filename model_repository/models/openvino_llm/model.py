@@ -1,0 +1,55 @@
+"""Triton adapter of the CPU engine: a decoupled model with TensorRT-LLM's tensor contract,
+served by OpenVINO GenAI continuous batching on a background step thread.
+The logic is model_repository.engine_step and engines.openvino, the Triton side model_repository.triton.engine_adapter
+(shared with tensorrt_llm_pytorch); this file only wires them."""
+
+import json
+
+from contract import features, metrics
+from contract.build_record import BuildRecord, check_runtime
+from contract.model_configs import OpenVinoEngineParameters
+from model_repository.triton import triton_io
+from model_repository.engines.openvino.openvino_backend import OpenVinoBackend
+from model_repository.engine_step.request_check import EngineRequestCheck
+from model_repository.engine_step.runner import EngineRunner
+from model_repository.triton.engine_adapter import serve_requests
+from model_repository.engine_step.engine_metrics import MetricsRecorder
+from model_repository.triton.triton_metrics import TritonMetricsPublisher
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        triton_io.log_environment("openvino_llm")
+        params = triton_io.load_parameters(args, OpenVinoEngineParameters)
+        record = BuildRecord.read(params.engine_dir)
+        check_runtime(record)  # refuses an engine built by other OpenVINO versions
+        limits = record.spec["limits"]
+        vocab_size = json.loads((params.engine_dir / "config.json").read_text())["vocab_size"]
+        self.check = EngineRequestCheck(limits["max_input_len"], limits["max_seq_len"], vocab_size)
+        backend = OpenVinoBackend(params)
+        backend.warm_up()
+        recorder = MetricsRecorder()
+        queue_timeout = params.queue_timeout_s if params.queue_timeout_s > 0 else None
+        self.runner = EngineRunner(backend, observer=recorder, capacity=params.max_num_seqs + params.max_queue_size,
+                                   queue_timeout_s=queue_timeout, stream_interval=params.stream_interval)
+        self.runner.start()
+        self.metrics = TritonMetricsPublisher(args["model_name"], metrics.ENGINE_METRICS, self._gauges, recorder)
+        self.metrics.start()
+        triton_io.logger().log_info(
+            f"openvino_llm: {record.spec['precision']} engine from {params.engine_dir}, "
+            f"max_num_seqs={params.max_num_seqs}, kv_cache="
+            + (f"{params.kv_cache_size_gb}GB" if params.kv_cache_size_gb else "on demand")
+        )
+
+    def execute(self, requests):
+        serve_requests(requests, self.runner, features.CPU_ENGINE, self.check.problems)
+        return None
+
+    def _gauges(self):
+        running, waiting = self.runner.counts()
+        return {metrics.REQUESTS_RUNNING.name: running, metrics.REQUESTS_WAITING.name: waiting,
+                metrics.KV_CACHE_USAGE.name: self.runner.backend_stats.get("kv_cache_usage", 0.0)}
+
+    def finalize(self):
+        self.metrics.stop()
+        self.runner.shutdown()

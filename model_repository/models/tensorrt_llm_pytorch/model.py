@@ -1,0 +1,81 @@
+"""Triton adapter of tensorrt_llm_pytorch: TensorRT-LLM's PyTorch backend (one
+`tensorrt_llm.LLM`) serving our engine contract, so the ensemble, tensorrt_llm_bls, the
+client and the OpenAI front work unchanged.  The logic is model_repository.engines.pytorch,
+the Triton side model_repository.triton.engine_adapter (shared with openvino_llm); this file only
+wires them.  tensorrt_llm is imported in initialize(), after the MPI environment is settled
+(model_repository/engines/pytorch/mpi_world.py)."""
+
+import json
+import os
+
+from contract import features, metrics
+from contract.build_record import BuildRecord, check_runtime
+from contract.model_configs import PyTorchEngineParameters
+from model_repository.triton import triton_io
+from model_repository.engine_step.request_check import EngineRequestCheck
+from model_repository.triton.engine_adapter import serve_requests
+from model_repository.engine_step.engine_metrics import MetricsRecorder
+from model_repository.engines.pytorch import mpi_world, sampling
+from model_repository.engines.pytorch.engine import EngineSettings, LlmEngine
+from model_repository.engines.pytorch.llm_config import llm_kwargs
+from model_repository.triton.triton_metrics import TritonMetricsPublisher
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        self.engine = self.metrics = None
+        triton_io.log_environment("tensorrt_llm_pytorch")
+        params = triton_io.load_parameters(args, PyTorchEngineParameters)
+        check_runtime(BuildRecord.read(params.engine_dir))  # refuses a build made for another TensorRT-LLM
+        place = mpi_world.world(os.environ)
+        if place.role == mpi_world.Role.SINGLE:
+            mpi_world.clear_job_variables(os.environ)
+        from tensorrt_llm import LLM, SamplingParams
+        from tensorrt_llm.llmapi import KvCacheConfig
+
+        if place.role == mpi_world.Role.WORKER:
+            triton_io.logger().log_info(f"tensorrt_llm_pytorch: rank {place.rank} of {place.size} serves the leader")
+            mpi_world.serve_as_worker()
+            return
+        kwargs = llm_kwargs(params, KvCacheConfig)
+        if place.role == mpi_world.Role.LEADER:
+            kwargs["_mpi_session"] = mpi_world.leader_session(place.size)
+        vocab_size = json.loads((params.model_dir / "config.json").read_text())["vocab_size"]
+        self.check = EngineRequestCheck(params.max_input_len, params.max_seq_len, vocab_size)
+        recorder = MetricsRecorder()
+        settings = EngineSettings(
+            max_batch_size=params.max_batch_size, capacity=params.max_batch_size + params.max_queue_size,
+            queue_timeout_s=params.queue_timeout_s or None, cancel_period_s=params.cancel_check_period_ms / 1000,
+            stats_period_s=params.stats_period_s)
+        self.engine = LlmEngine(lambda: LLM(**kwargs), SamplingParams, settings, recorder)
+        self.engine.start()
+        self.metrics = TritonMetricsPublisher(args["model_name"], metrics.ENGINE_METRICS, self._gauges, recorder)
+        self.metrics.start()
+        triton_io.logger().log_info(
+            f"tensorrt_llm_pytorch: LLM({params.model_dir}, TP={params.tensor_parallel_size}, "
+            f"PP={params.pipeline_parallel_size}, max_batch_size={params.max_batch_size}, "
+            f"max_num_tokens={params.max_num_tokens}, kv_cache={kwargs['kv_cache_config']!r}) "
+            f"as {place.role.value} rank of {place.size}")
+
+    def execute(self, requests):
+        if self.engine is None:  # an MPI worker rank: the leader serves
+            for request in requests:
+                triton_io.fail(triton_io.response_channel(request), "this rank is an MPI worker of rank 0; send "
+                               "requests to rank 0's server", "UNAVAILABLE")
+            return None
+        serve_requests(requests, self.engine, features.PYTORCH_ENGINE, self._problems)
+        return None
+
+    def _problems(self, row):
+        return self.check.problems(row) + sampling.problems(row)
+
+    def _gauges(self):
+        running, waiting = self.engine.counts()
+        return {metrics.REQUESTS_RUNNING.name: running, metrics.REQUESTS_WAITING.name: waiting,
+                metrics.KV_CACHE_USAGE.name: self.engine.kv_cache_usage}
+
+    def finalize(self):
+        if self.metrics is not None:
+            self.metrics.stop()
+        if self.engine is not None:
+            self.engine.shutdown()

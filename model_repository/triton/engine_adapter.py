@@ -1,0 +1,87 @@
+"""The Triton side of every engine model that serves the engine contract itself
+(openvino_llm, tensorrt_llm_pytorch): one request's responses as a ResponseSink, and the
+per-request flow of execute() - `stop` by request id, parsing, refusals, the n prompts of a
+batched request answered through one SharedChannel.  Engine models differ only in the engine
+they hand the rows to.  Imported only inside the Python-backend stub."""
+
+from __future__ import annotations
+
+from typing import Callable, Iterable, Protocol
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+from contract import features
+from contract.tensors import ENGINE_CORE_INPUTS, ENGINE_INPUTS, ENGINE_OUTPUTS, by_name
+from model_repository.triton import triton_io
+from model_repository.engine_step.runner import FailCode, ResponseSink
+from model_repository.engine_step.engine_inputs import EngineInputs
+from model_repository.triton.response_channel import SharedChannel
+
+CORE_NAMES = frozenset(t.name for t in ENGINE_CORE_INPUTS)
+# What these engines send (of ENGINE_OUTPUTS): no logits, no perf metrics.
+SENT_OUTPUTS = tuple(by_name(ENGINE_OUTPUTS)[n] for n in (
+    "output_ids", "sequence_length", "cum_log_probs", "output_log_probs", "batch_index", "sequence_index",
+    "detokenize_params"))
+
+
+class TritonSink:
+    """Sends one prompt's responses (the engines' ResponseSink)."""
+
+    def __init__(self, channel, detokenize_params, batch_index):
+        self._channel = channel
+        self._echo = triton_io.text_array(detokenize_params)
+        self._batch_index = np.array([[batch_index]], dtype=np.int32)
+
+    def is_cancelled(self):
+        return self._channel.is_cancelled()
+
+    def send(self, ids, log_probs, cum_log_prob, final):
+        n = len(ids)
+        tensors = triton_io.output_tensors({
+            "output_ids": np.asarray(ids, dtype=np.int32).reshape(1, 1, n),
+            "sequence_length": np.array([[n]], dtype=np.int32),
+            "cum_log_probs": np.array([[cum_log_prob]], dtype=np.float32),
+            "output_log_probs": np.asarray(log_probs, dtype=np.float32).reshape(1, 1, n),
+            "batch_index": self._batch_index,
+            "sequence_index": np.zeros((1, 1), dtype=np.int32),
+            "detokenize_params": self._echo,
+        }, SENT_OUTPUTS)
+        self._channel.send(pb_utils.InferenceResponse(tensors), final=final)
+
+    def fail(self, message, code=FailCode.INTERNAL):
+        triton_io.fail(self._channel, message, code.value)
+
+
+class Engine(Protocol):
+    """What an engine model hands requests to (the CPU EngineRunner, the PyTorch LlmEngine)."""
+
+    def submit(self, request: EngineInputs, sink: ResponseSink, request_id: str = "") -> None: ...
+
+    def stop(self, request_id: str) -> None: ...  # TensorRT-LLM's cancel-by-request-id
+
+
+def serve_requests(requests: Iterable, engine: Engine, engine_features: features.EngineFeatures,
+                   checks: Callable[[EngineInputs], list[str]]) -> None:
+    """execute() of an engine model: each request answered or handed to `engine`, one sink per prompt."""
+    for request in requests:
+        channel = triton_io.response_channel(request)
+        if triton_io.is_stop(request):  # TensorRT-LLM's cancel-by-request-id, same reply
+            triton_io.answer_stop(channel, request.request_id(), engine.stop)
+            continue
+        arrays = triton_io.read_inputs(request, ENGINE_INPUTS)
+        try:
+            rows = EngineInputs.rows({k: v for k, v in arrays.items() if k in CORE_NAMES})
+        except ValueError as e:
+            triton_io.fail(channel, str(e), "INVALID_ARG")
+            continue
+        problems = triton_io.parameter_problems(request)
+        problems += [f"'{name}' {reason}" for name, reason in
+                     features.refusals(arrays, engine_features, features.ENGINE_INPUT_FEATURES)]
+        problems += [p for row in rows for p in checks(row)]
+        if problems:
+            triton_io.fail(channel, "; ".join(dict.fromkeys(problems)), "INVALID_ARG")
+            continue
+        shared = SharedChannel(channel, len(rows))
+        for index, row in enumerate(rows):
+            engine.submit(row, TritonSink(shared.row(), row.detokenize_params, index), request.request_id())

@@ -1,0 +1,141 @@
+"""TensorRT-LLM's PyTorch backend end to end (inside the kit's 26.04 - 26.07 GPU image, on a GPU
+host; skipped elsewhere): prepare the default model for `tensorrt_llm_pytorch` (no compile),
+serve it with `serving gpu-up` (one tritonserver; the real `tensorrt_llm.LLM`), and run the
+layout tests the stand-in runs on CPU against the real LLM API.
+
+    docker compose --profile build run --rm -v "$PWD:/workspace" -e PYTHONPATH=/workspace \
+        --entrypoint python3 builder -m pytest tests/integration/test_gpu_pytorch.py   # .env: the 26.07 image
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from client import ChatMessage, LlmClient, SamplingParams
+from contract import metrics as m
+from contract import names
+from serving.launcher import ServerSettings
+from serving.prometheus import scrape, value
+from tests.integration import test_bad_requests as cpu_bad_requests
+from tests.integration import test_cancellation as cancellation_tests
+from tests.integration.conftest import ROOT
+from tests.integration.test_gpu_pipeline import _gpu_up
+from tests.integration.test_streaming_text import (  # noqa: F401  (the same tests, GPU fixtures)
+    test_answers_do_contain_multibyte_text,
+    test_prompt_is_not_echoed_unless_asked,
+    test_stream_equals_whole_equals_full_decode,
+)
+
+
+
+def _pytorch_image() -> bool:
+    """This image's TensorRT-LLM is one the PyTorch flow targets (1.2.1: images 26.04 - 26.07)."""
+    from importlib import metadata
+
+    from build_engines.pytorch_spec import pytorch_versions
+
+    try:
+        return metadata.version("tensorrt_llm") in pytorch_versions()
+    except metadata.PackageNotFoundError:
+        return False
+
+
+pytestmark = [pytest.mark.gpu, pytest.mark.server, pytest.mark.slow,
+              pytest.mark.skipif(not _pytorch_image(), reason="needs the 26.04 - 26.07 image (TensorRT-LLM 1.2.1)")]
+
+
+def _pytorch_build(checkpoint, precision=None, **options):
+    from build_engines.cli import default_engine_dir
+    from build_engines.cli_options import make_spec
+    from build_engines.pytorch_build import build_pytorch_engine, engine_is_built
+    from contract.build_record import BuildRecord
+
+    spec = make_spec(checkpoint, "tensorrt_llm_pytorch", precision, 16, 1024, 2048, 1024, 256, 0, False, 0, **options)
+    engine_dir = ROOT / default_engine_dir(spec)
+    if not (engine_is_built(engine_dir) and BuildRecord.read(engine_dir).spec == spec.to_dict()):
+        build_pytorch_engine(spec, engine_dir)
+    return engine_dir
+
+
+@pytest.fixture(scope="session")
+def pytorch_gpu_engine(default_checkpoint):
+    return _pytorch_build(default_checkpoint)
+
+
+@pytest.fixture(scope="session")
+def server(pytorch_gpu_engine, tmp_path_factory):
+    """Overrides the CPU server: the same tests now run against the real LLM API."""
+    from build_engines.repository import render_repository
+
+    repository = tmp_path_factory.mktemp("gpu-pytorch") / "repository"
+    render_repository(pytorch_gpu_engine, repository)
+    settings = ServerSettings.on_free_ports(repository, tmp_path_factory.mktemp("gpu-pytorch-logs") / "server.log")
+    yield from _gpu_up(settings)
+
+
+@pytest.fixture(scope="session")
+def client(server):
+    with LlmClient(server.settings.grpc_url) as c:
+        yield c
+
+
+@pytest.fixture(scope="session")
+def layout_client(client):
+    return client
+
+
+@pytest.mark.parametrize("values,field,message", [c for c in cpu_bad_requests.CASES if c[1] != "bad_words"])
+def test_bad_request_gets_invalid_arg(server, values, field, message):
+    _, error = cpu_bad_requests.raw_request(server.settings.grpc_url, **values)
+    assert error is not None and "[INVALID_ARG]" in error.message() and f"'{field}'" in error.message(), error
+    assert message in error.message()
+
+
+@pytest.mark.parametrize("model", [names.ENSEMBLE, names.LLM_BLS])
+def test_the_engine_stops_within_a_second_of_the_client_leaving(server, model):
+    cancellation_tests.assert_engine_stops_within_a_second(server, model)
+
+
+def test_answers_the_capital_question_through_both_entry_models(server, client):
+    prompt = [ChatMessage("user", "What is the capital of France?")]
+    greedy = SamplingParams(max_tokens=32, temperature=0.0)
+    result = client.generate(prompt, greedy)
+    assert "Paris" in result.text and result.finish_reason == "stop"
+    with LlmClient(server.settings.grpc_url, model=names.LLM_BLS) as bls:
+        assert bls.generate(prompt, greedy).token_ids == result.token_ids
+
+
+def test_single_token_bad_words_work(client, tokenizer):
+    prompt = [ChatMessage("user", "What is the capital of France?")]
+    word = " Paris"
+    assert len(tokenizer.encode(word, add_special_tokens=False).ids) == 1
+    result = client.generate(prompt, SamplingParams(max_tokens=32, temperature=0.0, bad_words=(word,)))
+    assert word not in result.text
+
+
+def test_kv_cache_usage_is_published(server, client):
+    client.generate("Tell me a story about a brave knight.", SamplingParams(max_tokens=64, temperature=0.0))
+    assert value(scrape(server.settings.metrics_url), m.GENERATED_TOKENS.name, model=names.PYTORCH_ENGINE) > 0
+    assert m.KV_CACHE_USAGE.name in scrape(server.settings.metrics_url)
+
+
+@pytest.mark.skipif(not os.environ.get("KIT_TEST_QUANTIZE"), reason="quantizing streams calibration data from the "
+                    "Hugging Face hub: set KIT_TEST_QUANTIZE=1 on a host that reaches it")
+def test_fp8_quantized_by_modelopt_answers(default_checkpoint, tmp_path_factory):
+    from build_engines.checkpoint_quant import read_quantization
+    from build_engines.repository import render_repository
+
+    engine = _pytorch_build(default_checkpoint, "fp8", kv_cache_dtype="fp8", calib_dataset="cnn_dailymail",
+                            calib_size=32)
+    quant = read_quantization(engine / "model")
+    assert (quant.method, quant.quant_algo, quant.kv_cache_quant_algo) == ("modelopt", "FP8", "FP8")
+    repository = tmp_path_factory.mktemp("gpu-fp8") / "repository"
+    render_repository(engine, repository)
+    settings = ServerSettings.on_free_ports(repository, tmp_path_factory.mktemp("gpu-fp8-logs") / "server.log")
+    for served in _gpu_up(settings):
+        with LlmClient(served.settings.grpc_url) as c:
+            result = c.generate([ChatMessage("user", "What is the capital of France?")],
+                                SamplingParams(max_tokens=32, temperature=0.0))
+            assert "Paris" in result.text

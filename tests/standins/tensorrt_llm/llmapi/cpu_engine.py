@@ -1,0 +1,117 @@
+"""The stand-in's generation: the project's CPU engine (model_repository.cpu_engine's step
+loop over OpenVINO GenAI) on a built CPU engine, one request per generate_async call.
+
+SamplingParams become the CPU engine's request (EngineInputs) by the table's rules: greedy as
+row sampling.greedy says; temperature 1 when sampling without one; end_id -1 = no end id
+(row executor.request); stop_token_ids = single-token stops.  What OpenVINO GenAI cannot do
+(bad words, logit bias, beams, n > 1, ...) is refused as a stand-in limitation."""
+
+from __future__ import annotations
+
+import collections
+import os
+import threading
+from pathlib import Path
+
+from contract.model_configs import OpenVinoEngineParameters
+from model_repository.engines.openvino.openvino_backend import OpenVinoBackend
+from model_repository.engine_step.runner import EngineRunner
+from model_repository.engine_step.engine_inputs import EngineInputs
+from tensorrt_llm._upstream import StandinLimitation
+
+ENGINE_VARIABLE = "TRTLLM_STANDIN_OPENVINO_ENGINE"
+# SamplingParams fields the CPU engine cannot honour: (field, value that asks for nothing).
+UNSUPPORTED = (("bad_token_ids", None), ("bad", None), ("stop", None), ("embedding_bias", None),
+               ("logits_processor", None), ("use_beam_search", False), ("n", 1), ("guided_decoding", None),
+               ("prompt_logprobs", None), ("return_context_logits", False), ("return_generation_logits", False),
+               ("lookahead_config", None), ("no_repeat_ngram_size", None), ("min_p", None))
+
+
+def start_runner(max_batch_size: int, max_num_tokens: int, prefix_caching: bool) -> EngineRunner:
+    engine = os.environ.get(ENGINE_VARIABLE)
+    if not engine or not Path(engine).is_dir():
+        raise StandinLimitation(f"set {ENGINE_VARIABLE} to a built CPU engine directory (the stand-in generates with it)")
+    params = OpenVinoEngineParameters(engine_dir=Path(engine), max_num_seqs=max_batch_size,
+                                      max_num_batched_tokens=max_num_tokens, enable_prefix_caching=prefix_caching)
+    backend = OpenVinoBackend(params)
+    backend.warm_up()
+    runner = EngineRunner(backend, stream_interval=1)
+    runner.start()
+    return runner
+
+
+def engine_request(prompt: list[int], p) -> EngineInputs:
+    asked = [name for name, neutral in UNSUPPORTED if getattr(p, name) not in (neutral, None, [], ())]
+    if asked:
+        raise StandinLimitation(f"SamplingParams {asked} (OpenVINO GenAI cannot)")
+    sampling = {"runtime_top_k": 1, "runtime_top_p": 0.0}
+    if not p.is_greedy:
+        sampling = {"runtime_top_k": p.top_k or 0, "runtime_top_p": p.top_p if p.top_p is not None else 1.0,
+                    "temperature": p.temperature if p.temperature is not None else 1.0, "seed": p.seed or 0}
+    return EngineInputs(
+        input_ids=tuple(prompt), input_lengths=len(prompt), request_output_len=p.max_tokens,
+        end_id=p.end_id, pad_id=p.pad_id if p.pad_id is not None else 0,
+        stop_words_list=tuple((t,) for t in (p.stop_token_ids or ())),
+        repetition_penalty=p.repetition_penalty if p.repetition_penalty is not None else 1.0,
+        presence_penalty=p.presence_penalty or 0.0, frequency_penalty=p.frequency_penalty or 0.0,
+        min_tokens=p.min_tokens or 0, return_log_probs=bool(p.logprobs), streaming=True, **sampling)
+
+
+class Admission:
+    """At most max_batch_size requests in the CPU engine at once, the rest wait in order - what
+    the LLM's scheduler does with LlmArgs.max_batch_size (OpenVINO's own bound is not strict)."""
+
+    def __init__(self, runner: EngineRunner, max_batch_size: int) -> None:
+        self._runner = runner
+        self._max = max_batch_size
+        self._lock = threading.Lock()
+        self._running = 0
+        self._waiting: collections.deque = collections.deque()
+
+    def submit(self, request: EngineInputs, sink) -> None:
+        with self._lock:
+            if self._running >= self._max:
+                self._waiting.append((request, sink))
+                return
+            self._running += 1
+        self._runner.submit(request, _Releasing(sink, self))
+
+    def withdraw(self, sink) -> bool:
+        """Drop a request that is still waiting (aborted before it ran); True if it was."""
+        with self._lock:
+            for item in self._waiting:
+                if item[1] is sink:
+                    self._waiting.remove(item)
+                    return True
+        return False
+
+    def _ended(self) -> None:
+        with self._lock:
+            if not self._waiting:
+                self._running -= 1
+                return
+            request, sink = self._waiting.popleft()
+        self._runner.submit(request, _Releasing(sink, self))
+
+    def counts(self) -> tuple[int, int]:
+        with self._lock:
+            return self._running, len(self._waiting)
+
+
+class _Releasing:
+    """A sink that frees its slot in the batch when its request ends."""
+
+    def __init__(self, sink, admission: Admission) -> None:
+        self._sink, self._admission = sink, admission
+
+    def is_cancelled(self) -> bool:
+        return self._sink.is_cancelled()
+
+    def send(self, ids, log_probs, cum_log_prob, final) -> None:
+        self._sink.send(ids, log_probs, cum_log_prob, final)
+        if final:
+            self._admission._ended()
+
+    def fail(self, message, code=None) -> None:
+        self._sink.fail(message, code)
+        self._admission._ended()

@@ -1,0 +1,369 @@
+"""The PyTorch-backend engine's pure parts: SamplingParams keywords (held to the LLM-API table),
+LLM(...) keywords, step outputs, the MPI world, and the asyncio engine driven with a fake LLM."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from contract.model_configs import KvCacheDtype, PyTorchEngineParameters
+from contract.upstream.llmapi import SUPPORTED_VERSIONS, llmapi
+from model_repository.engine_step.runner import FailCode
+from model_repository.engine_step.engine_inputs import EngineInputs
+from model_repository.engine_step.engine_metrics import MetricsRecorder
+from model_repository.engines.pytorch import mpi_world, outputs
+from model_repository.engines.pytorch.engine import EngineSettings, LlmEngine
+from model_repository.engines.pytorch.llm_config import llm_kwargs
+from model_repository.engines.pytorch.sampling import problems, sampling_kwargs
+
+REQUEST = EngineInputs(input_ids=(1, 2, 3), input_lengths=3, request_output_len=8, end_id=2, streaming=True)
+
+
+# --- SamplingParams ------------------------------------------------------------------------------
+@pytest.mark.parametrize("version", SUPPORTED_VERSIONS)
+@pytest.mark.parametrize("request_", [
+    REQUEST,
+    EngineInputs(input_ids=(1,), input_lengths=1, request_output_len=4, runtime_top_k=40, runtime_top_p=0.9,
+                 temperature=0.7, seed=5, stop_words_list=((7,), (8, 9)), bad_words_list=((11,),), min_tokens=2,
+                 return_log_probs=True, end_id=-1, repetition_penalty=1.1, presence_penalty=0.2),
+])
+def test_every_keyword_is_a_sampling_params_field_of_the_table(version, request_):
+    assert set(sampling_kwargs(request_)) <= set(llmapi(version).sampling_fields)
+
+
+def test_greedy_is_top_k_one_and_sampling_leaves_unset_limits_none():
+    assert sampling_kwargs(REQUEST)["top_k"] == 1 and "temperature" not in sampling_kwargs(REQUEST)
+    sampled = sampling_kwargs(EngineInputs(input_ids=(1,), input_lengths=1, request_output_len=4, runtime_top_k=0,
+                                           runtime_top_p=0.9, temperature=0.7, seed=5))
+    # top_p 0 would mean greedy in the LLM API (row sampling.greedy): "not set" is None there
+    assert (sampled["top_k"], sampled["top_p"], sampled["temperature"], sampled["seed"]) == (None, 0.9, 0.7, 5)
+
+
+def test_words_of_one_token_go_to_the_llm_longer_ones_are_watched_or_refused():
+    r = EngineInputs(input_ids=(1,), input_lengths=1, request_output_len=4, stop_words_list=((7,), (8, 9)),
+                     bad_words_list=((11,),), end_id=-1)
+    kwargs = sampling_kwargs(r)
+    assert (kwargs["stop_token_ids"], kwargs["bad_token_ids"], kwargs["end_id"]) == ([7], [11], -1)
+    assert kwargs["detokenize"] is False and kwargs["logprobs"] is None
+    assert problems(r) == []
+    refused = problems(EngineInputs(input_ids=(1,), input_lengths=1, request_output_len=4, bad_words_list=((1, 2),)))
+    assert len(refused) == 1 and refused[0].startswith("'bad_words_list'")
+
+
+# --- LLM(...) --------------------------------------------------------------------------------------
+PARAMS = PyTorchEngineParameters(engine_dir=Path("/e"), model_dir=Path("/e/model"), max_batch_size=8,
+                                 max_num_tokens=512, max_seq_len=2048, max_input_len=1536)
+
+
+@pytest.mark.parametrize("version", SUPPORTED_VERSIONS)
+def test_llm_keywords_are_constructor_parameters_or_llm_args_fields(version):
+    api = llmapi(version)
+    allowed = set(api.signature("LLM.__init__").names()) | set(api.rule("llm.args.fields").extra["fields"])
+    kwargs = llm_kwargs(PARAMS, lambda **kv: kv)
+    assert set(kwargs) <= allowed
+    assert set(kwargs["kv_cache_config"]) <= set(api.rule("kv_cache_config.fields").extra["fields"])
+    assert kwargs["skip_tokenizer_init"] is True and "dtype" not in kwargs["kv_cache_config"]
+
+
+def test_an_fp8_kv_cache_is_asked_for_by_dtype():
+    import dataclasses
+
+    kwargs = llm_kwargs(dataclasses.replace(PARAMS, kv_cache_dtype=KvCacheDtype.FP8), lambda **kv: kv)
+    assert kwargs["kv_cache_config"]["dtype"] == "fp8"
+
+
+# --- step outputs ------------------------------------------------------------------------------------
+@dataclass
+class Logprob:
+    logprob: float
+    rank: int | None = None
+
+
+@dataclass
+class Completion:
+    token_ids: list = field(default_factory=list)
+    logprobs: list = field(default_factory=list)
+    last: int = 0
+
+    @property
+    def token_ids_diff(self):
+        return self.token_ids[self.last:]
+
+    @property
+    def logprobs_diff(self):
+        return self.logprobs[self.last:]
+
+
+def test_step_tokens_read_dict_and_float_log_probs():
+    assert outputs.step_tokens(Completion([5, 6], [{5: Logprob(-0.5)}, {6: Logprob(-1.5), 9: Logprob(-0.1)}])) == \
+        ([5, 6], [-0.5, -1.5])
+    assert outputs.step_tokens(Completion([5], [-0.25])) == ([5], [-0.25])
+    assert outputs.step_tokens(Completion([5, 6], [])) == ([5, 6], [0.0, 0.0])
+
+
+def test_kv_cache_usage_from_an_iteration_stat():
+    stat = {"kvCacheStats": {"maxNumBlocks": 200, "usedNumBlocks": 50}}
+    assert outputs.kv_cache_usage(json.dumps(stat)) == 0.25 == outputs.kv_cache_usage(stat)
+    assert outputs.kv_cache_usage("{}") is None and outputs.kv_cache_usage("not json") is None
+
+
+# --- the MPI world ------------------------------------------------------------------------------------
+def test_mpi_roles_and_the_variables_cleared_for_one_rank():
+    assert mpi_world.world({}).role == mpi_world.Role.SINGLE
+    assert mpi_world.world({"OMPI_COMM_WORLD_SIZE": "1"}).role == mpi_world.Role.SINGLE
+    assert mpi_world.world({"OMPI_COMM_WORLD_SIZE": "2", "OMPI_COMM_WORLD_RANK": "0"}).role == mpi_world.Role.LEADER
+    assert mpi_world.world({"OMPI_COMM_WORLD_SIZE": "2", "OMPI_COMM_WORLD_RANK": "1"}) == \
+        mpi_world.World(mpi_world.Role.WORKER, 1, 2)
+    env = {"OMPI_COMM_WORLD_SIZE": "1", "PMIX_RANK": "0", "OMPI_MCA_orte_x": "1", "OMPI_MCA_btl": "tcp", "PATH": "/b"}
+    assert mpi_world.clear_job_variables(env) == ["OMPI_COMM_WORLD_SIZE", "OMPI_MCA_orte_x", "PMIX_RANK"]
+    assert env == {"OMPI_MCA_btl": "tcp", "PATH": "/b"}
+
+
+def test_the_cleared_variables_are_the_tables():
+    row = llmapi("1.2.1").rule("triton.mpi_env").extra
+    assert mpi_world.JOB_VARIABLES == set(row["cleared"]) and mpi_world.JOB_PREFIXES == tuple(row["cleared_prefixes"])
+
+
+# --- the engine, with a fake LLM --------------------------------------------------------------------------
+class FakeResult:
+    """A RequestOutput: yields scripted steps; `hold` yields nothing until aborted."""
+
+    def __init__(self, steps, hold=False):
+        self.steps, self.hold, self.aborted, self.finished = list(steps), hold, False, False
+        self.outputs = [Completion()]
+
+    def abort(self):
+        self.aborted = True
+
+    def __aiter__(self):
+        return self
+
+    async def __anext__(self):
+        while self.hold and not self.aborted:
+            await asyncio.sleep(0.005)
+        if self.finished:
+            raise StopAsyncIteration
+        await asyncio.sleep(0.002)
+        out = self.outputs[0]
+        out.last = len(out.token_ids)
+        if self.aborted or not self.steps:
+            self.finished = True
+            return self
+        out.token_ids += self.steps.pop(0)
+        self.finished = not self.steps
+        return self
+
+
+class FakeLlm:
+    def __init__(self, script):
+        self.script, self.calls, self.shut = script, [], False
+
+    def generate_async(self, inputs, sampling_params=None, streaming=False):
+        self.calls.append((inputs, sampling_params, streaming))
+        result = self.script(len(self.calls))
+        if isinstance(result, Exception):
+            raise result
+        self.last = result
+        return result
+
+    def get_stats_async(self, timeout=2):
+        async def stats():
+            yield json.dumps({"kvCacheStats": {"maxNumBlocks": 10, "usedNumBlocks": 4}})
+        return stats()
+
+    def shutdown(self):
+        self.shut = True
+
+
+class Sink:
+    def __init__(self, cancelled=False):
+        self.sent, self.failed, self.cancelled, self.done = [], None, cancelled, threading.Event()
+
+    def is_cancelled(self):
+        return self.cancelled
+
+    def send(self, ids, log_probs, cum, final):
+        self.sent.append((list(ids), final))
+        if final:
+            self.done.set()
+
+    def fail(self, message, code=FailCode.INTERNAL):
+        self.failed = (message, code)
+        self.done.set()
+
+
+def engine(script, capacity=None, timeout=None):
+    llm = FakeLlm(script)
+    e = LlmEngine(lambda: llm, dict, EngineSettings(max_batch_size=2, capacity=capacity, queue_timeout_s=timeout,
+                                                    cancel_period_s=0.01, stats_period_s=0.05), MetricsRecorder())
+    e.start(5)
+    return e, llm
+
+
+def run(e, request=REQUEST, sink=None, request_id=""):
+    sink = sink or Sink()
+    e.submit(request, sink, request_id)
+    assert sink.done.wait(5)
+    return sink
+
+
+def test_streamed_steps_go_out_as_they_come_and_the_end_id_closes():
+    e, llm = engine(lambda n: FakeResult([[5], [6, 7], [2]]))
+    try:
+        assert run(e).sent == [([5], False), ([6, 7], False), ([2], True)]
+        inputs, params, streaming = llm.calls[0]
+        assert inputs == [1, 2, 3] and streaming is True and params["end_id"] == 2 and params["top_k"] == 1
+    finally:
+        e.shutdown()
+
+
+def test_a_whole_answer_is_one_final_response():
+    e, _ = engine(lambda n: FakeResult([[5], [6], [2]]))
+    try:
+        assert run(e, EngineInputs(input_ids=(1,), input_lengths=1, request_output_len=8, end_id=2)).sent == \
+            [([5, 6, 2], True)]
+    finally:
+        e.shutdown()
+
+
+def test_an_end_the_tokens_do_not_show_gets_a_closing_response():
+    """TensorRT-LLM leaves the end id out of the output: a streamed request ends with a
+    response without tokens, which postprocessing reads as the end."""
+    e, _ = engine(lambda n: FakeResult([[5], [6]]))
+    try:
+        assert run(e).sent == [([5], False), ([6], False), ([], True)]
+    finally:
+        e.shutdown()
+
+
+def test_a_stop_sequence_of_several_tokens_aborts_the_request():
+    e, llm = engine(lambda n: FakeResult([[5], [8, 9, 4], [4], [4]]))
+    request = EngineInputs(input_ids=(1,), input_lengths=1, request_output_len=8, stop_words_list=((8, 9),),
+                           streaming=True)
+    try:
+        assert run(e, request).sent == [([5], False), ([8, 9], True)] and llm.last.aborted
+    finally:
+        e.shutdown()
+
+
+def test_a_client_that_left_is_aborted_and_failed_cancelled():
+    e, llm = engine(lambda n: FakeResult([], hold=True))
+    try:
+        sink = run(e, sink=Sink(cancelled=True))
+        assert sink.failed == ("cancelled", FailCode.CANCELLED) and llm.last.aborted
+    finally:
+        e.shutdown()
+
+
+def test_no_first_token_in_time_is_unavailable():
+    e, llm = engine(lambda n: FakeResult([], hold=True), timeout=0.1)
+    try:
+        sink = run(e)
+        assert sink.failed[1] == FailCode.UNAVAILABLE and "retry later" in sink.failed[0] and llm.last.aborted
+    finally:
+        e.shutdown()
+
+
+def test_beyond_capacity_the_request_is_refused_at_once():
+    e, _ = engine(lambda n: FakeResult([], hold=True), capacity=1)
+    try:
+        e.submit(REQUEST, Sink())
+        refused = run(e)
+        assert refused.failed[1] == FailCode.UNAVAILABLE and "is full" in refused.failed[0]
+        assert e.counts() == (1, 0)
+    finally:
+        e.shutdown()
+
+
+def test_stop_by_request_id_ends_with_the_tokens_not_sent():
+    results = {}
+
+    def script(n):
+        results[n] = FakeResult([[5], [6]] + [[7]] * 1000)
+        return results[n]
+
+    e, _ = engine(script)
+    sink, other = Sink(), Sink()
+    try:
+        e.submit(EngineInputs(input_ids=(1,), input_lengths=1, request_output_len=2000, streaming=True), sink, "abc")
+        end = time.monotonic() + 5
+        while not sink.sent and time.monotonic() < end:  # running: it streamed a token
+            time.sleep(0.005)
+        e.submit(EngineInputs(input_ids=(1,), input_lengths=1, request_output_len=2000), other, "xyz")
+        e.stop("abc")
+        assert sink.done.wait(5) and sink.sent[-1][1] is True and sink.failed is None
+        assert results[1].aborted and not other.done.is_set()
+    finally:
+        e.shutdown()
+    assert other.failed == ("the engine is shutting down", FailCode.UNAVAILABLE)
+
+
+def test_what_the_llm_refuses_fails_the_request_with_its_words():
+    e, _ = engine(lambda n: ValueError("The sum of prompt length (3.0), query length (0) should not exceed "
+                                       "max_num_tokens (2)"))
+    try:
+        sink = run(e)
+        assert sink.failed[1] == FailCode.INTERNAL and "should not exceed max_num_tokens" in sink.failed[0]
+    finally:
+        e.shutdown()
+
+
+def test_kv_cache_usage_is_read_from_the_stats_and_shutdown_shuts_the_llm():
+    e, llm = engine(lambda n: FakeResult([[2]]))
+    try:
+        end = time.monotonic() + 3
+        while e.kv_cache_usage == 0 and time.monotonic() < end:
+            time.sleep(0.02)
+        assert e.kv_cache_usage == 0.4
+    finally:
+        e.shutdown()
+    assert llm.shut
+
+
+def test_an_llm_that_fails_to_start_fails_start():
+    e = LlmEngine(lambda: (_ for _ in ()).throw(RuntimeError("no GPU")), dict,
+                  EngineSettings(max_batch_size=1, capacity=None, queue_timeout_s=None), MetricsRecorder())
+    with pytest.raises(RuntimeError, match="no GPU"):
+        e.start(5)
+
+
+class EndsEarly(FakeResult):
+    """Outputs that stop without one marked finished."""
+
+    async def __anext__(self):
+        if not self.steps:
+            raise StopAsyncIteration
+        result = await super().__anext__()
+        self.finished = False
+        return result
+
+
+def test_outputs_that_end_unfinished_still_end_the_request():
+    e, _ = engine(lambda n: EndsEarly([[5], [6]]))
+    try:
+        assert run(e).sent == [([5], False), ([6], False), ([], True)]
+    finally:
+        e.shutdown()
+
+
+@pytest.mark.parametrize("raw,message", [
+    ({"max_input_len": "4096"}, "'max_input_len' (4096) must be < 'max_seq_len' (2048)"),
+    ({"kv_cache_free_gpu_mem_fraction": "1.5"}, "'kv_cache_free_gpu_mem_fraction' must be in (0, 1]"),
+    ({"dtype": "float32"}, "'dtype' must be auto, float16 or bfloat16"),
+    ({"kv_cache_dtype": "int8"}, "'kv_cache_dtype' must be one of ['auto', 'fp8']"),
+    ({"tensor_parallel_size": "0"}, "'tensor_parallel_size' must be >= 1"),
+])
+def test_engine_parameters_refuse_bad_values_naming_them(raw, message):
+    from contract.model_parameters import ParameterError, from_parameters, to_parameters
+
+    good = to_parameters(PARAMS)
+    assert from_parameters(PyTorchEngineParameters, "tensorrt_llm_pytorch", good) == PARAMS
+    with pytest.raises(ParameterError) as e:
+        from_parameters(PyTorchEngineParameters, "tensorrt_llm_pytorch", good | raw)
+    assert message in str(e.value) and "model 'tensorrt_llm_pytorch'" in str(e.value)
