@@ -18,7 +18,7 @@ SMOLLM2 = CheckpointInfo(path="/c", architecture="LlamaForCausalLM", num_layers=
 
 def report(mean_kld=0.004, ppl_change=0.5, top1=96.0):
     return {"logits": {"mean_kld": mean_kld, "ppl_change_pct": ppl_change, "same_top1_pct": top1,
-                       "engine_ppl": 10.0 * (1 + ppl_change / 100), "reference_ppl": 10.0, "scored_tokens": 2047},
+                       "engine_ppl": 10.0 * (1 + ppl_change / 100), "reference_ppl": 10.0, "scored_tokens": 1535},
             "text": {"name": "Python 3.11 stdlib pydoc_data/topics.py"}}
 
 
@@ -30,7 +30,7 @@ def test_the_gate_names_every_number_beyond_it():
     with pytest.raises(FidelityGateError) as e:
         check_gate(report(mean_kld=0.28, ppl_change=30.8, top1=73.3), FIDELITY_GATES["int4"], "the int4 engine")
     message = str(e.value)
-    for number in ("0.2800 > 0.06", "+30.80%", "73.3% < 87%", "2047 tokens", "--gate-max-mean-kld", "--fidelity off"):
+    for number in ("0.2800 > 0.06", "+30.80%", "73.3% < 87%", "1535 tokens", "--gate-max-mean-kld", "--fidelity off"):
         assert number in message
 
 
@@ -117,7 +117,7 @@ def test_plan_shows_numerics_kv_element_size_and_gate(default_checkpoint):
     assert "u8: 1.125 bytes/element" in text
     assert "build_engines.openvino_compress" in text and "group 32" in text
     assert f"gate: mean KLD <= {FIDELITY_GATES['int4'].max_mean_kld:g}" in text
-    assert "2047 tokens of Python's pydoc_data/topics.py" in text
+    assert "1535 tokens of Python's pydoc_data/topics.py" in text
 
 
 def test_engine_properties_pin_the_numerics():
