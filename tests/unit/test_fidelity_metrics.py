@@ -64,3 +64,24 @@ def test_windows_score_every_token_once():
     scored = [t for start, end, first in spans for t in range(first, end)]
     assert scored == list(range(1, 2560))  # 2,559 tokens, each once, in order
     assert sum(end - first for _, end, first in windows(24576, 1024, 512)) == 24575  # DESIGN.md's measurement
+
+
+def test_blocks_of_positions_give_the_whole_window_result():
+    """add() reduces in blocks of ROWS_PER_BLOCK rows; a window longer than a block, with a
+    ragged last block, must give what the whole-array math gives."""
+    from build_engines.fidelity.metrics import ROWS_PER_BLOCK
+
+    rng = np.random.default_rng(0)
+    n = 3 * ROWS_PER_BLOCK + 5
+    ref = rng.normal(size=(n, 50)) * 3
+    test = ref + rng.normal(size=(n, 50)) * 0.3
+    targets = rng.integers(0, 50, n)
+    c = LogitComparison()
+    c.add(ref, test, targets)
+    ref_lp, test_lp = log_softmax(ref), log_softmax(test)
+    s = c.summary()
+    assert s["scored_tokens"] == n
+    assert s["mean_kld"] == pytest.approx(kl_divergence(ref_lp, test_lp).mean())
+    assert s["p99_kld"] == pytest.approx(np.percentile(kl_divergence(ref_lp, test_lp), 99))
+    assert s["engine_ppl"] == pytest.approx(perplexity(token_nll(test_lp, targets)))
+    assert s["same_top1_pct"] == pytest.approx(100.0 * (ref.argmax(-1) == test.argmax(-1)).mean())
