@@ -12,7 +12,7 @@ EVALUATIONS = ("quick", "full", "off")
 
 @dataclass(frozen=True)
 class FidelityOptions:
-    evaluation: str = "quick"  # quick: every build (~40 s here); full: the whole measurement; off: none
+    evaluation: str = "quick"  # quick: every build (58 CPU-s here); full: the whole measurement; off: none
     # Gate overrides; None: the precision's default (build_engines/fidelity/gate.py).
     max_mean_kld: float | None = None
     max_ppl_change_pct: float | None = None

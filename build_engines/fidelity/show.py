@@ -31,7 +31,7 @@ def report_lines(report: dict) -> list[str]:
 def markdown_row(name: str, report: dict) -> str:
     lg, gr = report["logits"], report.get("greedy") or {}
     greedy = f"{gr['equal']}/{gr['prompts']} | {gr['first_difference_mean']:.1f}" if gr else "- | -"
-    return (f"| {name} | {lg['ppl_change_pct']:+.2f}% | {lg['mean_kld']:.4f} | {lg['p99_kld']:.3f} | "
+    return (f"| {name} | {lg['ppl_change_pct']:+.2f}% | {lg['mean_kld']:.2g} | {lg['p99_kld']:.2g} | "
             f"{lg['same_top1_pct']:.1f}% | {greedy} |")
 
 

@@ -31,9 +31,11 @@ EOS = 2
 
 # Per weight precision: (min teacher-forced top-1 agreement %, min mean first differing token).
 # Measured on the default model (docs/examples/fidelity/README.md): top-1 on the evaluation text
-# int8 ~96%, int4 ~89%, fp16 ~99.9%; greedy answers part after ~17 (int8), ~7 (int4) and ~40
-# (fp16) tokens on average.  Limits sit below those with room for prompt-to-prompt spread.
-LIMITS = {"int8": (90.0, 6.0), "int4": (80.0, 2.0), "fp16": (97.0, 15.0)}
+# int8 ~97%, int4 (float zero point, group 32) ~98%, fp16 ~99.4% (u8 KV cache); greedy answers
+# part after ~20-24 (int8), ~26 (int4) and ~45 (fp16) tokens on average over 48-64 tokens, where
+# most answers run out first.  Limits sit below those with room for prompt-to-prompt spread; the
+# int4 limits are int8's because the default int4 recipe measured at least as close on this model.
+LIMITS = {"int8": (90.0, 6.0), "int4": (90.0, 6.0), "fp16": (97.0, 15.0)}
 
 
 @pytest.fixture(scope="module")
