@@ -84,9 +84,10 @@ class RunResult:
         return asdict(self)
 
 
-def command(tool_venv: Path, target: Target, workload: Workload, load: Load, tokenizer: Path, out_dir: Path) -> list[str]:
+def command(tool_venv: Path, target: Target, workload: Workload, load: Load, tokenizer: Path, out_dir: Path,
+            streaming: bool = True) -> list[str]:
     cmd = [str(tool_venv / "bin" / "genai-perf"), "profile", "-m", target.model, "--endpoint-type", target.endpoint.value,
-           "-u", target.url, "--streaming", "--tokenizer", str(tokenizer.resolve()),
+           "-u", target.url, *(["--streaming"] if streaming else []), "--tokenizer", str(tokenizer.resolve()),
            "--synthetic-input-tokens-mean", str(workload.input_tokens_mean),
            "--synthetic-input-tokens-stddev", str(workload.input_tokens_stddev),
            "--output-tokens-mean", str(workload.output_tokens_mean),
@@ -101,16 +102,22 @@ def command(tool_venv: Path, target: Target, workload: Workload, load: Load, tok
     return cmd
 
 
-def run(tool_venv: Path, target: Target, workload: Workload, load: Load, tokenizer: Path, out_dir: Path,
-        slo: Slo) -> RunResult:
-    out_dir.mkdir(parents=True, exist_ok=True)
+def tool_env() -> dict[str, str]:
+    """The environment genai-perf runs in: the perf_analyzer of tritonclient 2.51 first on PATH,
+    the shared libraries it links against found, nothing fetched from a model hub."""
     env = dict(os.environ)
     env["PATH"] = f"{perf_analyzer().parent}{os.pathsep}{env.get('PATH', '')}"
     env["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in (str(perf_analyzer_libs()), env.get("LD_LIBRARY_PATH", "")) if p)
     env.update(HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
-    cmd = command(tool_venv, target, workload, load, tokenizer, out_dir)
+    return env
+
+
+def run(tool_venv: Path, target: Target, workload: Workload, load: Load, tokenizer: Path, out_dir: Path,
+        slo: Slo, streaming: bool = True) -> RunResult:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    cmd = command(tool_venv, target, workload, load, tokenizer, out_dir, streaming)
     with open(out_dir / "genai-perf.log", "w") as log:
-        code = subprocess.call(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=out_dir)
+        code = subprocess.call(cmd, stdout=log, stderr=subprocess.STDOUT, env=tool_env(), cwd=out_dir)
     if code != 0:
         raise RuntimeError(f"genai-perf failed ({code}); see {out_dir / 'genai-perf.log'}")
     export = next(out_dir.rglob("profile_export.json"))
