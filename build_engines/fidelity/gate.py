@@ -24,7 +24,7 @@ class GateLimits:
 
 # Per weight precision, on what llama.cpp measured on the same weights and text (mean KLD
 # Q8_0 0.0039, Q4_K_M 0.057, Q4_0 0.25): an int8 engine must be about as good as Q8_0 (2x
-# margin for text and host spread: ours measured 0.0035 quick; issue 16 measured 0.0040 on the full text), an int4
+# margin for text and host spread: ours measured 0.0035 quick, 0.0036 on the full text), an int4
 # engine as good as Q4_K_M (ours: 0.0013 with the default recipe on this Q4_1-derived model;
 # NNCF's AWQ + scale estimation, 0.117, is refused), fp16 close to exact (0.00023 with the
 # default u8 KV cache, 0.000004 with f16).  Top-1 and PPL limits sit below / above llama.cpp's
