@@ -134,7 +134,10 @@ class EngineFeatures:
         return cls(label, frozenset(Feature[n] for n in names))
 
 
-CPU_ENGINE = EngineFeatures("the CPU engine (OpenVINO GenAI)", frozenset())
+# The CPU engine: n samples per prompt (OpenVINO GenAI num_return_sequences, multinomial
+# sampling) and guided decoding (StructuredOutputConfig: JSON schema, regex, EBNF grammar).
+CPU_ENGINE = EngineFeatures("the CPU engine (OpenVINO GenAI)",
+                            frozenset({Feature.MULTIPLE_SEQUENCES, Feature.GUIDED_DECODING}))
 # What the C++ tensorrt_llm backend honours for every engine this kit builds (the logits
 # need engines built to gather them, LoRA a LoRA engine, guided decoding a configured
 # backend: none of which the kit builds yet).

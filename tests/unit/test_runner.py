@@ -77,7 +77,7 @@ class Sink:
     def is_cancelled(self):
         return self.cancelled
 
-    def send(self, ids, log_probs, cum_log_prob, final):
+    def send(self, ids, log_probs, cum_log_prob, final, sequence=0):
         assert not self.done.is_set(), "response after the final one"
         self.chunks.append(list(ids))
         self.cum = cum_log_prob
