@@ -31,6 +31,10 @@ class _Request(BaseModel):
     repetition_penalty: float | None = Field(default=None, gt=0.0)
     ignore_eos: bool = False
     skip_special_tokens: bool | None = None
+    # vLLM's guided decoding extensions (regex and grammar have no OpenAI field).
+    guided_json: dict | str | None = None
+    guided_regex: str | None = None
+    guided_grammar: str | None = None
 
 
 class StreamOptions(BaseModel):

@@ -9,6 +9,7 @@ no busy waiting.  Nothing here imports Triton or OpenVINO: tests drive it with f
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import logging
 import threading
@@ -43,6 +44,10 @@ class Handle(Protocol):
 
 
 class GenerationBackend(Protocol):
+    # Whether guided decoding constrains every one of a request's num_return_sequences (False:
+    # the runner samples n guided sequences as n requests; see EngineRunner.submit).
+    guides_every_sequence: bool
+
     def add(self, request_id: int, request: EngineInputs) -> Handle: ...
 
     def step(self) -> None: ...
@@ -67,6 +72,22 @@ class ResponseSink(Protocol):
              sequence: int = 0) -> None: ...  # `sequence`: which of num_return_sequences
 
     def fail(self, message: str, code: FailCode = FailCode.INTERNAL) -> None: ...  # error + final
+
+
+class SequenceView:
+    """One sequence of a ResponseSink, for a request that samples it alone."""
+
+    def __init__(self, sink: ResponseSink, index: int) -> None:
+        self._sink, self._index = sink, index
+
+    def is_cancelled(self) -> bool:
+        return self._sink.is_cancelled()
+
+    def send(self, ids, log_probs, cum_log_prob, final, sequence: int = 0) -> None:
+        self._sink.send(ids, log_probs, cum_log_prob, final, sequence=self._index)
+
+    def fail(self, message: str, code: "FailCode" = None) -> None:
+        self._sink.fail(message, code or FailCode.INTERNAL)
 
 
 class RunnerObserver(Protocol):
@@ -171,6 +192,16 @@ class EngineRunner:
 
     # --- called from Triton's thread ------------------------------------------------------
     def submit(self, request: EngineInputs, sink: ResponseSink, request_id: str = "") -> None:
+        n = request.options.num_return_sequences
+        if n > 1 and request.options.guided_decoding_guide_type and not getattr(
+                self._backend, "guides_every_sequence", True):
+            # n guided samples as n one-sequence requests (seeds seed, seed+1, ...): same
+            # seed, same n answers; each answers as its sequence_index.
+            one = dataclasses.replace(request.options, num_return_sequences=1)
+            for index in range(n):
+                part = dataclasses.replace(request, options=one, seed=(request.seed + index) % 2**64)
+                self.submit(part, SequenceView(sink, index), request_id)
+            return
         with self._cond:
             if self._stopping:
                 sink.fail("the engine is shutting down", FailCode.UNAVAILABLE)

@@ -105,6 +105,11 @@ class OpenVinoHandle:
 
 
 class OpenVinoBackend:
+    # OpenVINO GenAI 2026.4.1 applies a StructuredOutputConfig to the first of a request's
+    # num_return_sequences only: the forked samples run unconstrained (checked: regex
+    # "[1-9][0-9]?" with n=3 gave "1", "10 * 2 + 1", "43 MLB work ...").
+    guides_every_sequence = False
+
     def __init__(self, params: OpenVinoEngineParameters) -> None:
         import openvino as ov
         import openvino_genai as og

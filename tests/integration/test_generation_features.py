@@ -1,0 +1,187 @@
+"""Issue 12 on the CPU engine, driven with the official `openai` package through the front and
+with the gRPC client: log probabilities (checked against a Hugging Face fp32 forward pass),
+n samples, structured output (JSON schema, json_object, regex)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+import jsonschema
+import openai
+import pytest
+
+from client import Guide, LlmClient, SamplingParams
+from serving.launcher import free_loopback_port
+
+pytestmark = pytest.mark.server
+MODEL = "SmolLM2-135M-Instruct"
+
+# The served engine is INT8 (weights) with OpenVINO's CPU activations; the reference is the
+# float32 checkpoint.  Measured on this model (DESIGN.md section 6): mean KLD 0.004 and top-1
+# agreement 96% per position, i.e. per-token log probs typically differ by a few hundredths.
+# Tolerances: mean |delta| <= 0.05 nats and every token within 0.25 nats (a 22% relative
+# probability error) - loose enough for INT8 rounding, tight enough that a log prob of the
+# wrong token, of a temperature-scaled distribution or of the wrong position fails.
+MEAN_TOL, MAX_TOL = 0.05, 0.25
+
+
+@pytest.fixture(scope="module")
+def front(server, default_engine, tmp_path_factory):
+    port = free_loopback_port()
+    log = open(tmp_path_factory.mktemp("front-log") / "front.log", "wb")
+    proc = subprocess.Popen([sys.executable, "-m", "openai_front", "serve", "--grpc-url", server.settings.grpc_url,
+                             "--port", str(port), "--model-name", MODEL, "--tokenizer", str(default_engine)],
+                            stdout=log, stderr=subprocess.STDOUT, env=os.environ | {"PYTHONUNBUFFERED": "1"})
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if urllib.request.urlopen(base + "/health", timeout=2).status == 200:
+                break
+        except (urllib.error.URLError, ConnectionError):
+            time.sleep(0.3)
+    else:
+        proc.kill()
+        raise RuntimeError("the OpenAI front did not come up")
+    yield base
+    proc.terminate()
+    try:
+        proc.wait(40)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+@pytest.fixture
+def oai(front):
+    return openai.OpenAI(base_url=front + "/v1", api_key="none", max_retries=0)
+
+
+def _hf_log_probs(checkpoint, prompt: str, generated: list[int]) -> list[float]:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(checkpoint)
+    model = AutoModelForCausalLM.from_pretrained(checkpoint, torch_dtype=torch.float32).eval()
+    prompt_ids = tokenizer(prompt, add_special_tokens=False).input_ids
+    ids = torch.tensor([prompt_ids + generated])
+    with torch.no_grad():
+        logits = model(ids).logits[0].float()
+    log_probs = torch.log_softmax(logits, dim=-1)
+    start = len(prompt_ids) - 1
+    return [float(log_probs[start + i, t]) for i, t in enumerate(generated)]
+
+
+def test_logprobs_agree_with_hf_fp32(server, oai, default_checkpoint):
+    prompt = "The three primary colors are"
+    with LlmClient(server.settings.grpc_url) as client:
+        result = client.generate(prompt, SamplingParams(max_tokens=32, temperature=0, return_log_probs=True))
+    assert len(result.log_probs) == len(result.token_ids) == result.completion_tokens
+    reference = _hf_log_probs(default_checkpoint, prompt, result.token_ids)
+    deltas = [abs(a - b) for a, b in zip(result.log_probs, reference)]
+    print(f"logprob |delta| vs HF fp32 over {len(deltas)} tokens: mean {sum(deltas) / len(deltas):.4f} "
+          f"max {max(deltas):.4f}")
+    assert sum(deltas) / len(deltas) <= MEAN_TOL and max(deltas) <= MAX_TOL
+    # the same numbers through the front (completions: legacy lists, a token text per entry)
+    out = oai.completions.create(model=MODEL, prompt=prompt, max_tokens=32, temperature=0, logprobs=0)
+    lp = out.choices[0].logprobs
+    assert lp.token_logprobs == pytest.approx(result.log_probs, abs=1e-4)
+    assert "".join(lp.tokens).startswith(out.choices[0].text) and out.usage.completion_tokens == len(lp.tokens)
+
+
+def test_chat_logprobs_whole_and_streamed(oai):
+    messages = [{"role": "user", "content": "What is the capital of France?"}]
+    whole = oai.chat.completions.create(model=MODEL, messages=messages, max_tokens=16, temperature=0,
+                                        logprobs=True, top_logprobs=0)
+    content = whole.choices[0].logprobs.content
+    assert content and all(c.logprob <= 0 and bytes(c.bytes).decode("utf-8", "replace") for c in content)
+    assert whole.choices[0].message.content in "".join(c.token for c in content)
+    streamed = oai.chat.completions.create(model=MODEL, messages=messages, max_tokens=16, temperature=0,
+                                           logprobs=True, stream=True)
+    entries = [e for ch in streamed for c in ch.choices if c.logprobs for e in c.logprobs.content]
+    assert [e.token for e in entries] == [c.token for c in content]
+    assert [e.logprob for e in entries] == pytest.approx([c.logprob for c in content], abs=1e-4)
+    with pytest.raises(openai.BadRequestError, match="top_logprobs"):
+        oai.chat.completions.create(model=MODEL, messages=messages, logprobs=True, top_logprobs=3)
+
+
+def test_n_samples_whole_streamed_and_seeded(oai):
+    messages = [{"role": "user", "content": "Write a one-line poem about the sea."}]
+    kwargs = dict(model=MODEL, messages=messages, max_tokens=24, n=3, temperature=1.0, seed=11, logprobs=True)
+    whole = oai.chat.completions.create(**kwargs)
+    assert [c.index for c in whole.choices] == [0, 1, 2]
+    texts = [c.message.content for c in whole.choices]
+    assert len(set(texts)) > 1  # independent samples
+    assert whole.usage.completion_tokens == sum(len(c.logprobs.content) for c in whole.choices)
+    assert [c.message.content for c in oai.chat.completions.create(**kwargs).choices] == texts  # same seed
+    parts: dict[int, list[str]] = {0: [], 1: [], 2: []}
+    finishes: dict[int, list[str]] = {0: [], 1: [], 2: []}
+    usage = None
+    for chunk in oai.chat.completions.create(**kwargs, stream=True, stream_options={"include_usage": True}):
+        usage = chunk.usage or usage
+        for c in chunk.choices:
+            parts[c.index].append(c.delta.content or "")
+            if c.finish_reason:
+                finishes[c.index].append(c.finish_reason)
+    assert ["".join(parts[i]) for i in range(3)] == texts
+    assert all(len(f) == 1 for f in finishes.values())
+    assert usage.completion_tokens == whole.usage.completion_tokens
+    completions = oai.completions.create(model=MODEL, prompt="Once upon a time", max_tokens=12, n=2, seed=3)
+    assert [c.index for c in completions.choices] == [0, 1] and all(c.finish_reason for c in completions.choices)
+
+
+SCHEMAS = [
+    {"type": "object", "properties": {"city": {"type": "string"}, "population": {"type": "integer", "minimum": 1,
+                                                                                 "maximum": 99}},
+     "required": ["city", "population"], "additionalProperties": False},
+    {"type": "object", "properties": {"colors": {"type": "array", "items": {"enum": ["red", "green", "blue"]},
+                                                 "minItems": 2, "maxItems": 3}},
+     "required": ["colors"], "additionalProperties": False},
+    {"type": "object", "properties": {
+        "person": {"type": "object", "properties": {"name": {"type": "string", "maxLength": 12},
+                                                    "code": {"type": "string", "pattern": "^[A-Z]{3}-[0-9]{2}$"}},
+                   "required": ["name", "code"], "additionalProperties": False},
+        "ok": {"type": "boolean"}}, "required": ["person", "ok"], "additionalProperties": False},
+]
+
+
+@pytest.mark.parametrize("schema", SCHEMAS, ids=["bounds", "enum-array", "nested-pattern"])
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_json_schema_answers_validate(oai, schema, stream):
+    kwargs = dict(model=MODEL, max_tokens=96, temperature=0, messages=[
+        {"role": "user", "content": "Describe a city as JSON."}],
+        response_format={"type": "json_schema", "json_schema": {"name": "x", "schema": schema, "strict": True}})
+    if stream:
+        text = "".join(c.choices[0].delta.content or "" for c in oai.chat.completions.create(**kwargs, stream=True)
+                       if c.choices)
+    else:
+        text = oai.chat.completions.create(**kwargs).choices[0].message.content
+    jsonschema.validate(json.loads(text), schema)
+
+
+def test_json_object_regex_and_refusals(oai):
+    out = oai.chat.completions.create(model=MODEL, max_tokens=400, temperature=0, response_format={"type": "json_object"},
+                                      messages=[{"role": "user", "content": "Return a JSON object with the keys name and age for a cat named Tom who is 3 years old."}])
+    assert out.choices[0].finish_reason == "stop"  # a length cut is the one way to an incomplete document
+    assert isinstance(json.loads(out.choices[0].message.content), dict)
+    out = oai.completions.create(model=MODEL, prompt="Today's date:", max_tokens=16, temperature=0,
+                                 extra_body={"guided_regex": r"20[0-9]{2}-(0[1-9]|1[0-2])-[0-3][0-9]"})
+    assert __import__("re").fullmatch(r"20[0-9]{2}-(0[1-9]|1[0-2])-[0-3][0-9]", out.choices[0].text)
+    with pytest.raises(openai.BadRequestError, match="uniqueItems"):
+        oai.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "x"}], response_format={
+            "type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "array", "uniqueItems": True}}})
+
+
+def test_grpc_client_typed_options(server):
+    with LlmClient(server.settings.grpc_url) as client:
+        results = client.generate_n("Pick a number:", SamplingParams(
+            max_tokens=8, n=2, temperature=1.0, seed=5, return_log_probs=True,
+            guide=Guide("regex", "[1-9][0-9]?")))
+    assert len(results) == 2
+    for r in results:
+        assert __import__("re").fullmatch("[1-9][0-9]?", r.text) and len(r.log_probs) == r.completion_tokens
