@@ -22,13 +22,14 @@ from serving.launcher import free_loopback_port
 pytestmark = pytest.mark.server
 MODEL = "SmolLM2-135M-Instruct"
 
-# The served engine is INT8 (weights) with OpenVINO's CPU activations; the reference is the
-# float32 checkpoint.  Measured on this model (DESIGN.md section 6): mean KLD 0.004 and top-1
-# agreement 96% per position, i.e. per-token log probs typically differ by a few hundredths.
-# Tolerances: mean |delta| <= 0.05 nats and every token within 0.25 nats (a 22% relative
-# probability error) - loose enough for INT8 rounding, tight enough that a log prob of the
-# wrong token, of a temperature-scaled distribution or of the wrong position fails.
-MEAN_TOL, MAX_TOL = 0.05, 0.25
+# The served engine has INT8 weights and OpenVINO's CPU activations (bf16 where the CPU has
+# it, f32 on AVX2-only hosts) and a u8 KV cache; the reference is the float32 checkpoint.
+# Measured for this engine (DESIGN.md section 6): mean KLD 0.004 per position, top-1 96%.
+# Measured here, 32 greedy tokens: mean |delta logprob| 0.043 nats, max 0.159 (2026-11-23,
+# AMD Zen 4).  Tolerances: mean <= 0.08 and every token <= 0.35 nats (a 30% relative error
+# in one token's probability) leave room for another host's activation dtype, while the log
+# prob of the neighbouring position (an off-by-one) is checked to be far outside them.
+MEAN_TOL, MAX_TOL = 0.08, 0.35
 
 
 @pytest.fixture(scope="module")
@@ -77,17 +78,32 @@ def _hf_log_probs(checkpoint, prompt: str, generated: list[int]) -> list[float]:
     return [float(log_probs[start + i, t]) for i, t in enumerate(generated)]
 
 
-def test_logprobs_agree_with_hf_fp32(server, oai, default_checkpoint):
-    prompt = "The three primary colors are"
+LOGPROB_PROMPT = "The three primary colors are"
+
+
+def _served_log_probs(server):
     with LlmClient(server.settings.grpc_url) as client:
-        result = client.generate(prompt, SamplingParams(max_tokens=32, temperature=0, return_log_probs=True))
+        return client.generate(LOGPROB_PROMPT, SamplingParams(max_tokens=32, temperature=0, return_log_probs=True))
+
+
+def test_logprobs_agree_with_hf_fp32(server, default_checkpoint):
+    """Also run by the GPU pipeline (tests/integration/test_gpu_pipeline.py) on TensorRT-LLM."""
+    prompt = LOGPROB_PROMPT
+    result = _served_log_probs(server)
     assert len(result.log_probs) == len(result.token_ids) == result.completion_tokens
     reference = _hf_log_probs(default_checkpoint, prompt, result.token_ids)
     deltas = [abs(a - b) for a, b in zip(result.log_probs, reference)]
     print(f"logprob |delta| vs HF fp32 over {len(deltas)} tokens: mean {sum(deltas) / len(deltas):.4f} "
           f"max {max(deltas):.4f}")
     assert sum(deltas) / len(deltas) <= MEAN_TOL and max(deltas) <= MAX_TOL
-    # the same numbers through the front (completions: legacy lists, a token text per entry)
+    shifted = [abs(a - b) for a, b in zip(result.log_probs[1:], reference)]
+    assert sum(shifted) / len(shifted) > 4 * MEAN_TOL  # the tolerance tells positions apart
+
+
+def test_completion_logprobs_through_the_front(server, oai):
+    """The same numbers through the front (completions: legacy lists, a token text per entry)."""
+    prompt = LOGPROB_PROMPT
+    result = _served_log_probs(server)
     out = oai.completions.create(model=MODEL, prompt=prompt, max_tokens=32, temperature=0, logprobs=0)
     lp = out.choices[0].logprobs
     assert lp.token_logprobs == pytest.approx(result.log_probs, abs=1e-4)
@@ -185,3 +201,21 @@ def test_grpc_client_typed_options(server):
     assert len(results) == 2
     for r in results:
         assert __import__("re").fullmatch("[1-9][0-9]?", r.text) and len(r.log_probs) == r.completion_tokens
+
+
+def test_standin_layout_refuses_n_and_guides_naming_the_input(standin_server):
+    """TensorRT-LLM's C++ backend has both (num_return_sequences; guided decoding with a
+    `guided_decoding_backend` model parameter and the tokenizer info), but the kit builds no
+    engine configured for guided decoding and does not relay several sequences yet: refused
+    before the engine, naming the input and the engine (contract/features.py TRTLLM_ENGINE)."""
+    from client import InvalidRequestError
+
+    with LlmClient(standin_server.settings.grpc_url) as client:
+        with pytest.raises(InvalidRequestError, match=r"'num_return_sequences'.*TensorRT-LLM \(engine flow\)"):
+            client.generate_n("Hi", SamplingParams(max_tokens=4, n=2, temperature=1.0))
+        with pytest.raises(InvalidRequestError, match=r"'guided_decoding_guide_type'.*TensorRT-LLM"):
+            client.generate("Hi", SamplingParams(max_tokens=4, guide=Guide("regex", "[a-z]+")))
+        # log probs: the stand-in returns the chosen tokens' log probs as the backend does
+        result = client.generate(LOGPROB_PROMPT, SamplingParams(max_tokens=8, temperature=0, return_log_probs=True))
+    assert len(result.log_probs) == len(result.token_ids) and all(lp <= 0 for lp in result.log_probs)
+    assert any(lp < 0 for lp in result.log_probs)
