@@ -219,3 +219,58 @@ def test_standin_layout_refuses_n_and_guides_naming_the_input(standin_server):
         result = client.generate(LOGPROB_PROMPT, SamplingParams(max_tokens=8, temperature=0, return_log_probs=True))
     assert len(result.log_probs) == len(result.token_ids) and all(lp <= 0 for lp in result.log_probs)
     assert any(lp < 0 for lp in result.log_probs)
+
+
+def _schemas():
+    """Hypothesis strategy: bounded object schemas (every string, array and number bounded, so
+    every valid document is short and a generation that ends is complete)."""
+    from hypothesis import strategies as st
+
+    names = st.sampled_from(["name", "id", "tags", "score", "ok", "kind", "size", "meta"])
+    words = st.lists(st.sampled_from(["red", "green", "blue", "small", "large"]), min_size=1, max_size=3, unique=True)
+    leaf = st.one_of(
+        st.builds(lambda n: {"type": "string", "maxLength": n}, st.integers(1, 12)),
+        st.builds(lambda lo, span: {"type": "integer", "minimum": lo, "maximum": lo + span},
+                  st.integers(-50, 50), st.integers(0, 100)),
+        st.just({"type": "boolean"}),
+        st.builds(lambda w: {"enum": w}, words),
+        st.builds(lambda w, n: {"type": "array", "items": {"enum": w}, "minItems": 1, "maxItems": n}, words,
+                  st.integers(1, 3)),
+        st.just({"type": "string", "pattern": "^[a-z]{2,5}$"}),
+    )
+
+    def obj(children):
+        return st.dictionaries(names, children, min_size=1, max_size=3).map(
+            lambda props: {"type": "object", "properties": props, "required": sorted(props),
+                           "additionalProperties": False})
+
+    return st.recursive(leaf, obj, max_leaves=4).filter(lambda s: s.get("type") == "object")
+
+
+def test_generated_schemas_validate(oai):
+    """Hypothesis-generated schemas (nested objects, arrays, enums, required, patterns, bounds),
+    whole and streamed alternately; derandomized so CI runs the same examples."""
+    from hypothesis import HealthCheck, given, settings
+
+    calls = []
+
+    @settings(max_examples=8, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+    @given(_schemas())
+    def check(schema):
+        stream = len(calls) % 2 == 1
+        calls.append(schema)
+        kwargs = dict(model=MODEL, max_tokens=160, temperature=0, messages=[
+            {"role": "user", "content": "Fill in this JSON form."}],
+            response_format={"type": "json_schema", "json_schema": {"name": "f", "schema": schema, "strict": True}})
+        if stream:
+            chunks = list(oai.chat.completions.create(**kwargs, stream=True))
+            text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+            finish = next(c.choices[0].finish_reason for c in reversed(chunks) if c.choices and c.choices[0].finish_reason)
+        else:
+            choice = oai.chat.completions.create(**kwargs).choices[0]
+            text, finish = choice.message.content, choice.finish_reason
+        assert finish == "stop", (schema, text)
+        jsonschema.validate(json.loads(text), schema)
+
+    check()
+    assert len(calls) >= 4
