@@ -98,7 +98,8 @@ def test_length_finish_and_seed(oai):
 
 
 @pytest.mark.parametrize("kwargs,param", [
-    ({"n": 2}, "n"),
+    ({"n": 17}, "n"),
+    ({"logprobs": True, "top_logprobs": 3}, "top_logprobs"),
     ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}]}, "tools"),
     ({"temperature": 5}, "temperature"),
     ({"top_p": 1.5}, "top_p"),
