@@ -20,6 +20,7 @@ from client.errors import ClientError, InvalidRequestError, RequestTimeout, Serv
 from contract import names
 from openai_front.errors import ApiError, param_of, unsupported
 from openai_front.logprobs import TokenTexts
+from openai_front.tools import tool_plan
 from openai_front.schemas import ChatCompletionRequest, CompletionRequest
 from openai_front.translate import ResponseShaper, chat_input, completion_input, new_id
 
@@ -128,11 +129,12 @@ def create_app(settings: FrontSettings) -> FastAPI:
         return {"object": "list", "data": [{"id": settings.model_name, "object": "model", "created": 0,
                                             "owned_by": "llama-triton-kit"}]}
 
-    async def respond(request: Request, prompt, sampling, stream: bool, include_usage: bool, chat: bool):
+    async def respond(request: Request, prompt, sampling, stream: bool, include_usage: bool, chat: bool,
+                      tools=None):
         client = state["client"]
         if sampling.return_log_probs and token_texts is None:
             raise unsupported("logprobs", "start the front with --tokenizer (the checkpoint's tokenizer.json)")
-        shaper = ResponseShaper(settings.model_name, chat, token_texts if sampling.return_log_probs else None)
+        shaper = ResponseShaper(settings.model_name, chat, token_texts if sampling.return_log_probs else None, tools)
         if not stream:
             try:
                 results = await client.generate_n(prompt, sampling, timeout_s=settings.request_timeout_s)
@@ -157,6 +159,7 @@ def create_app(settings: FrontSettings) -> FastAPI:
             yield _sse(opening)
         finish: dict[int, str] = {}
         last: dict[int, object] = {}
+        calls: dict[int, list[str]] = {}  # tool calls: each choice's text, sent whole at its end
         next_check = time.monotonic() + DISCONNECT_CHECK_S
         try:
             pending = [first] if first is not None else []
@@ -173,7 +176,11 @@ def create_app(settings: FrontSettings) -> FastAPI:
                     reason = chunk.finish_reason or None
                     if reason:
                         finish[index] = reason
-                    if chunk.text or reason or (shaper.token_texts and chunk.token_ids):
+                    if shaper.tools is not None:
+                        calls.setdefault(index, []).append(chunk.text)
+                        if reason:
+                            yield _sse(shaper.tool_call_chunk(index, "".join(calls[index]), reason))
+                    elif chunk.text or reason or (shaper.token_texts and chunk.token_ids):
                         yield _sse(shaper.chunk(chunk, reason))
         except StopAsyncIteration:
             pass
@@ -201,6 +208,7 @@ def create_app(settings: FrontSettings) -> FastAPI:
         check_model(req.model)
         messages, sampling = chat_input(req)
         include_usage = bool(req.stream_options and req.stream_options.include_usage)
-        return await respond(request, messages, sampling, req.stream, include_usage, chat=True)
+        return await respond(request, messages, sampling, req.stream, include_usage, chat=True,
+                             tools=tool_plan(req.tools, req.tool_choice))
 
     return app

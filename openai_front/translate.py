@@ -10,6 +10,7 @@ import json
 from client.types import ChatMessage, GenerationResult, Guide, SamplingParams, StreamChunk
 from openai_front.errors import invalid, unsupported
 from openai_front.schemas import ChatCompletionRequest, CompletionRequest, _Request
+from openai_front.tools import ToolPlan, tool_plan
 
 
 MAX_N = 16  # samples per request (each holds a KV-cache sequence)
@@ -73,6 +74,8 @@ def completion_input(req: CompletionRequest) -> tuple[str, SamplingParams]:
 
 
 def _content(message, index: int) -> str:
+    if message.tool_calls:  # an earlier call, as the model wrote it
+        return "".join(json.dumps(c.get("function", {}), ensure_ascii=False) for c in message.tool_calls)
     if message.content is None:
         return ""
     if isinstance(message.content, str):
@@ -87,9 +90,9 @@ def _content(message, index: int) -> str:
 
 def chat_input(req: ChatCompletionRequest) -> tuple[list[ChatMessage], SamplingParams]:
     _common_checks(req)
-    for name in ("tools", "functions", "tool_choice"):
-        if getattr(req, name):
-            raise unsupported(name)
+    if req.functions:
+        raise unsupported("functions", "use 'tools'")
+    plan = tool_plan(req.tools, req.tool_choice)
     if req.top_logprobs is not None:
         if not req.logprobs:
             raise invalid("'top_logprobs' needs 'logprobs': true", "top_logprobs")
@@ -98,8 +101,15 @@ def chat_input(req: ChatCompletionRequest) -> tuple[list[ChatMessage], SamplingP
         if req.top_logprobs > 0:
             raise unsupported("top_logprobs", f"only 0: {TOP_LOGPROBS_NOTE}")
     guide = _response_format(req.response_format) or _guide(req)
+    if plan is not None:
+        if guide is not None:
+            raise invalid("'tools' with a required call already fixes the output format; drop 'response_format'",
+                          "response_format")
+        guide = plan.guide()
     messages = [ChatMessage("system" if m.role == "developer" else m.role, _content(m, i))
                 for i, m in enumerate(req.messages)]
+    if plan is not None:
+        messages.insert(0, plan.system_message())
     return messages, _sampling(req, req.max_completion_tokens or req.max_tokens, log_probs=bool(req.logprobs),
                                guide=guide)
 
@@ -134,8 +144,9 @@ class ResponseShaper:
     """Builds the bodies of one response (shared id, created, model); `token_texts` given when
     the request asked for log probs."""
 
-    def __init__(self, model: str, chat: bool, token_texts=None) -> None:
+    def __init__(self, model: str, chat: bool, token_texts=None, tools: ToolPlan | None = None) -> None:
         self.chat = chat
+        self.tools = tools
         self.id = new_id("chatcmpl" if chat else "cmpl")
         self.created = int(time.time())
         self.model = model
@@ -157,13 +168,28 @@ class ResponseShaper:
             finish = result.finish_reason or "stop"
             logprobs = self._logprobs(result.token_ids, result.log_probs)
             if self.chat:
-                choices.append({"index": index, "message": {"role": "assistant", "content": result.text},
-                                "finish_reason": finish, "logprobs": logprobs})
+                message, finish = self.message(result.text, finish)
+                choices.append({"index": index, "message": message, "finish_reason": finish, "logprobs": logprobs})
             else:
                 choices.append({"index": index, "text": result.text, "finish_reason": finish, "logprobs": logprobs})
         prompt = results[0].prompt_tokens if results else 0
         used = usage(prompt, sum(r.completion_tokens for r in results))
         return self._envelope("chat.completion" if self.chat else "text_completion", choices, usage=used)
+
+    def message(self, text: str, finish: str) -> tuple[dict, str]:
+        """The assistant message and finish reason of one whole answer (tool calls when asked;
+        an answer cut by max_tokens stays text: it may not be a whole call)."""
+        if self.tools is not None and finish == "stop":
+            return {"role": "assistant", "content": None, "tool_calls": [self.tools.call(text)]}, "tool_calls"
+        return {"role": "assistant", "content": text}, finish
+
+    def tool_call_chunk(self, index: int, text: str, finish: str) -> dict:
+        """A streamed tool call goes out whole, in its choice's last chunk."""
+        message, finish = self.message(text, finish)
+        delta = ({"tool_calls": [{"index": 0} | message["tool_calls"][0]]} if "tool_calls" in message
+                 else {"content": text})
+        return self._envelope("chat.completion.chunk", [{"index": index, "delta": delta, "finish_reason": finish,
+                                                          "logprobs": None}])
 
     def first_chunks(self, n: int) -> list[dict]:
         if not self.chat:

@@ -274,3 +274,46 @@ def test_generated_schemas_validate(oai):
 
     check()
     assert len(calls) >= 4
+
+
+WEATHER_TOOL = {"type": "function", "function": {"name": "get_weather", "description": "Weather in a city", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string", "maxLength": 20},
+                                     "unit": {"enum": ["celsius", "fahrenheit"]}},
+    "required": ["city", "unit"], "additionalProperties": False}}}
+TIME_TOOL = {"type": "function", "function": {"name": "get_time", "parameters": {
+    "type": "object", "properties": {"zone": {"enum": ["UTC", "CET"]}}, "required": ["zone"],
+    "additionalProperties": False}}}
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+@pytest.mark.parametrize("choice", ["named", "required"])
+def test_tool_calls(oai, stream, choice):
+    """tools + tool_choice (a named function, or required among two): guided JSON against the
+    parameter schema, answered as tool_calls whose arguments validate."""
+    tool_choice = {"type": "function", "function": {"name": "get_weather"}} if choice == "named" else "required"
+    kwargs = dict(model=MODEL, max_tokens=80, temperature=0, tools=[WEATHER_TOOL, TIME_TOOL], tool_choice=tool_choice,
+                  messages=[{"role": "user", "content": "What is the weather in Paris, in celsius?"}])
+    if stream:
+        calls, finish = {}, None
+        for chunk in oai.chat.completions.create(**kwargs, stream=True):
+            for c in chunk.choices:
+                finish = c.finish_reason or finish
+                for call in c.delta.tool_calls or []:
+                    entry = calls.setdefault(call.index, {"name": "", "arguments": ""})
+                    entry["name"] += call.function.name or ""
+                    entry["arguments"] += call.function.arguments or ""
+        name, arguments = calls[0]["name"], calls[0]["arguments"]
+    else:
+        out = oai.chat.completions.create(**kwargs).choices[0]
+        finish, call = out.finish_reason, out.message.tool_calls[0]
+        assert out.message.content is None and call.type == "function" and call.id
+        name, arguments = call.function.name, call.function.arguments
+    assert finish == "tool_calls"
+    schemas = {t["function"]["name"]: t["function"]["parameters"] for t in (WEATHER_TOOL, TIME_TOOL)}
+    assert name in schemas and (choice == "required" or name == "get_weather")
+    jsonschema.validate(json.loads(arguments), schemas[name])
+
+
+def test_tool_choice_auto_is_refused(oai):
+    with pytest.raises(openai.BadRequestError, match="tool_choice"):
+        oai.chat.completions.create(model=MODEL, tools=[WEATHER_TOOL], messages=[{"role": "user", "content": "x"}])

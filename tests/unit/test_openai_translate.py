@@ -5,6 +5,7 @@ import pytest
 from client.types import GenerationResult, StreamChunk
 from openai_front.errors import ApiError, param_of
 from openai_front.schemas import ChatCompletionRequest, CompletionRequest
+from openai_front.tools import tool_plan
 from openai_front.translate import ResponseShaper, chat_input, completion_input
 
 
@@ -86,3 +87,40 @@ def test_n_choices_and_summed_usage():
     assert [(c["index"], c["text"], c["finish_reason"]) for c in whole["choices"]] == [(0, "a", "stop"), (1, "b", "length")]
     assert whole["usage"] == {"prompt_tokens": 4, "completion_tokens": 7, "total_tokens": 11}
     assert shaper.chunk(StreamChunk("x", "", 4, 1, sequence_index=1), None)["choices"][0]["index"] == 1
+
+
+WEATHER = {"type": "function", "function": {"name": "get_weather", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+TIME = {"type": "function", "function": {"name": "get_time", "parameters": {
+    "type": "object", "properties": {"zone": {"enum": ["UTC", "CET"]}}, "required": ["zone"]}}}
+
+
+def test_tools_become_guided_json_and_tool_calls():
+    messages, sampling = chat_input(chat(tools=[WEATHER, TIME], tool_choice={"type": "function",
+                                                                             "function": {"name": "get_time"}}))
+    assert json.loads(sampling.guide.guide) == TIME["function"]["parameters"]
+    assert messages[0].role == "system" and "get_time" in messages[0].content
+    _, sampling = chat_input(chat(tools=[WEATHER, TIME], tool_choice="required"))
+    assert [b["properties"]["name"]["const"] for b in json.loads(sampling.guide.guide)["anyOf"]] == ["get_weather",
+                                                                                                    "get_time"]
+    shaper = ResponseShaper("m", chat=True, tools=tool_plan([WEATHER, TIME], "required"))
+    whole = shaper.whole([GenerationResult('{"name": "get_weather", "arguments": {"city": "Oslo"}}', "stop", 3, 9,
+                                           None, 0.1)])
+    choice = whole["choices"][0]
+    assert choice["finish_reason"] == "tool_calls" and choice["message"]["content"] is None
+    call = choice["message"]["tool_calls"][0]
+    assert call["function"]["name"] == "get_weather" and json.loads(call["function"]["arguments"]) == {"city": "Oslo"}
+    _, sampling = chat_input(chat(tools=[WEATHER], tool_choice="none"))
+    assert sampling.guide is None
+
+
+@pytest.mark.parametrize("kwargs,param", [
+    ({"tools": [WEATHER]}, "tool_choice"),  # auto
+    ({"tools": [WEATHER], "tool_choice": "auto"}, "tool_choice"),
+    ({"tools": [WEATHER], "tool_choice": {"type": "function", "function": {"name": "nope"}}}, "tool_choice"),
+    ({"tools": [WEATHER], "tool_choice": "required", "response_format": {"type": "json_object"}}, "response_format"),
+])
+def test_tool_requests_we_cannot_honour(kwargs, param):
+    with pytest.raises(ApiError) as e:
+        chat_input(chat(**kwargs))
+    assert e.value.status == 400 and e.value.param == param
