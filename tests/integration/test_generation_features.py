@@ -317,3 +317,14 @@ def test_tool_calls(oai, stream, choice):
 def test_tool_choice_auto_is_refused(oai):
     with pytest.raises(openai.BadRequestError, match="tool_choice"):
         oai.chat.completions.create(model=MODEL, tools=[WEATHER_TOOL], messages=[{"role": "user", "content": "x"}])
+
+
+def test_relay_layout_carries_n_samples(relay_server):
+    """The GPU wiring (ensemble -> engine_relay -> engine) with the CPU engine behind: the
+    relay passes each response's sequence_index on, so the n samples stay apart."""
+    with LlmClient(relay_server.settings.grpc_url) as client:
+        sampling = SamplingParams(max_tokens=12, n=3, temperature=1.0, seed=3)
+        streamed = client.generate_n("Write a poem:", sampling)
+        whole = client.generate_n("Write a poem:", sampling, stream=False)
+    assert [r.text for r in streamed] == [r.text for r in whole] and len({r.text for r in whole}) == 3
+    assert all(r.finish_reason and r.completion_tokens == 12 for r in whole)
