@@ -10,7 +10,8 @@ The table is what tests/integration/test_features.py shows the CPU engine honour
 from __future__ import annotations
 
 import json
-from typing import Any
+import re
+from typing import Any, Callable
 
 # Keywords that constrain the output and are compiled into the grammar.
 CONSTRAINING = frozenset({
@@ -24,6 +25,42 @@ ANNOTATIONS = frozenset({"title", "description", "$schema", "$id", "$comment", "
 _SCHEMA_MAPS = ("properties", "$defs", "definitions")
 _SCHEMA_LISTS = ("anyOf", "oneOf", "prefixItems")
 _SCHEMA_ONE = ("items", "additionalProperties")
+
+
+# Why every guide is compiled here first: OpenVINO GenAI 2026.4.1 compiles a request's grammar
+# inside ContinuousBatchingPipeline.step(); a guide that does not compile makes that step
+# raise, and every later step then raises "cannot be called when we are already in scheduling
+# phase" (checked): one bad regex would take the engine down for everyone.  xgrammar (the
+# compiler both engines embed) is pinned in requirements/lock.txt.
+_XGRAMMAR_LOCATION = re.compile(r"^\[[^\]]*\]\s*\S+:\d+:\s*")
+
+
+def _compilers() -> dict[str, Callable[[str], Any]]:
+    import xgrammar
+
+    grammar = xgrammar.Grammar
+    return {"json": lambda _: grammar.builtin_json_grammar(), "json_schema": grammar.from_json_schema,
+            "regex": grammar.from_regex, "ebnf_grammar": grammar.from_ebnf}
+
+
+def warm_up() -> None:
+    """Import the compiler now (seconds, it loads torch) rather than on the first guided request."""
+    _compilers()
+
+
+def guide_problems(guide_type: str, guide: str) -> list[str]:
+    """Why this guide cannot be enforced: unsupported schema keywords, or what the grammar
+    compiler says about it; empty when it compiles."""
+    if guide_type == "json_schema":
+        problems = schema_problems(guide)
+        if problems:
+            return problems
+    try:
+        _compilers()[guide_type](guide)
+    except RuntimeError as e:
+        detail = _XGRAMMAR_LOCATION.sub("", str(e).strip().splitlines()[0])
+        return [f"'guided_decoding_guide': the {guide_type} guide does not compile: {detail}"]
+    return []
 
 
 def schema_problems(guide: str) -> list[str]:

@@ -253,6 +253,9 @@ class EngineRunner:
             except Exception as e:  # a broken step must not kill the thread silently
                 log.exception("engine step failed")
                 self._fail_all(f"engine step failed: {e}")
+                recover = getattr(self._backend, "recover", None)
+                if recover is not None:  # a backend whose failed step leaves it unusable starts afresh
+                    recover()
         self._fail_all("the engine is shutting down")
 
     def run_once(self, incoming: list[tuple[EngineInputs, ResponseSink, float, str]], stops: set[str] = frozenset()) -> None:

@@ -188,6 +188,13 @@ def test_json_object_regex_and_refusals(oai):
     out = oai.completions.create(model=MODEL, prompt="Today's date:", max_tokens=16, temperature=0,
                                  extra_body={"guided_regex": r"20[0-9]{2}-(0[1-9]|1[0-2])-[0-3][0-9]"})
     assert __import__("re").fullmatch(r"20[0-9]{2}-(0[1-9]|1[0-2])-[0-3][0-9]", out.choices[0].text)
+    # a guide that does not compile is a 400 before it reaches the engine (where it would wedge
+    # OpenVINO's pipeline for every request: contract/guided.py), and the engine serves on
+    for bad in ({"guided_regex": "([a-"}, {"guided_grammar": "root ::= foo"},
+                {"guided_json": {"type": "object", "properties": {"a": {"type": "string", "pattern": "[a-"}}}}):
+        with pytest.raises(openai.BadRequestError, match="does not compile"):
+            oai.completions.create(model=MODEL, prompt="x", max_tokens=4, extra_body=bad)
+    assert oai.completions.create(model=MODEL, prompt="Hello", max_tokens=4).choices[0].text
     with pytest.raises(openai.BadRequestError, match="uniqueItems"):
         oai.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "x"}], response_format={
             "type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "array", "uniqueItems": True}}})

@@ -310,3 +310,24 @@ def test_guided_n_becomes_n_seeded_requests_when_the_backend_guides_only_one():
         runner.run_once([])
     assert backend.seeds == [7, 8, 9]
     assert sink.by_sequence == {0: [10, 2], 1: [20, 2], 2: [30, 2]} and sorted(sink.final_sequences) == [0, 1, 2]
+
+
+def test_a_failed_step_fails_the_batch_and_lets_the_backend_recover():
+    class Breaking(FakeBackend):
+        recovered = 0
+
+        def step(self):
+            raise RuntimeError("grammar does not compile")
+
+        def recover(self):
+            self.recovered += 1
+            self.handles.clear()
+
+    backend = Breaking({0: [1, 2]})
+    runner = EngineRunner(backend)
+    runner.start()
+    sink = Sink()
+    runner.submit(request(0), sink)
+    assert sink.done.wait(5)
+    runner.shutdown()
+    assert "engine step failed: grammar does not compile" in sink.error and backend.recovered >= 1

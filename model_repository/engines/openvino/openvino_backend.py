@@ -124,7 +124,15 @@ class OpenVinoBackend:
         properties = {}
         if params.inference_threads:
             properties["INFERENCE_NUM_THREADS"] = params.inference_threads
-        self._pipe = og.ContinuousBatchingPipeline(str(Path(params.engine_dir)), scheduler, "CPU", properties)
+        self._make = lambda: og.ContinuousBatchingPipeline(str(Path(params.engine_dir)), scheduler, "CPU", properties)
+        self._pipe = self._make()
+
+    def recover(self) -> None:
+        """A new pipeline after a step raised: OpenVINO GenAI's stays in its scheduling phase
+        (every later step raises "cannot be called when we are already in scheduling phase")."""
+        self._pipe = None
+        self._pipe = self._make()
+        self.warm_up()
 
     def warm_up(self) -> None:
         """Run one tiny request so the first real one does not pay for kernel compilation."""
