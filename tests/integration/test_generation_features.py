@@ -335,3 +335,19 @@ def test_relay_layout_carries_n_samples(relay_server):
         whole = client.generate_n("Write a poem:", sampling, stream=False)
     assert [r.text for r in streamed] == [r.text for r in whole] and len({r.text for r in whole}) == 3
     assert all(r.finish_reason and r.completion_tokens == 12 for r in whole)
+
+
+def test_pytorch_layout_refuses_n_and_guides_and_returns_log_probs(pytorch_server):
+    """The LLM API has both (SamplingParams.n, guided_decoding; contract/upstream/data/
+    llmapi_*.json), but tensorrt_llm_pytorch does not map them onto our contract yet
+    (contract/features.py PYTORCH_ENGINE): refused naming the input; log probs are mapped
+    (SamplingParams.logprobs)."""
+    from client import InvalidRequestError
+
+    with LlmClient(pytorch_server.settings.grpc_url) as client:
+        with pytest.raises(InvalidRequestError, match=r"'num_return_sequences'.*PyTorch backend"):
+            client.generate_n("Hi", SamplingParams(max_tokens=4, n=2, temperature=1.0))
+        with pytest.raises(InvalidRequestError, match=r"'guided_decoding_guide_type'.*PyTorch backend"):
+            client.generate("Hi", SamplingParams(max_tokens=4, guide=Guide("regex", "[a-z]+")))
+        result = client.generate(LOGPROB_PROMPT, SamplingParams(max_tokens=8, temperature=0, return_log_probs=True))
+    assert len(result.log_probs) == len(result.token_ids) and any(lp < 0 for lp in result.log_probs)
