@@ -338,8 +338,8 @@ def test_relay_layout_carries_n_samples(relay_server):
 
 
 def test_pytorch_layout_refuses_n_and_guides_and_returns_log_probs(pytorch_server):
-    """The LLM API has both (SamplingParams.n, guided_decoding; contract/upstream/data/
-    llmapi_*.json), but tensorrt_llm_pytorch does not map them onto our contract yet
+    """The LLM API has both (contract/upstream/data/llmapi_1.2.1.json rows sampling.field.n and
+    sampling.field.guided_decoding), but tensorrt_llm_pytorch does not map them onto our contract yet
     (contract/features.py PYTORCH_ENGINE): refused naming the input; log probs are mapped
     (SamplingParams.logprobs)."""
     from client import InvalidRequestError
