@@ -351,3 +351,14 @@ def test_pytorch_layout_refuses_n_and_guides_and_returns_log_probs(pytorch_serve
             client.generate("Hi", SamplingParams(max_tokens=4, guide=Guide("regex", "[a-z]+")))
         result = client.generate(LOGPROB_PROMPT, SamplingParams(max_tokens=8, temperature=0, return_log_probs=True))
     assert len(result.log_probs) == len(result.token_ids) and any(lp < 0 for lp in result.log_probs)
+
+
+def test_bls_carries_n_samples_and_guides(server):
+    """tensorrt_llm_bls (the ensemble's dataflow as BLS calls) gives the ensemble's n answers."""
+    from contract import names
+
+    sampling = SamplingParams(max_tokens=10, n=2, temperature=1.0, seed=9, guide=Guide("regex", "[a-z ]{4,12}"))
+    with LlmClient(server.settings.grpc_url) as ensemble, LlmClient(server.settings.grpc_url, model=names.LLM_BLS) as bls:
+        expected = [r.text for r in ensemble.generate_n("Say something:", sampling)]
+        got = [r.text for r in bls.generate_n("Say something:", sampling)]
+    assert got == expected and all(__import__("re").fullmatch("[a-z ]{4,12}", t) for t in got)
