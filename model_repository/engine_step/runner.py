@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Protocol, Sequence
 
 from model_repository.engine_step.engine_inputs import EngineInputs
+from model_repository.engine_step.sequences import SampleState, SequenceView, read_sequences
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +35,7 @@ class Handle(Protocol):
     def read(self) -> tuple[list[int], list[float]]: ...  # new ids and their log probs
 
     # Backends that sample several sequences per request (num_return_sequences) also have
-    # read_sequences() -> {sequence index: (new ids, their log probs)}; see _read.
+    # read_sequences() -> {sequence index: (new ids, their log probs)}; see sequences.py.
 
     def status(self) -> HandleStatus: ...
 
@@ -74,22 +75,6 @@ class ResponseSink(Protocol):
     def fail(self, message: str, code: FailCode = FailCode.INTERNAL) -> None: ...  # error + final
 
 
-class SequenceView:
-    """One sequence of a ResponseSink, for a request that samples it alone."""
-
-    def __init__(self, sink: ResponseSink, index: int) -> None:
-        self._sink, self._index = sink, index
-
-    def is_cancelled(self) -> bool:
-        return self._sink.is_cancelled()
-
-    def send(self, ids, log_probs, cum_log_prob, final, sequence: int = 0) -> None:
-        self._sink.send(ids, log_probs, cum_log_prob, final, sequence=self._index)
-
-    def fail(self, message: str, code: "FailCode" = None) -> None:
-        self._sink.fail(message, code or FailCode.INTERNAL)
-
-
 class RunnerObserver(Protocol):
     """Timing hooks for metrics (time to first token, inter-token latency, queue time)."""
 
@@ -109,26 +94,6 @@ class _NoObserver:
 
 
 @dataclass
-class _Sequence:
-    """One of a request's num_return_sequences samples."""
-
-    generated: list[int] = field(default_factory=list)
-    log_probs: list[float] = field(default_factory=list)
-    cum_log_prob: float = 0.0
-    sent: int = 0  # tokens already sent (streaming)
-
-    def take(self, ids: Sequence[int], lps: Sequence[float]) -> None:
-        for token, lp in zip(ids, lps or [0.0] * len(ids)):
-            self.generated.append(token)
-            self.log_probs.append(lp)
-            self.cum_log_prob += lp
-
-    def send_pending(self, sink: "ResponseSink", index: int, final: bool) -> None:
-        sink.send(self.generated[self.sent:], self.log_probs[self.sent:], self.cum_log_prob, final, sequence=index)
-        self.sent = len(self.generated)
-
-
-@dataclass
 class _Active:
     request: EngineInputs
     sink: ResponseSink
@@ -136,7 +101,7 @@ class _Active:
     arrived: float
     request_id: str = ""  # Triton's request id, the key of `stop` requests
     last_token_at: float = 0.0
-    sequences: list[_Sequence] = field(default_factory=list)
+    sequences: list[SampleState] = field(default_factory=list)
     multi_token_stops: tuple[tuple[int, ...], ...] = ()
 
     @property
@@ -150,12 +115,6 @@ class _Active:
     def send_all(self, final: bool) -> None:
         for index, seq in enumerate(self.sequences):
             seq.send_pending(self.sink, index, final)
-
-
-def _read(handle: Handle, n: int) -> dict[int, tuple[list[int], list[float]]]:
-    if n == 1:
-        return {0: handle.read()}
-    return handle.read_sequences()  # type: ignore[attr-defined]
 
 
 def multi_token_stops(request: EngineInputs) -> tuple[tuple[int, ...], ...]:
@@ -289,7 +248,7 @@ class EngineRunner:
         # Multi-token stops end the request in the engine only with one sequence (OpenVINO
         # stops a request, not one of its sequences); with n, postprocessing cuts each text.
         self._active[key] = _Active(request, sink, handle, arrived, request_id, last_token_at=arrived,
-                                    sequences=[_Sequence() for _ in range(n)],
+                                    sequences=[SampleState() for _ in range(n)],
                                     multi_token_stops=multi_token_stops(request) if n == 1 else ())
 
     def _drop_cancelled(self, stops: set[str]) -> None:
@@ -321,7 +280,7 @@ class EngineRunner:
         now = self._clock()
         interval = self.stream_interval(len(self._active))
         for key, a in list(self._active.items()):
-            new = _read(a.handle, len(a.sequences))
+            new = read_sequences(a.handle, len(a.sequences))
             status = a.handle.status()
             count = sum(len(ids) for ids, _ in new.values())
             if count:
