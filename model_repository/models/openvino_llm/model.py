@@ -5,7 +5,7 @@ The logic is model_repository.engine_step and engines.openvino, the Triton side 
 
 import json
 
-from contract import features, metrics
+from contract import features, guided, metrics
 from contract.build_record import BuildRecord, check_runtime
 from contract.model_configs import OpenVinoEngineParameters
 from model_repository.triton import triton_io
@@ -26,6 +26,7 @@ class TritonPythonModel:
         limits = record.spec["limits"]
         vocab_size = json.loads((params.engine_dir / "config.json").read_text())["vocab_size"]
         self.check = EngineRequestCheck(limits["max_input_len"], limits["max_seq_len"], vocab_size)
+        guided.warm_up()
         backend = OpenVinoBackend(params)
         backend.warm_up()
         recorder = MetricsRecorder()
