@@ -3,7 +3,7 @@
 Built-in kinds: the strict JSON schemas that kubernetes-validate ships for every minor
 version from 1.25 (no unknown fields, right types, required fields).  We check against the
 oldest version the chart supports (Chart.yaml kubeVersion) and the newest the package has.
-ServiceMonitor (Prometheus Operator CRD): its generated model (cloudcoil), which drops
+ServiceMonitor and PrometheusRule (Prometheus Operator CRDs): their generated models (cloudcoil), which drops
 unknown fields; a field that does not survive the round trip is an unknown field.
 An object of any other kind is an error: nothing passes unchecked.
 """
@@ -89,16 +89,21 @@ def _check_name(doc: dict[str, Any]) -> list[str]:
     return []
 
 
-def _service_monitor(doc: dict[str, Any]) -> list[str]:
-    from cloudcoil.models.prometheus_operator.v1 import ServiceMonitor
-    from pydantic import ValidationError
+def _operator_kind(kind: str) -> Callable[[dict[str, Any]], list[str]]:
+    """A Prometheus Operator object checked against cloudcoil's generated model of its CRD."""
 
-    try:
-        model = ServiceMonitor.model_validate(doc)
-    except ValidationError as e:
-        return [f"{'.'.join(map(str, err['loc']))}: {err['msg']}" for err in e.errors()]
-    kept = model.model_dump(by_alias=True, exclude_unset=True, mode="json")
-    return [f"{path}: unknown field" for path in _dropped(doc, kept)]
+    def check(doc: dict[str, Any]) -> list[str]:
+        from cloudcoil.models.prometheus_operator import v1
+        from pydantic import ValidationError
+
+        try:
+            model = getattr(v1, kind).model_validate(doc)
+        except ValidationError as e:
+            return [f"{'.'.join(map(str, err['loc']))}: {err['msg']}" for err in e.errors()]
+        kept = model.model_dump(by_alias=True, exclude_unset=True, mode="json")
+        return [f"{path}: unknown field" for path in _dropped(doc, kept)]
+
+    return check
 
 
 def _dropped(original: Any, kept: Any, path: str = "") -> list[str]:
@@ -113,5 +118,6 @@ def _dropped(original: Any, kept: Any, path: str = "") -> list[str]:
 
 
 CUSTOM_KINDS: dict[tuple[str, str], Callable[[dict[str, Any]], list[str]]] = {
-    ("monitoring.coreos.com/v1", "ServiceMonitor"): _service_monitor,
+    ("monitoring.coreos.com/v1", "ServiceMonitor"): _operator_kind("ServiceMonitor"),
+    ("monitoring.coreos.com/v1", "PrometheusRule"): _operator_kind("PrometheusRule"),
 }

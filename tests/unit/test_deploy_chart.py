@@ -173,6 +173,33 @@ def test_servicemonitor_selects_the_metrics_service_only(tp2):
     assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
 
 
+def test_prometheusrule_carries_the_generated_slo_alerts(tp2):
+    from deploy import alerts
+
+    rule = one(tp2, "PrometheusRule")
+    assert rule["spec"] == alerts.rules_document()
+    assert rule["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    # the job the alerts select is the job the ServiceMonitor gives its targets
+    relabel = one(tp2, "ServiceMonitor")["spec"]["endpoints"][0]["relabelings"]
+    assert {"targetLabel": "job", "replacement": alerts.SCRAPE_JOB} in relabel
+
+
+def test_compose_prometheus_loads_the_same_rules_file():
+    from pathlib import Path
+
+    from deploy import alerts
+
+    root = Path(chart.CHART_DIR).parents[2]
+    compose = yaml.safe_load((root / "docker-compose.yml").read_text())
+    mounts = compose["services"]["prometheus"]["volumes"]
+    source = alerts.RULES_FILE.relative_to(root)
+    mount = next(m for m in mounts if m.startswith(f"./{source}:"))
+    prometheus = yaml.safe_load((root / "docker" / "prometheus.yml").read_text())
+    target = mount.split(":")[1]
+    assert any(Path(target).match(g) for g in prometheus["rule_files"])
+    assert [j["job_name"] for j in prometheus["scrape_configs"]][0] == alerts.SCRAPE_JOB
+
+
 def test_hpa_scales_the_deployment_on_a_metric_the_adapter_defines(tp2):
     hpa = one(tp2, "HorizontalPodAutoscaler")
     deployment = one(tp2, "Deployment")
@@ -194,6 +221,6 @@ def test_hpa_scales_the_deployment_on_a_metric_the_adapter_defines(tp2):
 
 def test_optional_objects_are_off_by_default(default):
     kinds = {o["kind"] for o in default}
-    assert not kinds & {"HorizontalPodAutoscaler", "ServiceMonitor", "ConfigMap"}
+    assert not kinds & {"HorizontalPodAutoscaler", "ServiceMonitor", "ConfigMap", "PrometheusRule"}
     assert {"Deployment", "Service", "PodDisruptionBudget", "PersistentVolumeClaim"} <= kinds
     assert one(default, "PersistentVolumeClaim")["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
