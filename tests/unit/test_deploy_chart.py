@@ -101,7 +101,7 @@ def test_triton_serves_the_volume_with_admin_apis_locked(default):
 
 
 def test_secrets_reach_the_pod_only_by_reference(default, tp2):
-    secret = one(default, "Secret")
+    secret = one(default, "Secret", "-admin")
     key = base64.b64decode(secret["data"]["admin-key"]).decode()
     assert len(key) >= 32
     for objects in (default, tp2):
@@ -109,9 +109,55 @@ def test_secrets_reach_the_pod_only_by_reference(default, tp2):
         env = {e["name"]: e for c in pod["containers"] + pod.get("initContainers", []) for e in c["env"]}
         assert env["TRITON_ADMIN_KEY"]["valueFrom"]["secretKeyRef"]["key"]
         assert not [n for n, e in env.items() if "value" in e and any(s in n for s in ("KEY", "TOKEN", "PASSWORD"))]
+    openai_key = base64.b64decode(one(default, "Secret", "-openai")["data"]["api-key"]).decode()
+    assert len(openai_key) >= 32 and openai_key != key
     everything_but_the_secret = yaml.safe_dump([o for o in default if o["kind"] != "Secret"])
-    assert key not in everything_but_the_secret
+    assert key not in everything_but_the_secret and openai_key not in everything_but_the_secret
     assert not [o for o in tp2 if o["kind"] == "Secret"]  # an existing Secret is used, none made
+
+
+def openai_container(objects):
+    containers = one(objects, "Deployment")["spec"]["template"]["spec"]["containers"]
+    return next(c for c in containers if c["name"] == "openai")
+
+
+def test_openai_front_runs_beside_triton_on_its_loopback(default, tp2):
+    for objects in (default, tp2):
+        front = openai_container(objects)
+        assert front["command"] == ["python3", "-m", "openai_front", "serve"]
+        assert f"--grpc-url=127.0.0.1:{triton(objects)['ports'][1]['containerPort']}" in front["args"]
+        assert front["readinessProbe"]["httpGet"] == {"path": "/health", "port": "openai"}
+        assert front["livenessProbe"]["httpGet"] == {"path": "/live", "port": "openai"}
+        assert front["securityContext"]["readOnlyRootFilesystem"] is True
+        key = next(e for e in front["env"] if e["name"] == "OPENAI_FRONT_API_KEY")["valueFrom"]["secretKeyRef"]
+        assert key["key"] == "api-key"
+    assert one(default, "Secret", "-openai")["metadata"]["name"] == next(
+        e for e in openai_container(default)["env"] if e["name"] == "OPENAI_FRONT_API_KEY")["valueFrom"]["secretKeyRef"]["name"]
+    assert openai_container(tp2)["env"][-1]["valueFrom"]["secretKeyRef"]["name"] == "openai-api-key"
+    client_ports = {p["name"]: p for p in one(default, "Service", "llama-triton")["spec"]["ports"]}
+    assert client_ports["openai"]["port"] == names_port() and client_ports["openai"]["targetPort"] == "openai"
+
+
+def names_port():
+    from openai_front.cli import DEFAULT_PORT
+
+    assert chart.default_values()["openai"]["port"] == DEFAULT_PORT
+    return DEFAULT_PORT
+
+
+def test_openai_front_metrics_are_scraped(tp2):
+    metrics_ports = {p["name"] for p in one(tp2, "Service", "-metrics")["spec"]["ports"]}
+    assert metrics_ports == {"metrics", "openai-metrics"}
+    endpoints = {e["port"]: e for e in one(tp2, "ServiceMonitor")["spec"]["endpoints"]}
+    assert endpoints["openai-metrics"]["path"] == "/metrics"
+    assert {"targetLabel": "job", "replacement": "openai-front"} in endpoints["openai-metrics"]["relabelings"]
+
+
+def test_openai_front_can_be_left_out():
+    objects = render({"openai": {"enabled": False}})
+    assert [c["name"] for c in one(objects, "Deployment")["spec"]["template"]["spec"]["containers"]] == ["triton"]
+    assert not [o for o in objects if o["metadata"]["name"].endswith("-openai")]
+    assert "openai" not in {p["name"] for p in one(objects, "Service", "llama-triton")["spec"]["ports"]}
 
 
 def test_probes_on_triton_health_endpoints(default):
@@ -153,10 +199,10 @@ def test_pod_hardening(default):
 
 def test_services_expose_only_what_is_needed(default):
     clients = one(default, "Service", "triton")
-    assert {p["name"]: p["port"] for p in clients["spec"]["ports"]} == {"http": 8000, "grpc": 8001}
+    assert {p["name"]: p["port"] for p in clients["spec"]["ports"]} == {"http": 8000, "grpc": 8001, "openai": 9000}
     assert clients["spec"]["type"] == "ClusterIP"
     metrics = one(default, "Service", "-metrics")
-    assert {p["name"]: p["port"] for p in metrics["spec"]["ports"]} == {"metrics": 8002}
+    assert {p["name"]: p["port"] for p in metrics["spec"]["ports"]} == {"metrics": 8002, "openai-metrics": 9000}
     assert metrics["metadata"]["annotations"]["prometheus.io/scrape"] == "true"
     assert metrics["metadata"]["annotations"]["prometheus.io/port"] == "8002"
     ports = {p["name"] for p in triton(default)["ports"]}

@@ -136,3 +136,8 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- fail "autoscaling.minReplicas must be <= autoscaling.maxReplicas" }}
 {{- end }}
 {{- end }}
+
+{{/* The OpenAI front's API-key Secret. */}}
+{{- define "llama-triton.openaiSecretName" -}}
+{{- default (printf "%s-openai" (include "llama-triton.fullname" .)) .Values.openai.apiKey.existingSecret }}
+{{- end }}
