@@ -141,3 +141,11 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- define "llama-triton.openaiSecretName" -}}
 {{- default (printf "%s-openai" (include "llama-triton.fullname" .)) .Values.openai.apiKey.existingSecret }}
 {{- end }}
+
+{{/* The endpoint picker's pods: a name of their own, so the server's selectors (Deployment,
+Services, InferencePool) never match them. */}}
+{{- define "llama-triton.eppSelectorLabels" -}}
+app.kubernetes.io/name: {{ include "llama-triton.name" . }}-epp
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: endpoint-picker
+{{- end }}
