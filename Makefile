@@ -101,8 +101,13 @@ stop: venv
 client: venv
 	$(PY) -m client generate "$(PROMPT)" --stream
 
+# The default model card's sampling (HuggingFaceTB/SmolLM2-135M-Instruct: temperature 0.2,
+# top_p 0.9): greedy decoding of a 135M model loops ("a fierce sense of honor and a fierce
+# sense of duty" three times).  A fixed seed keeps the demo repeatable.
+DEMO_SAMPLING ?= --temperature 0.2 --top-p 0.9 --seed 7
+
 demo: build-engine
-	$(PY) -m serving run -- $(PY) -m client generate "$(PROMPT)" --stream --max-tokens 200
+	$(PY) -m serving run -- $(PY) -m client generate "$(PROMPT)" --stream --max-tokens 200 $(DEMO_SAMPLING)
 
 bench: build-engine
 	$(PY) -m bench suite $(if $(PRICE_PER_HOUR),--price-per-hour $(PRICE_PER_HOUR) --gpus-per-replica $(GPUS_PER_REPLICA) --gpus-per-instance $(GPUS_PER_INSTANCE),)
