@@ -18,8 +18,10 @@ from pathlib import Path
 PYTRITON_DIST = "nvidia-pytriton"
 STUB = "triton_python_backend_stub"
 # CPython versions whose stub the nvidia-pytriton 0.7.0 wheel carries (it has 3.8-3.13) and
-# that the kit's pinned packages install on.
-SUPPORTED_PYTHONS = ("3.10", "3.11", "3.12", "3.13")
+# that the kit's pinned packages install on.  Not 3.13: the models' environment needs
+# numpy < 2 (Triton 2.51's stub returns empty tensors with numpy 2), and numpy 1.26.4, the
+# last 1.x, has no CPython 3.13 wheels (numpy's first are 2.1.0).
+SUPPORTED_PYTHONS = ("3.10", "3.11", "3.12")
 
 
 class TritonNotInstalled(RuntimeError):
@@ -59,7 +61,7 @@ def libpython_dir(config_var=sysconfig.get_config_var) -> Path:
     py = python_version()
     if py not in SUPPORTED_PYTHONS:
         raise TritonNotInstalled(f"Python {py} is not supported: use CPython {', '.join(SUPPORTED_PYTHONS)} "
-                                 f"(the Python-backend stub must match the interpreter)")
+                                 f"(3.13: numpy < 2, which Triton 2.51's stub needs, has no 3.13 wheels)")
     library = config_var("LDLIBRARY") or ""
     if not config_var("Py_ENABLE_SHARED") or not library.endswith(".so"):
         raise TritonNotInstalled(
