@@ -64,6 +64,7 @@ COPY model_repository /opt/kit/model_repository
 COPY serving /opt/kit/serving
 COPY client /opt/kit/client
 COPY bench /opt/kit/bench
+COPY openai_front /opt/kit/openai_front
 # On PYTHONPATH rather than pip-installed: the Python-backend stubs inherit the server's
 # environment, so the models import the same code as the CLIs.
 ENV PYTHONPATH=/opt/kit
