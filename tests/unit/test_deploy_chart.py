@@ -148,7 +148,7 @@ def names_port():
 def test_openai_front_metrics_are_scraped(tp2):
     metrics_ports = {p["name"] for p in one(tp2, "Service", "-metrics")["spec"]["ports"]}
     assert metrics_ports == {"metrics", "openai-metrics"}
-    endpoints = {e["port"]: e for e in one(tp2, "ServiceMonitor")["spec"]["endpoints"]}
+    endpoints = {e["port"]: e for e in one(tp2, "ServiceMonitor", "llama-triton")["spec"]["endpoints"]}
     assert endpoints["openai-metrics"]["path"] == "/metrics"
     assert {"targetLabel": "job", "replacement": "openai-front"} in endpoints["openai-metrics"]["relabelings"]
 
@@ -209,8 +209,15 @@ def test_services_expose_only_what_is_needed(default):
     assert ports == {"http", "grpc", "metrics"}
 
 
+def test_dcgm_servicemonitor_selects_the_gpu_operators_exporter(tp2):
+    dcgm = one(tp2, "ServiceMonitor", "-dcgm")["spec"]
+    assert dcgm["selector"]["matchLabels"] == {"app": "nvidia-dcgm-exporter"}
+    assert dcgm["namespaceSelector"]["matchNames"] == ["gpu-operator"]
+    assert dcgm["endpoints"][0]["port"] == "gpu-metrics"
+
+
 def test_servicemonitor_selects_the_metrics_service_only(tp2):
-    monitor = one(tp2, "ServiceMonitor")
+    monitor = one(tp2, "ServiceMonitor", "llama-triton")
     selector = monitor["spec"]["selector"]["matchLabels"]
     selected = [s["metadata"]["name"] for s in tp2 if s["kind"] == "Service"
                 and selector.items() <= s["metadata"]["labels"].items()]
@@ -226,7 +233,7 @@ def test_prometheusrule_carries_the_generated_slo_alerts(tp2):
     assert rule["spec"] == alerts.rules_document()
     assert rule["metadata"]["labels"]["release"] == "kube-prometheus-stack"
     # the job the alerts select is the job the ServiceMonitor gives its targets
-    relabel = one(tp2, "ServiceMonitor")["spec"]["endpoints"][0]["relabelings"]
+    relabel = one(tp2, "ServiceMonitor", "llama-triton")["spec"]["endpoints"][0]["relabelings"]
     assert {"targetLabel": "job", "replacement": alerts.SCRAPE_JOB} in relabel
 
 
