@@ -20,6 +20,7 @@ from client.errors import ClientError, InvalidRequestError, RequestTimeout, Serv
 from contract import names
 from openai_front.errors import ApiError, param_of, unsupported
 from openai_front.logprobs import TokenTexts
+from openai_front.metrics import FrontMetrics, MetricsMiddleware
 from openai_front.tools import tool_plan
 from openai_front.schemas import ChatCompletionRequest, CompletionRequest
 from openai_front.translate import ResponseShaper, chat_input, completion_input, new_id
@@ -92,6 +93,7 @@ def create_app(settings: FrontSettings) -> FastAPI:
 
     app = FastAPI(title="Llama on Triton - OpenAI-compatible API", lifespan=lifespan)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
+    app.add_middleware(MetricsMiddleware, metrics=FrontMetrics())  # outermost: counts 413s too
 
     @app.exception_handler(ApiError)
     async def api_error(request: Request, e: ApiError):
@@ -118,6 +120,10 @@ def create_app(settings: FrontSettings) -> FastAPI:
         if model not in (settings.model_name, names.ENSEMBLE):
             raise ApiError(404, f"model {model!r} does not exist; this server serves {settings.model_name!r}",
                            param="model", code="model_not_found")
+
+    @app.get("/live")
+    async def live():  # the process answers: the liveness probe (readiness is /health, Triton's too)
+        return {"status": "ok"}
 
     @app.get("/health")
     async def health():
