@@ -22,6 +22,10 @@ OPENAI_PORT ?= 9000
 PYTEST_ARGS ?=
 VALUES ?=
 ENGINE_DIR ?=
+# make bench: USD per instance-hour (adds $/1M output tokens to the report) and the GPU split.
+PRICE_PER_HOUR ?=
+GPUS_PER_REPLICA ?= 1
+GPUS_PER_INSTANCE ?= 1
 
 # Nothing is cached outside the repository, and nothing is fetched from a model hub.
 export HF_HOME := $(CURDIR)/build/hf-home
@@ -49,6 +53,7 @@ help:
 	@echo "make serve-detached / make stop   the same in the background"
 	@echo "make client PROMPT='...'          stream a completion from a running server"
 	@echo "make bench         genai-perf sweeps + baselines (offline engine, one-at-a-time, transformers serve): build/bench/report"
+	@echo "                   [PRICE_PER_HOUR=usd GPUS_PER_REPLICA=n GPUS_PER_INSTANCE=n] adds \$$/1M output tokens"
 	@echo "make bench-throughput          output tok/s at concurrency 1 and 16 (in-flight batching speed-up)"
 	@echo "make chart-check   [VALUES='a.yaml b.yaml'] [ENGINE_DIR=...] helm lint + render + Kubernetes schema check"
 	@echo "make chart-template [VALUES=...] [ENGINE_DIR=...]  the Kubernetes manifests (like helm template)"
@@ -121,11 +126,16 @@ stop: venv
 client: venv
 	$(PY) -m client generate "$(PROMPT)" --stream
 
+# The default model card's sampling (HuggingFaceTB/SmolLM2-135M-Instruct: temperature 0.2,
+# top_p 0.9): greedy decoding of a 135M model loops ("a fierce sense of honor and a fierce
+# sense of duty" three times).  A fixed seed keeps the demo repeatable.
+DEMO_SAMPLING ?= --temperature 0.2 --top-p 0.9 --seed 7
+
 demo: build-engine
-	$(PY) -m serving run -- $(PY) -m client generate "$(PROMPT)" --stream --max-tokens 200
+	$(PY) -m serving run -- $(PY) -m client generate "$(PROMPT)" --stream --max-tokens 200 $(DEMO_SAMPLING)
 
 bench: build-engine
-	$(PY) -m bench suite
+	$(PY) -m bench suite $(if $(PRICE_PER_HOUR),--price-per-hour $(PRICE_PER_HOUR) --gpus-per-replica $(GPUS_PER_REPLICA) --gpus-per-instance $(GPUS_PER_INSTANCE),)
 
 bench-throughput: build-engine
 	$(PY) -m serving run -- $(PY) -m bench throughput --concurrency 1 --concurrency 16

@@ -57,14 +57,24 @@ def throughput(url: str, levels: tuple[int, ...], requests_per_level: int | None
 @click.option("--concurrency", "levels", multiple=True, type=int, default=(1, 4, 16), show_default=True)
 @click.option("--request-rate", "rates", multiple=True, type=float, default=(1.0, 2.0, 4.0), show_default=True)
 @click.option("--peer/--no-peer", default=True, show_default=True, help="Compare with transformers serve.")
-def suite(repository, out, slo_ttft_ms, slo_itl_ms, input_tokens, output_tokens, levels, rates, peer):
+@click.option("--price-per-hour", "price_per_hour", type=float, default=None,
+              help="USD per instance-hour: the report adds $/1M output tokens per load level and at the SLO-meeting load.")
+@click.option("--gpus-per-replica", type=int, default=1, show_default=True, help="GPUs one replica uses (TP x PP).")
+@click.option("--gpus-per-instance", type=int, default=1, show_default=True, help="GPUs the priced instance has.")
+def suite(repository, out, slo_ttft_ms, slo_itl_ms, input_tokens, output_tokens, levels, rates, peer,
+          price_per_hour, gpus_per_replica, gpus_per_instance):
     """Sweeps with genai-perf/perf_analyzer, the baselines side by side, a Markdown report with plots."""
+    from bench.cost import Pricing
     from bench.genai_perf import Slo
     from bench.suite import SuiteConfig, run_suite
 
+    try:
+        pricing = None if price_per_hour is None else Pricing(price_per_hour, gpus_per_replica, gpus_per_instance)
+    except ValueError as e:
+        raise click.BadParameter(str(e)) from None
     config = SuiteConfig(repository=repository, out=out, slo=Slo(slo_ttft_ms / 1000, slo_itl_ms / 1000),
                          input_tokens=input_tokens, output_tokens=output_tokens, concurrency=tuple(sorted(levels)),
-                         request_rates=tuple(rates), peer=peer)
+                         request_rates=tuple(rates), peer=peer, pricing=pricing)
     click.echo(f"report: {run_suite(config)}")
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from bench.cost import Pricing, fmt, run_cost, summary_line
 from bench.genai_perf import RunResult
 
 
@@ -12,14 +13,42 @@ def _ms(x: float) -> str:
     return f"{x * 1000:.0f}"
 
 
-def results_table(results: list[RunResult]) -> list[str]:
-    lines = ["| target | workload | load | out tok/s | req/s | goodput req/s | SLO met | TTFT p50/p99 ms | ITL p50/p99 ms | latency p50/p99 ms |",
-             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+def results_table(results: list[RunResult], pricing: Pricing | None = None) -> list[str]:
+    cost_head, cost_rule = (" $/1M out tok | $/1M good out tok |", "---:|---:|") if pricing else ("", "")
+    lines = ["| target | workload | load | out tok/s | req/s | goodput req/s | SLO met | TTFT p50/p99 ms | ITL p50/p99 ms | latency p50/p99 ms |" + cost_head,
+             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|" + cost_rule]
     for r in results:
-        lines.append(f"| {r.target} | {r.workload} | {r.load} | {r.output_tokens_per_s:.0f} | {r.requests_per_s:.2f} | "
-                     f"{r.goodput_rps:.2f} | {r.slo_met_fraction:.0%} | {_ms(r.ttft_s['p50'])} / {_ms(r.ttft_s['p99'])} | "
-                     f"{_ms(r.itl_s['p50'])} / {_ms(r.itl_s['p99'])} | {_ms(r.latency_s['p50'])} / {_ms(r.latency_s['p99'])} |")
+        line = (f"| {r.target} | {r.workload} | {r.load} | {r.output_tokens_per_s:.0f} | {r.requests_per_s:.2f} | "
+                f"{r.goodput_rps:.2f} | {r.slo_met_fraction:.0%} | {_ms(r.ttft_s['p50'])} / {_ms(r.ttft_s['p99'])} | "
+                f"{_ms(r.itl_s['p50'])} / {_ms(r.itl_s['p99'])} | {_ms(r.latency_s['p50'])} / {_ms(r.latency_s['p99'])} |")
+        if pricing:
+            cost = run_cost(r, pricing)
+            line += f" {fmt(cost.usd_per_m_output)} | {fmt(cost.usd_per_m_good_output)} |"
+        lines.append(line)
     return lines
+
+
+def plot_cost(results: list[RunResult], pricing: Pricing, path: Path) -> None:
+    """$/1M output tokens (all, and within the SLO) at each load level of the sweep."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    points = [(r, run_cost(r, pricing)) for r in results]
+    fig, ax = plt.subplots(figsize=(7, 4))
+    labels = [r.load for r, _ in points]
+    for key, label, marker in (("usd_per_m_output", "all output tokens", "o"),
+                               ("usd_per_m_good_output", "tokens of requests within the SLO", "s")):
+        ys = [getattr(c, key) if getattr(c, key) is not None else float("nan") for _, c in points]
+        ax.plot(labels, ys, "-" + marker, label=label)
+    ax.set(title=f"Cost per 1M output tokens (${pricing.replica_hour_usd:.4g} per replica-hour)",
+           xlabel="load level", ylabel="USD per 1M output tokens", yscale="log")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
 
 
 def plot_latency_vs_throughput(results: list[RunResult], path: Path) -> None:
@@ -70,7 +99,7 @@ def plot_ttft_cdf(results: list[RunResult], path: Path) -> None:
     plt.close(fig)
 
 
-def write(out: Path, summary: dict, results: list[RunResult], notes: list[str]) -> Path:
+def write(out: Path, summary: dict, results: list[RunResult], notes: list[str], pricing: Pricing | None = None) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     sweep = [r for r in results if r.target == "triton-ensemble" and r.workload == summary["workload"]]
     plot_latency_vs_throughput(sweep, out / "latency_vs_throughput.png")
@@ -81,8 +110,13 @@ def write(out: Path, summary: dict, results: list[RunResult], notes: list[str]) 
              f"ITL <= {summary['slo']['itl_ms']} ms. Every number below was measured in this run, side by side.", "",
              "## Against the baselines", ""]
     lines += [f"- {line}" for line in summary["ratios"]]
-    lines += ["", "## All runs", ""] + results_table(results)
+    if pricing:
+        plot_cost(sweep, pricing, out / "cost_per_token.png")
+        lines += [f"- {summary_line(sweep, pricing)}"]
+    lines += ["", "## All runs", ""] + results_table(results, pricing)
     lines += ["", "![latency vs throughput](latency_vs_throughput.png)", "", "![TTFT CDF](ttft_cdf.png)", ""]
+    if pricing:
+        lines += ["![cost per token](cost_per_token.png)", ""]
     if notes:
         lines += ["## Notes", ""] + [f"- {n}" for n in notes] + [""]
     lines += ["Raw per-run data: results.json; genai-perf / perf_analyzer artifacts: the `runs/` folders."]

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from serving import prometheus
+from bench.cost import Pricing
 from bench.cpu_account import CpuAccount
 from bench.environments import BUILD, ROOT, ensure_venv
 from bench.genai_perf import Endpoint, Load, RunResult, Slo, Target, Workload, run
@@ -35,6 +36,7 @@ class SuiteConfig:
     concurrency: tuple[int, ...] = (1, 4, 16)
     request_rates: tuple[float, ...] = (1.0, 2.0, 4.0)
     peer: bool = True
+    pricing: Pricing | None = None  # $/1M output tokens in the report when set
     notes: list[str] = field(default_factory=list)
 
 
@@ -136,7 +138,7 @@ def run_suite(config: SuiteConfig) -> Path:
         "workload": fixed.name, "ratios": ratios, "offline": offline.__dict__,
         "seconds": round(time.monotonic() - t_start, 1),
     }
-    return write(config.out, summary, results, config.notes)
+    return write(config.out, summary, results, config.notes, config.pricing)
 
 
 def http(config: SuiteConfig, name: str, base_url: str, model: str, texts: list[str], workload: Workload) -> RunResult:

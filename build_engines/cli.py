@@ -47,9 +47,12 @@ def _fail(e: Exception) -> None:
 
 
 @click.group()
-@click.option("-v", "--verbose", is_flag=True)
+@click.option("-v", "--verbose", is_flag=True, help="Also show the build tools' own output (always in the build log).")
 def main(verbose: bool) -> None:
     """Build engines from Llama checkpoints and render the Triton model repository."""
+    from build_engines.process import Echo
+
+    Echo.child_output = verbose
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
 
 

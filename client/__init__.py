@@ -3,9 +3,9 @@
 from client.aio_client import AsyncLlmClient
 from client.errors import ClientError, InvalidRequestError, RequestCancelled, RequestTimeout, ServerUnavailable
 from client.sync_client import LlmClient
-from client.types import ChatMessage, GenerationResult, SamplingParams, StreamChunk
+from client.types import ChatMessage, GenerationResult, Guide, SamplingParams, StreamChunk
 
 __all__ = [
-    "AsyncLlmClient", "LlmClient", "ChatMessage", "GenerationResult", "SamplingParams", "StreamChunk",
+    "AsyncLlmClient", "LlmClient", "ChatMessage", "GenerationResult", "Guide", "SamplingParams", "StreamChunk",
     "ClientError", "InvalidRequestError", "RequestCancelled", "RequestTimeout", "ServerUnavailable",
 ]

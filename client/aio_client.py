@@ -137,34 +137,55 @@ class AsyncLlmClient:
     async def generate(self, prompt: Prompt, sampling: SamplingParams = SamplingParams(), *,
                        timeout_s: float | None = None, stream: bool = True) -> GenerationResult:
         """The whole answer, with token counts and timings (TTFT, per-chunk arrivals)."""
+        if sampling.n != 1:
+            raise ValueError("generate() returns one answer: use generate_n() for n > 1")
+        return (await self.generate_n(prompt, sampling, timeout_s=timeout_s, stream=stream))[0]
+
+    async def generate_n(self, prompt: Prompt, sampling: SamplingParams = SamplingParams(), *,
+                         timeout_s: float | None = None, stream: bool = True) -> list[GenerationResult]:
+        """The n answers of `sampling.n` (one GenerationResult per sequence_index, in order)."""
         t0 = time.monotonic()
-        parts: list[str] = []
-        times: list[float] = []
-        log_probs: list[float] = []
-        token_ids: list[int] = []
-        last: StreamChunk | None = None
-        finish = ""
-        first_text_s = None
+        collected = [_Collector() for _ in range(sampling.n)]
         async for chunk in self.stream(prompt, sampling, timeout_s=timeout_s, stream=stream):
-            parts.append(chunk.text)
-            times.append(chunk.arrived_s)
-            log_probs.extend(chunk.log_probs)
-            token_ids.extend(chunk.token_ids)
-            if first_text_s is None and chunk.text:
-                first_text_s = chunk.arrived_s
-            finish = finish or chunk.finish_reason
-            last = chunk
+            collected[chunk.sequence_index].add(chunk)
         latency = time.monotonic() - t0
+        return [c.result(latency, stream) for c in collected]
+
+
+class _Collector:
+    """One sequence's chunks -> its GenerationResult."""
+
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+        self.times: list[float] = []
+        self.log_probs: list[float] = []
+        self.token_ids: list[int] = []
+        self.last: StreamChunk | None = None
+        self.finish = ""
+        self.first_text_s: float | None = None
+
+    def add(self, chunk: StreamChunk) -> None:
+        self.parts.append(chunk.text)
+        self.times.append(chunk.arrived_s)
+        self.log_probs.extend(chunk.log_probs)
+        self.token_ids.extend(chunk.token_ids)
+        if self.first_text_s is None and chunk.text:
+            self.first_text_s = chunk.arrived_s
+        self.finish = self.finish or chunk.finish_reason
+        self.last = chunk
+
+    def result(self, latency: float, stream: bool) -> GenerationResult:
+        last = self.last
         return GenerationResult(
-            text="".join(parts),
-            finish_reason=finish,
+            text="".join(self.parts),
+            finish_reason=self.finish,
             prompt_tokens=last.num_input_tokens if last else 0,
             completion_tokens=last.num_output_tokens if last else 0,
-            ttft_s=(first_text_s if first_text_s is not None else latency) if stream else None,
+            ttft_s=(self.first_text_s if self.first_text_s is not None else latency) if stream else None,
             latency_s=latency,
-            chunk_times_s=times,
-            token_ids=token_ids,
-            log_probs=log_probs,
+            chunk_times_s=self.times,
+            token_ids=self.token_ids,
+            log_probs=self.log_probs,
         )
 
 

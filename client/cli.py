@@ -11,7 +11,7 @@ import click
 
 from client.errors import ClientError
 from client.sync_client import LlmClient
-from client.types import ChatMessage, SamplingParams
+from client.types import ChatMessage, Guide, SamplingParams
 from contract import names
 
 
@@ -27,6 +27,13 @@ def sampling_options(f):
         click.option("--presence-penalty", type=float, default=None),
         click.option("--frequency-penalty", type=float, default=None),
         click.option("--stop", multiple=True, help="Stop string (repeatable)."),
+        click.option("-n", "--n", "n", type=int, default=None, help="Independent samples per prompt."),
+        click.option("--logprobs", "return_log_probs", is_flag=True, default=None,
+                     help="Return each token's log prob (shown with --json)."),
+        click.option("--json-schema", default=None, help="Guided decoding: a JSON schema (text or @file)."),
+        click.option("--json-object", is_flag=True, default=False, help="Guided decoding: any JSON object."),
+        click.option("--regex", default=None, help="Guided decoding: the answer matches this regex."),
+        click.option("--grammar", default=None, help="Guided decoding: an EBNF grammar (text or @file)."),
         click.option("--timeout", "timeout_s", type=float, default=None, help="Seconds; the request is cancelled after."),
     ]
     for option in reversed(options):
@@ -34,10 +41,30 @@ def sampling_options(f):
     return f
 
 
+def _text_or_file(value: str) -> str:
+    return Path(value[1:]).read_text() if value.startswith("@") else value
+
+
+def _guide(kwargs: dict) -> Guide | None:
+    given = {k: kwargs.get(k) for k in ("json_schema", "json_object", "regex", "grammar") if kwargs.get(k)}
+    if len(given) > 1:
+        raise click.UsageError(f"give one of --json-schema, --json-object, --regex, --grammar; got {sorted(given)}")
+    if "json_schema" in given:
+        return Guide("json_schema", _text_or_file(given["json_schema"]))
+    if "json_object" in given:
+        return Guide.json_schema({"type": "object"})
+    if "regex" in given:
+        return Guide("regex", given["regex"])
+    if "grammar" in given:
+        return Guide("ebnf_grammar", _text_or_file(given["grammar"]))
+    return None
+
+
 def _sampling(kwargs: dict) -> SamplingParams:
     fields = {f.name for f in dataclasses.fields(SamplingParams)}
     values = {k: v for k, v in kwargs.items() if k in fields and v is not None}
     values["stop"] = tuple(kwargs.get("stop") or ())
+    values["guide"] = _guide(kwargs)
     return SamplingParams(**values)
 
 
@@ -76,22 +103,28 @@ def generate(ctx, prompt, prompt_file, stream, as_chat, as_json, timeout_s, **kw
         with _client(ctx) as client:
             for text in prompts:
                 request = [ChatMessage("user", text)] if as_chat else text
-                if stream and not as_json:
+                if stream and not as_json and sampling.n == 1:
                     for chunk in client.stream(request, sampling, timeout_s=timeout_s):
                         click.echo(chunk.text, nl=False)
                     click.echo()
                     continue
-                result = client.generate(request, sampling, timeout_s=timeout_s, stream=stream)
-                if as_json:
-                    click.echo(json.dumps({
-                        "prompt": text, "text": result.text, "finish_reason": result.finish_reason,
-                        "prompt_tokens": result.prompt_tokens, "completion_tokens": result.completion_tokens,
-                        # Without --stream the answer comes in one response: no first-token time to report.
-                        "ttft_s": None if result.ttft_s is None else round(result.ttft_s, 4),
-                        "latency_s": round(result.latency_s, 4),
-                    }, ensure_ascii=False))
-                else:
-                    click.echo(result.text)
+                results = client.generate_n(request, sampling, timeout_s=timeout_s, stream=stream)
+                for index, result in enumerate(results):
+                    if as_json:
+                        record = {
+                            "prompt": text, "text": result.text, "finish_reason": result.finish_reason,
+                            "prompt_tokens": result.prompt_tokens, "completion_tokens": result.completion_tokens,
+                            # Without --stream the answer comes in one response: no first-token time to report.
+                            "ttft_s": None if result.ttft_s is None else round(result.ttft_s, 4),
+                            "latency_s": round(result.latency_s, 4),
+                        }
+                        if sampling.n > 1:
+                            record["index"] = index
+                        if sampling.return_log_probs:
+                            record |= {"token_ids": result.token_ids, "log_probs": result.log_probs}
+                        click.echo(json.dumps(record, ensure_ascii=False))
+                    else:
+                        click.echo(f"[{index}] {result.text}" if sampling.n > 1 else result.text)
     except ClientError as e:
         raise click.ClickException(f"{type(e).__name__}: {e}") from None
     except KeyboardInterrupt:
@@ -106,6 +139,8 @@ def generate(ctx, prompt, prompt_file, stream, as_chat, as_json, timeout_s, **kw
 def chat(ctx, system, timeout_s, **kwargs):
     """Interactive chat with history (empty line or Ctrl-D to quit; Ctrl-C stops an answer)."""
     sampling = _sampling(kwargs)
+    if sampling.n != 1:
+        raise click.UsageError("chat keeps one history: -n must be 1 (use generate -n N)")
     history: list[ChatMessage] = [ChatMessage("system", system)] if system else []
     with _client(ctx) as client:
         while True:

@@ -66,6 +66,14 @@ def build_inputs(prompt: str | Sequence[ChatMessage], sampling: SamplingParams, 
         inputs.append(_tensor("bad_words", sampling.bad_words))
     if sampling.return_log_probs:
         inputs.append(_tensor("return_log_probs", True))
+    if sampling.n != 1:
+        if sampling.n < 1:
+            raise InvalidRequestError(f"invalid 'n': must be >= 1, got {sampling.n}")
+        inputs.append(_tensor("num_return_sequences", sampling.n))
+    if sampling.guide is not None:
+        inputs.append(_tensor("guided_decoding_guide_type", sampling.guide.type))
+        if sampling.guide.guide:
+            inputs.append(_tensor("guided_decoding_guide", sampling.guide.guide))
     return inputs
 
 

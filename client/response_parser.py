@@ -36,4 +36,5 @@ def parse_chunk(result, arrived_s: float) -> StreamChunk | None:
         token_ids=tuple(int(x) for x in ids.reshape(-1)) if ids is not None else (),
         log_probs=tuple(float(x) for x in log_probs.reshape(-1)) if log_probs is not None else (),
         arrived_s=arrived_s,
+        sequence_index=_int(result, "sequence_index"),
     )

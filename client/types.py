@@ -12,6 +12,21 @@ class ChatMessage:
 
 
 @dataclass(frozen=True)
+class Guide:
+    """Guided decoding (NVIDIA's guided_decoding_guide_type / guided_decoding_guide): the engine
+    constrains every token, so the answer always matches."""
+
+    type: str  # json (any JSON) | json_schema | regex | ebnf_grammar
+    guide: str = ""  # the schema (JSON text), regex or grammar; empty for json
+
+    @classmethod
+    def json_schema(cls, schema: dict) -> "Guide":
+        import json
+
+        return cls("json_schema", json.dumps(schema))
+
+
+@dataclass(frozen=True)
 class SamplingParams:
     max_tokens: int | None = None  # None: the server's default
     temperature: float | None = None  # 0: greedy
@@ -25,6 +40,8 @@ class SamplingParams:
     stop: tuple[str, ...] = ()
     bad_words: tuple[str, ...] = ()
     return_log_probs: bool = False
+    n: int = 1  # independent samples (num_return_sequences); chunks carry sequence_index
+    guide: Guide | None = None
     skip_special_tokens: bool | None = None
     # Prepend a text prompt to the output.  Done by the client: NVIDIA's ensemble contract never
     # streams the prompt back (exclude_input_in_output=false echoes only a non-streamed answer).
@@ -40,6 +57,7 @@ class StreamChunk:
     token_ids: tuple[int, ...] = ()  # the engine's new tokens (before stop strings are cut)
     log_probs: tuple[float, ...] = ()
     arrived_s: float = 0.0  # seconds since the request was sent
+    sequence_index: int = 0  # which of the n samples this chunk continues
 
 
 @dataclass

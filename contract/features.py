@@ -134,10 +134,19 @@ class EngineFeatures:
         return cls(label, frozenset(Feature[n] for n in names))
 
 
-CPU_ENGINE = EngineFeatures("the CPU engine (OpenVINO GenAI)", frozenset())
+# The CPU engine: n samples per prompt (OpenVINO GenAI num_return_sequences, multinomial
+# sampling) and guided decoding (StructuredOutputConfig: JSON schema, regex, EBNF grammar).
+CPU_ENGINE = EngineFeatures("the CPU engine (OpenVINO GenAI)",
+                            frozenset({Feature.MULTIPLE_SEQUENCES, Feature.GUIDED_DECODING}))
 # What the C++ tensorrt_llm backend honours for every engine this kit builds (the logits
 # need engines built to gather them, LoRA a LoRA engine, guided decoding a configured
-# backend: none of which the kit builds yet).
+# backend: none of which the kit builds yet).  Upstream has n samples (semantics rows
+# input.num_return_sequences -> SamplingConfig.numReturnSequences, output.sequence_index) and
+# guided decoding (row param.guided_decoding_backend with xgrammar_tokenizer_info_path; the
+# stand-in's settings refuse a configured backend), but the relays here end a streamed
+# request with one closing response per prompt, not per sequence, and the renderer writes no
+# guided-decoding backend: both refused until they are wired (return_log_probs is honoured:
+# rows input.return_log_probs, output.output_log_probs).
 TRTLLM_ENGINE = EngineFeatures("TensorRT-LLM (engine flow)",
                                frozenset({Feature.PERF_METRICS, Feature.EMBEDDING_BIAS, Feature.BAD_WORDS}))
 # What tensorrt_llm_pytorch maps onto the LLM API (model_repository/engines/pytorch/sampling.py):

@@ -44,3 +44,38 @@ POSTPROCESSING_STREAMS = MetricSpec("llm_postprocessing_streams", MetricKind.GAU
 ENGINE_METRICS = (REQUESTS_RUNNING, REQUESTS_WAITING, KV_CACHE_USAGE, TIME_TO_FIRST_TOKEN, INTER_TOKEN_LATENCY,
                   QUEUE_TIME, GENERATED_TOKENS, REQUESTS_FINISHED)
 POSTPROCESSING_METRICS = (POSTPROCESSING_STREAMS,)
+
+
+# Standard-named aliases of our engine gauges: the names Triton's TensorRT-LLM C++ backend
+# exports, which the Gateway API Inference Extension's endpoint picker reads for the engine
+# type "triton-tensorrt-llm" (kubernetes-sigs/gateway-api-inference-extension v1.5.0,
+# pkg/epp/framework/plugins/datalayer/extractor/metrics/factories.go, defaultEngineConfigs;
+# docs/proposals/003-model-server-protocol/README.md).  The CPU and PyTorch-backend engines
+# publish them beside ours, so one picker configuration serves every engine of the kit.
+TRTLLM_REQUEST_METRICS = MetricSpec("nv_trt_llm_request_metrics", MetricKind.GAUGE,
+                                    "Alias of llm_requests_*: TensorRT-LLM backend request counts by type",
+                                    labels=("model", "request_type"))
+TRTLLM_KV_CACHE_BLOCK_METRICS = MetricSpec("nv_trt_llm_kv_cache_block_metrics", MetricKind.GAUGE,
+                                           "Alias of llm_kv_cache_usage_ratio: TensorRT-LLM backend KV-cache block metrics",
+                                           labels=("model", "kv_cache_block_type"))
+
+
+@dataclass(frozen=True)
+class Alias:
+    spec: MetricSpec  # the standard family
+    label: str
+    value: str
+
+    @property
+    def selector(self) -> str:
+        """The picker's metric specification, e.g. nv_trt_llm_request_metrics{request_type=waiting}."""
+        return f"{self.spec.name}{{{self.label}={self.value}}}"
+
+
+# our gauge -> its standard-named alias (TotalQueuedRequests, TotalRunningRequests, KVCacheUtilization)
+GAUGE_ALIASES = {
+    REQUESTS_WAITING.name: Alias(TRTLLM_REQUEST_METRICS, "request_type", "waiting"),
+    REQUESTS_RUNNING.name: Alias(TRTLLM_REQUEST_METRICS, "request_type", "scheduled"),
+    KV_CACHE_USAGE.name: Alias(TRTLLM_KV_CACHE_BLOCK_METRICS, "kv_cache_block_type", "fraction"),
+}
+ALIAS_METRICS = (TRTLLM_REQUEST_METRICS, TRTLLM_KV_CACHE_BLOCK_METRICS)

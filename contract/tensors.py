@@ -83,7 +83,7 @@ ENSEMBLE_INPUTS: tuple[TensorSpec, ...] = (
     _scalar("text_input", DType.STRING, "prompt text (UTF-8); a batch of prompts is [n, 1]"),
     _scalar("decoder_text_input", DType.STRING, "encoder-decoder models only (refused: Llama is decoder-only)"),
     _scalar("max_tokens", DType.INT32, "maximum number of generated tokens"),
-    _scalar("num_return_sequences", DType.INT32, "sequences per prompt (1 is supported)"),
+    _scalar("num_return_sequences", DType.INT32, "independent samples per prompt (responses carry sequence_index)"),
     TensorSpec("bad_words", DType.STRING, (-1,), optional=True, doc="words that must not be generated"),
     TensorSpec("stop_words", DType.STRING, (-1,), optional=True, doc="stop strings (output is cut before them)"),
     _scalar("exclude_input_in_output", DType.BOOL, "false echoes the prompt before a non-streamed output"),
@@ -247,10 +247,13 @@ PREPROCESSING_OUTPUTS: tuple[TensorSpec, ...] = tuple(
     dataclasses.replace(t, optional=False) for t in ENGINE_CORE_INPUTS
 )
 
+# sequence_index: each of num_return_sequences samples is its own text stream (its own
+# incremental detokenizer and stop-string state), keyed by (stream id, sequence_index).
 POSTPROCESSING_INPUTS: tuple[TensorSpec, ...] = (
     ENGINE_OUTPUTS[0],  # output_ids
     ENGINE_OUTPUTS[1],  # sequence_length
     dataclasses.replace(DETOKENIZE_PARAMS, optional=False),
+    dataclasses.replace(next(t for t in ENGINE_CLIENT_OUTPUTS if t.name == "sequence_index"), optional=True),
 )
 
 POSTPROCESSING_OUTPUTS: tuple[TensorSpec, ...] = tuple(

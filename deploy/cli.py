@@ -86,6 +86,14 @@ def dashboard() -> None:
     click.echo(write())
 
 
+@main.command()
+def alerts() -> None:
+    """Regenerate the SLO alert rules (deploy/helm/llama-triton/files/llm-alerts.rules.yaml) from deploy/alerts.py."""
+    from deploy.alerts import write
+
+    click.echo(write())
+
+
 def ci_values_files() -> list[Path]:
     return sorted(chart.CI_VALUES_DIR.glob("*-values.yaml"))
 

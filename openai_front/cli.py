@@ -26,15 +26,18 @@ def main() -> None:
 @click.option("--api-key-file", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help=f"File holding the API key (or set ${API_KEY_ENV}); unset = no authentication.")
 @click.option("--max-body-bytes", type=int, default=1 << 20, show_default=True)
+@click.option("--tokenizer", "tokenizer_dir", type=click.Path(exists=True, file_okay=False, path_type=Path),
+              default=None, help="Directory with the served checkpoint's tokenizer.json (token texts of logprobs).")
 @click.option("--request-timeout", "request_timeout_s", type=float, default=600.0, show_default=True)
-def serve(grpc_url, host, port, model_name, api_key_file, max_body_bytes, request_timeout_s) -> None:
+def serve(grpc_url, host, port, model_name, api_key_file, max_body_bytes, tokenizer_dir, request_timeout_s) -> None:
     import uvicorn
 
     from openai_front.app import FrontSettings, create_app
 
     api_key = api_key_file.read_text().strip() if api_key_file else os.environ.get(API_KEY_ENV) or None
     settings = FrontSettings(grpc_url=grpc_url, model_name=model_name, api_key=api_key,
-                             max_body_bytes=max_body_bytes, request_timeout_s=request_timeout_s)
+                             max_body_bytes=max_body_bytes, request_timeout_s=request_timeout_s,
+                             tokenizer_dir=tokenizer_dir)
     click.echo(f"OpenAI-compatible API on http://{host}:{port}/v1 (model {model_name!r}, "
                f"authentication {'on' if api_key else 'off'}) -> Triton {grpc_url}", err=True)
     uvicorn.run(create_app(settings), host=host, port=port, log_level="warning", timeout_graceful_shutdown=30)

@@ -31,6 +31,10 @@ class _Request(BaseModel):
     repetition_penalty: float | None = Field(default=None, gt=0.0)
     ignore_eos: bool = False
     skip_special_tokens: bool | None = None
+    # vLLM's guided decoding extensions (regex and grammar have no OpenAI field).
+    guided_json: dict | str | None = None
+    guided_regex: str | None = None
+    guided_grammar: str | None = None
 
 
 class StreamOptions(BaseModel):
@@ -51,6 +55,8 @@ class ChatMessageIn(BaseModel):
     role: Literal["system", "developer", "user", "assistant", "tool"]
     content: str | list[dict] | None = None
     name: str | None = None
+    tool_calls: list[dict] | None = None  # an assistant's earlier calls
+    tool_call_id: str | None = None  # a tool message answers this call
 
 
 class ChatCompletionRequest(_Request):

@@ -5,29 +5,52 @@ from __future__ import annotations
 import time
 import uuid
 
-from client.types import ChatMessage, GenerationResult, SamplingParams, StreamChunk
+import json
+
+from client.types import ChatMessage, GenerationResult, Guide, SamplingParams, StreamChunk
 from openai_front.errors import invalid, unsupported
 from openai_front.schemas import ChatCompletionRequest, CompletionRequest, _Request
+from openai_front.tools import ToolPlan, tool_plan
+
+
+MAX_N = 16  # samples per request (each holds a KV-cache sequence)
+TOP_LOGPROBS_NOTE = ("the engines return the chosen token's log prob only (OpenVINO GenAI 2026.4 computes one "
+                     "log prob per position; TensorRT-LLM's backend returns output_log_probs of the chosen tokens)")
 
 
 def _common_checks(req: _Request) -> None:
-    if req.n != 1:
-        raise unsupported("n", "only n=1")
-    if req.logprobs:
-        raise unsupported("logprobs")
+    if not 1 <= req.n <= MAX_N:
+        raise invalid(f"'n' must be in [1, {MAX_N}], got {req.n}", "n")
     if req.logit_bias:
         raise unsupported("logit_bias")
 
 
-def _sampling(req: _Request, max_tokens: int | None, echo: bool = False) -> SamplingParams:
+def _guide(req: _Request) -> Guide | None:
+    """vLLM's guided_* extensions (regex, grammar, JSON schema) on both endpoints."""
+    given = [(k, getattr(req, k)) for k in ("guided_json", "guided_regex", "guided_grammar") if getattr(req, k)]
+    if len(given) > 1:
+        raise invalid(f"send one of guided_json, guided_regex, guided_grammar; got {[k for k, _ in given]}")
+    if not given:
+        return None
+    name, value = given[0]
+    if name == "guided_json":
+        return Guide("json_schema", value if isinstance(value, str) else json.dumps(value))
+    return Guide("regex" if name == "guided_regex" else "ebnf_grammar", value)
+
+
+def _sampling(req: _Request, max_tokens: int | None, echo: bool = False, *, log_probs: bool = False,
+              guide: Guide | None = None) -> SamplingParams:
     stop = (req.stop,) if isinstance(req.stop, str) else tuple(req.stop or ())
     min_tokens = req.min_tokens
     if req.ignore_eos:
         if max_tokens is None:
             raise invalid("'ignore_eos' needs 'max_tokens'", "ignore_eos")
         min_tokens = max_tokens
+    temperature = req.temperature
+    if req.n > 1 and temperature is None:
+        temperature = 1.0  # OpenAI's default: n samples, not n copies of the greedy answer
     return SamplingParams(
-        max_tokens=max_tokens, temperature=req.temperature, top_p=req.top_p, top_k=req.top_k, min_tokens=min_tokens,
+        max_tokens=max_tokens, temperature=temperature, n=req.n, return_log_probs=log_probs, guide=guide, top_p=req.top_p, top_k=req.top_k, min_tokens=min_tokens,
         seed=req.seed, repetition_penalty=req.repetition_penalty, presence_penalty=req.presence_penalty,
         frequency_penalty=req.frequency_penalty, stop=stop, skip_special_tokens=req.skip_special_tokens, echo=echo,
     )
@@ -44,10 +67,15 @@ def completion_input(req: CompletionRequest) -> tuple[str, SamplingParams]:
         if len(prompt) != 1:
             raise unsupported("prompt", "send one prompt per request (a list of one string is fine)")
         prompt = prompt[0]
-    return prompt, _sampling(req, req.max_tokens, echo=req.echo)
+    if req.logprobs is not None and req.logprobs is not False and int(req.logprobs) > 0:
+        raise unsupported("logprobs", f"only 0 (the chosen tokens' log probs): {TOP_LOGPROBS_NOTE}")
+    return prompt, _sampling(req, req.max_tokens, echo=req.echo, log_probs=req.logprobs is not None
+                             and req.logprobs is not False, guide=_guide(req))
 
 
 def _content(message, index: int) -> str:
+    if message.tool_calls:  # an earlier call, as the model wrote it
+        return "".join(json.dumps(c.get("function", {}), ensure_ascii=False) for c in message.tool_calls)
     if message.content is None:
         return ""
     if isinstance(message.content, str):
@@ -62,14 +90,45 @@ def _content(message, index: int) -> str:
 
 def chat_input(req: ChatCompletionRequest) -> tuple[list[ChatMessage], SamplingParams]:
     _common_checks(req)
-    for name in ("tools", "functions", "tool_choice", "top_logprobs"):
-        if getattr(req, name):
-            raise unsupported(name)
-    if req.response_format and req.response_format.get("type") not in (None, "text"):
-        raise unsupported("response_format", "only {'type': 'text'}")
+    if req.functions:
+        raise unsupported("functions", "use 'tools'")
+    plan = tool_plan(req.tools, req.tool_choice)
+    if req.top_logprobs is not None:
+        if not req.logprobs:
+            raise invalid("'top_logprobs' needs 'logprobs': true", "top_logprobs")
+        if not 0 <= req.top_logprobs <= 20:
+            raise invalid(f"'top_logprobs' must be in [0, 20], got {req.top_logprobs}", "top_logprobs")
+        if req.top_logprobs > 0:
+            raise unsupported("top_logprobs", f"only 0: {TOP_LOGPROBS_NOTE}")
+    guide = _response_format(req.response_format) or _guide(req)
+    if plan is not None:
+        if guide is not None:
+            raise invalid("'tools' with a required call already fixes the output format; drop 'response_format'",
+                          "response_format")
+        guide = plan.guide()
     messages = [ChatMessage("system" if m.role == "developer" else m.role, _content(m, i))
                 for i, m in enumerate(req.messages)]
-    return messages, _sampling(req, req.max_completion_tokens or req.max_tokens)
+    if plan is not None:
+        messages.insert(0, plan.system_message())
+    return messages, _sampling(req, req.max_completion_tokens or req.max_tokens, log_probs=bool(req.logprobs),
+                               guide=guide)
+
+
+def _response_format(fmt: dict | None) -> Guide | None:
+    """OpenAI response_format -> guided decoding: json_object = any JSON object; json_schema =
+    the schema (strict or not, the engine constrains every token, so it always validates)."""
+    kind = (fmt or {}).get("type")
+    if kind in (None, "text"):
+        return None
+    if kind == "json_object":
+        return Guide.json_schema({"type": "object"})
+    if kind == "json_schema":
+        spec = fmt.get("json_schema")
+        if not isinstance(spec, dict) or not isinstance(spec.get("schema", {}), dict):
+            raise invalid("'response_format.json_schema' must be an object with a 'schema' object",
+                          "response_format")
+        return Guide.json_schema(spec.get("schema") or {"type": "object"})
+    raise invalid(f"'response_format.type' {kind!r} is not one of text, json_object, json_schema", "response_format")
 
 
 def usage(prompt_tokens: int, completion_tokens: int) -> dict:
@@ -82,38 +141,71 @@ def new_id(prefix: str) -> str:
 
 
 class ResponseShaper:
-    """Builds the bodies of one response (shared id, created, model)."""
+    """Builds the bodies of one response (shared id, created, model); `token_texts` given when
+    the request asked for log probs."""
 
-    def __init__(self, model: str, chat: bool) -> None:
+    def __init__(self, model: str, chat: bool, token_texts=None, tools: ToolPlan | None = None) -> None:
         self.chat = chat
+        self.tools = tools
         self.id = new_id("chatcmpl" if chat else "cmpl")
         self.created = int(time.time())
         self.model = model
+        self.token_texts = token_texts
 
     def _envelope(self, obj: str, choices: list[dict], **extra) -> dict:
         return {"id": self.id, "object": obj, "created": self.created, "model": self.model, "choices": choices} | extra
 
-    def whole(self, result: GenerationResult) -> dict:
-        finish = result.finish_reason or "stop"
-        if self.chat:
-            choice = {"index": 0, "message": {"role": "assistant", "content": result.text}, "finish_reason": finish,
-                      "logprobs": None}
-            return self._envelope("chat.completion", [choice], usage=usage(result.prompt_tokens, result.completion_tokens))
-        choice = {"index": 0, "text": result.text, "finish_reason": finish, "logprobs": None}
-        return self._envelope("text_completion", [choice], usage=usage(result.prompt_tokens, result.completion_tokens))
-
-    def first_chunk(self) -> dict | None:
-        if not self.chat:
+    def _logprobs(self, ids, log_probs) -> dict | None:
+        if self.token_texts is None:
             return None
-        return self._envelope("chat.completion.chunk", [{"index": 0, "delta": {"role": "assistant", "content": ""},
-                                                         "finish_reason": None, "logprobs": None}])
+        if self.chat:
+            return {"content": self.token_texts.chat_content(ids, log_probs), "refusal": None}
+        return self.token_texts.completion(ids, log_probs)
+
+    def whole(self, results: list[GenerationResult]) -> dict:
+        choices = []
+        for index, result in enumerate(results):
+            finish = result.finish_reason or "stop"
+            logprobs = self._logprobs(result.token_ids, result.log_probs)
+            if self.chat:
+                message, finish = self.message(result.text, finish)
+                choices.append({"index": index, "message": message, "finish_reason": finish, "logprobs": logprobs})
+            else:
+                choices.append({"index": index, "text": result.text, "finish_reason": finish, "logprobs": logprobs})
+        prompt = results[0].prompt_tokens if results else 0
+        used = usage(prompt, sum(r.completion_tokens for r in results))
+        return self._envelope("chat.completion" if self.chat else "text_completion", choices, usage=used)
+
+    def message(self, text: str, finish: str) -> tuple[dict, str]:
+        """The assistant message and finish reason of one whole answer (tool calls when asked;
+        an answer cut by max_tokens stays text: it may not be a whole call)."""
+        if self.tools is not None and finish == "stop":
+            return {"role": "assistant", "content": None, "tool_calls": [self.tools.call(text)]}, "tool_calls"
+        return {"role": "assistant", "content": text}, finish
+
+    def tool_call_chunk(self, index: int, text: str, finish: str) -> dict:
+        """A streamed tool call goes out whole, in its choice's last chunk."""
+        message, finish = self.message(text, finish)
+        delta = ({"tool_calls": [{"index": 0} | message["tool_calls"][0]]} if "tool_calls" in message
+                 else {"content": text})
+        return self._envelope("chat.completion.chunk", [{"index": index, "delta": delta, "finish_reason": finish,
+                                                          "logprobs": None}])
+
+    def first_chunks(self, n: int) -> list[dict]:
+        if not self.chat:
+            return []
+        return [self._envelope("chat.completion.chunk", [{"index": i, "delta": {"role": "assistant", "content": ""},
+                                                          "finish_reason": None, "logprobs": None}])
+                for i in range(n)]
 
     def chunk(self, chunk: StreamChunk, finish_reason: str | None) -> dict:
+        index = chunk.sequence_index
+        logprobs = self._logprobs(chunk.token_ids, chunk.log_probs) if chunk.token_ids else None
         if self.chat:
             delta = {"content": chunk.text} if chunk.text else {}
-            choice = {"index": 0, "delta": delta, "finish_reason": finish_reason, "logprobs": None}
+            choice = {"index": index, "delta": delta, "finish_reason": finish_reason, "logprobs": logprobs}
             return self._envelope("chat.completion.chunk", [choice])
-        choice = {"index": 0, "text": chunk.text, "finish_reason": finish_reason, "logprobs": None}
+        choice = {"index": index, "text": chunk.text, "finish_reason": finish_reason, "logprobs": logprobs}
         return self._envelope("text_completion", [choice])
 
     def usage_chunk(self, prompt_tokens: int, completion_tokens: int) -> dict:

@@ -15,7 +15,7 @@ from contract import names
 from serving import ports
 from serving.launch_record import PID_FILE, LaunchRecord, RecordError
 from serving.launcher import ServerFailed, ServerSettings, TritonServer
-from serving.openai_process import OpenAiFront, served_model_name
+from serving.openai_process import OpenAiFront, served_model_name, served_tokenizer_dir
 from serving.stop_signals import StopSignals
 from serving.supervisor import GaveUp, RestartPolicy, Supervisor
 from serving.teardown import StillRunning, launcher_process, stop_recorded
@@ -87,7 +87,8 @@ def _start(settings: ServerSettings, ready_timeout_s: float, openai_port: int,
         server.wait_ready(ready_timeout_s)
         if openai_port:
             front = OpenAiFront(settings.grpc_url, settings.host, openai_port, served_model_name(settings.repository),
-                                settings.log_file.with_name("openai_front.log"))
+                                settings.log_file.with_name("openai_front.log"),
+                                tokenizer_dir=served_tokenizer_dir(settings.repository))
             front.start()
     except (ServerFailed, RuntimeError) as e:
         if front:

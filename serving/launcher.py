@@ -114,7 +114,8 @@ def server_command(settings: ServerSettings, install: TritonInstall) -> list[str
 def server_env(install: TritonInstall, base: dict[str, str] | None = None) -> dict[str, str]:
     env = dict(os.environ if base is None else base)
     env["PATH"] = f"{Path(sys.prefix) / 'bin'}{os.pathsep}{env.get('PATH', '')}"
-    env["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in (str(install.lib_dir), env.get("LD_LIBRARY_PATH", "")) if p)
+    libs = (str(install.lib_dir), str(install.python_lib_dir or ""), env.get("LD_LIBRARY_PATH", ""))
+    env["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in libs if p)
     env.setdefault("PYTHONUNBUFFERED", "1")
     return env
 

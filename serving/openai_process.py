@@ -26,11 +26,24 @@ def served_model_name(repository: Path) -> str:
         return "default"
 
 
+def served_tokenizer_dir(repository: Path) -> Path | None:
+    """The directory of the tokenizer.json preprocessing uses (the front's token texts of logprobs)."""
+    try:
+        config = read_config(repository / names.PREPROCESSING / "config.pbtxt")
+        path = Path(config.parameters["tokenizer_dir"].string_value)
+    except (OSError, KeyError, ValueError, RuntimeError):
+        return None
+    return path if (path / "tokenizer.json").is_file() else None
+
+
 class OpenAiFront:
-    def __init__(self, grpc_url: str, host: str, port: int, model_name: str, log_file: Path) -> None:
+    def __init__(self, grpc_url: str, host: str, port: int, model_name: str, log_file: Path,
+                 tokenizer_dir: Path | None = None) -> None:
         self.url = f"http://{host}:{port}"
         self._cmd = [sys.executable, "-m", "openai_front", "serve", "--grpc-url", grpc_url, "--host", host,
                      "--port", str(port), "--model-name", model_name]
+        if tokenizer_dir is not None:
+            self._cmd += ["--tokenizer", str(tokenizer_dir)]
         self._log_file = log_file
         self.process: subprocess.Popen | None = None
 

@@ -18,6 +18,39 @@ _WORD_LISTS = ("stop_words_list", "bad_words_list")
 _VECTORS = {"input_ids": np.int32, "embedding_bias": np.float32}
 
 
+GUIDE_TYPES = ("json", "json_schema", "regex", "ebnf_grammar")  # TensorRT-LLM's names (GuidedDecodingParams)
+
+
+@dataclass(frozen=True)
+class GenerationOptions:
+    """The engine inputs the ensemble feeds straight from the client (ENGINE_PASSTHROUGH)
+    that an engine of ours honours; the others are refused by contract/features.py."""
+
+    num_return_sequences: int = 1
+    guided_decoding_guide_type: str = ""  # "" | one of GUIDE_TYPES
+    guided_decoding_guide: str = ""  # the JSON schema, regex or EBNF grammar
+
+    @classmethod
+    def from_arrays(cls, arrays: Mapping[str, np.ndarray]) -> "GenerationOptions":
+        """Raises ValueError naming the input on a malformed or unknown value."""
+        values: dict[str, object] = {}
+        for f in dataclasses.fields(cls):
+            if f.name in arrays and np.asarray(arrays[f.name]).size:
+                item = np.asarray(arrays[f.name]).reshape(-1)[0]
+                values[f.name] = _scalar_value(f.name, DType.STRING if f.type == "str" else DType.INT32, item)
+        options = cls(**values)
+        if options.num_return_sequences < 1:
+            raise ValueError(f"'num_return_sequences' must be >= 1, got {options.num_return_sequences}")
+        kind = options.guided_decoding_guide_type
+        if kind and kind not in GUIDE_TYPES:
+            raise ValueError(f"'guided_decoding_guide_type' {kind!r} is not supported; allowed: {list(GUIDE_TYPES)}")
+        if kind and kind != "json" and not options.guided_decoding_guide:
+            raise ValueError(f"'guided_decoding_guide' is empty; guide type {kind!r} needs one")
+        if options.guided_decoding_guide and not kind:
+            raise ValueError("'guided_decoding_guide' needs 'guided_decoding_guide_type'")
+        return options
+
+
 @dataclass(frozen=True)
 class EngineInputs:
     input_ids: tuple[int, ...]
@@ -41,6 +74,7 @@ class EngineInputs:
     streaming: bool = False
     stop: bool = False  # cancel the running request with this request's id (nothing else is read)
     detokenize_params: str = ""  # opaque; returned unchanged with every response
+    options: GenerationOptions = GenerationOptions()  # not a core tensor: the pass-through inputs
 
     @classmethod
     def stop_request(cls) -> "EngineInputs":
@@ -56,6 +90,8 @@ class EngineInputs:
         """This prompt's arrays, without the batch dimension."""
         out: dict[str, np.ndarray] = {}
         for f in dataclasses.fields(self):
+            if f.name not in _SPECS:
+                continue
             spec, value = _SPECS[f.name], getattr(self, f.name)
             if f.name in _WORD_LISTS:
                 out[f.name] = to_word_list([list(w) for w in value])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from contract.guided import guide_problems
 from model_repository.engine_step.engine_inputs import EngineInputs
 
 
@@ -42,4 +43,6 @@ class EngineRequestCheck:
         for words_field, words in (("stop_words_list", r.stop_words_list), ("bad_words_list", r.bad_words_list)):
             if any(not 0 <= t < self.vocab_size for w in words for t in w):
                 out.append(f"'{words_field}' holds ids outside the vocabulary")
+        if r.options.guided_decoding_guide_type:
+            out += guide_problems(r.options.guided_decoding_guide_type, r.options.guided_decoding_guide)
         return out

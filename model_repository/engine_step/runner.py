@@ -9,6 +9,7 @@ no busy waiting.  Nothing here imports Triton or OpenVINO: tests drive it with f
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import logging
 import threading
@@ -17,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Protocol, Sequence
 
 from model_repository.engine_step.engine_inputs import EngineInputs
+from model_repository.engine_step.sequences import SampleState, SequenceView, read_sequences
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +34,9 @@ class HandleStatus(enum.Enum):
 class Handle(Protocol):
     def read(self) -> tuple[list[int], list[float]]: ...  # new ids and their log probs
 
+    # Backends that sample several sequences per request (num_return_sequences) also have
+    # read_sequences() -> {sequence index: (new ids, their log probs)}; see sequences.py.
+
     def status(self) -> HandleStatus: ...
 
     def stop(self) -> None: ...
@@ -40,6 +45,10 @@ class Handle(Protocol):
 
 
 class GenerationBackend(Protocol):
+    # Whether guided decoding constrains every one of a request's num_return_sequences (False:
+    # the runner samples n guided sequences as n requests; see EngineRunner.submit).
+    guides_every_sequence: bool
+
     def add(self, request_id: int, request: EngineInputs) -> Handle: ...
 
     def step(self) -> None: ...
@@ -60,7 +69,8 @@ class FailCode(enum.Enum):
 class ResponseSink(Protocol):
     def is_cancelled(self) -> bool: ...
 
-    def send(self, ids: Sequence[int], log_probs: Sequence[float], cum_log_prob: float, final: bool) -> None: ...
+    def send(self, ids: Sequence[int], log_probs: Sequence[float], cum_log_prob: float, final: bool,
+             sequence: int = 0) -> None: ...  # `sequence`: which of num_return_sequences
 
     def fail(self, message: str, code: FailCode = FailCode.INTERNAL) -> None: ...  # error + final
 
@@ -91,11 +101,20 @@ class _Active:
     arrived: float
     request_id: str = ""  # Triton's request id, the key of `stop` requests
     last_token_at: float = 0.0
-    generated: list[int] = field(default_factory=list)
-    log_probs: list[float] = field(default_factory=list)
-    cum_log_prob: float = 0.0
-    sent: int = 0  # tokens already sent (streaming)
+    sequences: list[SampleState] = field(default_factory=list)
     multi_token_stops: tuple[tuple[int, ...], ...] = ()
+
+    @property
+    def generated(self) -> list[int]:  # the first sequence's (the only one unless n > 1)
+        return self.sequences[0].generated
+
+    @property
+    def total_generated(self) -> int:
+        return sum(len(s.generated) for s in self.sequences)
+
+    def send_all(self, final: bool) -> None:
+        for index, seq in enumerate(self.sequences):
+            seq.send_pending(self.sink, index, final)
 
 
 def multi_token_stops(request: EngineInputs) -> tuple[tuple[int, ...], ...]:
@@ -132,6 +151,16 @@ class EngineRunner:
 
     # --- called from Triton's thread ------------------------------------------------------
     def submit(self, request: EngineInputs, sink: ResponseSink, request_id: str = "") -> None:
+        n = request.options.num_return_sequences
+        if n > 1 and request.options.guided_decoding_guide_type and not getattr(
+                self._backend, "guides_every_sequence", True):
+            # n guided samples as n one-sequence requests (seeds seed, seed+1, ...): same
+            # seed, same n answers; each answers as its sequence_index.
+            one = dataclasses.replace(request.options, num_return_sequences=1)
+            for index in range(n):
+                part = dataclasses.replace(request, options=one, seed=(request.seed + index) % 2**64)
+                self.submit(part, SequenceView(sink, index), request_id)
+            return
         with self._cond:
             if self._stopping:
                 sink.fail("the engine is shutting down", FailCode.UNAVAILABLE)
@@ -183,6 +212,9 @@ class EngineRunner:
             except Exception as e:  # a broken step must not kill the thread silently
                 log.exception("engine step failed")
                 self._fail_all(f"engine step failed: {e}")
+                recover = getattr(self._backend, "recover", None)
+                if recover is not None:  # a backend whose failed step leaves it unusable starts afresh
+                    recover()
         self._fail_all("the engine is shutting down")
 
     def run_once(self, incoming: list[tuple[EngineInputs, ResponseSink, float, str]], stops: set[str] = frozenset()) -> None:
@@ -212,8 +244,12 @@ class EngineRunner:
             return
         now = self._clock()
         self._observer.on_scheduled(now - arrived)
+        n = request.options.num_return_sequences
+        # Multi-token stops end the request in the engine only with one sequence (OpenVINO
+        # stops a request, not one of its sequences); with n, postprocessing cuts each text.
         self._active[key] = _Active(request, sink, handle, arrived, request_id, last_token_at=arrived,
-                                    multi_token_stops=multi_token_stops(request))
+                                    sequences=[SampleState() for _ in range(n)],
+                                    multi_token_stops=multi_token_stops(request) if n == 1 else ())
 
     def _drop_cancelled(self, stops: set[str]) -> None:
         now = self._clock()
@@ -225,8 +261,8 @@ class EngineRunner:
                 # never reaches a BLS caller).
                 a.handle.cancel()
                 del self._active[key]
-                a.sink.send(a.generated[a.sent:], a.log_probs[a.sent:], a.cum_log_prob, True)
-                self._observer.on_finished(a.request, len(a.generated), HandleStatus.CANCELLED)
+                a.send_all(final=True)
+                self._observer.on_finished(a.request, a.total_generated, HandleStatus.CANCELLED)
                 continue
             if a.sink.is_cancelled():
                 message, code = "cancelled", FailCode.CANCELLED
@@ -238,42 +274,53 @@ class EngineRunner:
             a.handle.cancel()
             del self._active[key]
             a.sink.fail(message, code)
-            self._observer.on_finished(a.request, len(a.generated), HandleStatus.CANCELLED)
+            self._observer.on_finished(a.request, a.total_generated, HandleStatus.CANCELLED)
 
     def _deliver(self) -> None:
         now = self._clock()
         interval = self.stream_interval(len(self._active))
         for key, a in list(self._active.items()):
-            ids, lps = a.handle.read()
+            new = read_sequences(a.handle, len(a.sequences))
             status = a.handle.status()
-            if ids:
-                self._observer.on_tokens(not a.generated, now - a.last_token_at, len(ids))
+            count = sum(len(ids) for ids, _ in new.values())
+            if count:
+                self._observer.on_tokens(not a.total_generated, now - a.last_token_at, count)
                 a.last_token_at = now
-                for token, lp in zip(ids, lps or [0.0] * len(ids)):
-                    a.generated.append(token)
-                    a.log_probs.append(lp)
-                    a.cum_log_prob += lp
-                    if (status == HandleStatus.RUNNING and a.multi_token_stops
-                            and len(a.generated) >= a.request.min_tokens
-                            and ends_with_stop(a.generated, a.multi_token_stops)):
-                        a.handle.stop()
-                        status = HandleStatus.STOPPED
-                        break
+            for index, (ids, lps) in new.items():
+                a.sequences[index].take(ids, lps)
+            if (count and status == HandleStatus.RUNNING and a.multi_token_stops
+                    and self._hit_stop(a, len(new.get(0, ((), ()))[0]))):
+                a.handle.stop()
+                status = HandleStatus.STOPPED
             if status == HandleStatus.IGNORED:
                 del self._active[key]
                 a.sink.fail("the engine could not schedule the request (it does not fit the KV cache)",
                             FailCode.UNAVAILABLE)
                 continue
             final = status != HandleStatus.RUNNING
-            pending = len(a.generated) - a.sent
-            if a.request.streaming and pending and (final or a.sent == 0 or pending >= interval):
-                a.sink.send(a.generated[a.sent:], a.log_probs[a.sent:], a.cum_log_prob, final)
-                a.sent = len(a.generated)
-            elif final:
-                a.sink.send(a.generated[a.sent:], a.log_probs[a.sent:], a.cum_log_prob, True)
+            for index, seq in enumerate(a.sequences):
+                pending = len(seq.generated) - seq.sent
+                if a.request.streaming and pending and (final or seq.sent == 0 or pending >= interval):
+                    seq.send_pending(a.sink, index, final)
+                elif final:
+                    seq.send_pending(a.sink, index, True)
             if final:
                 del self._active[key]
-                self._observer.on_finished(a.request, len(a.generated), status)
+                self._observer.on_finished(a.request, a.total_generated, status)
+
+    @staticmethod
+    def _hit_stop(a: _Active, new: int) -> bool:
+        """A multi-token stop ended within the `new` tokens just read (one sequence): the
+        tokens after it are dropped, as the engine would never have made them."""
+        seq = a.sequences[0]
+        start = len(seq.generated) - new
+        for end in range(start + 1, len(seq.generated) + 1):
+            if end >= a.request.min_tokens and ends_with_stop(seq.generated[:end], a.multi_token_stops):
+                del seq.generated[end:]
+                seq.cum_log_prob -= sum(seq.log_probs[end:])
+                del seq.log_probs[end:]
+                return True
+        return False
 
     def stream_interval(self, running: int) -> int:
         """Tokens per streamed response (the first token always goes out alone, at once).

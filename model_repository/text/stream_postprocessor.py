@@ -87,12 +87,13 @@ class StreamPostprocessor:
             self._evict(self._clock())
             return len(self._live)
 
-    def process(self, params_json: str | bytes, ids: Sequence[int]) -> StepOutput:
+    def process(self, params_json: str | bytes, ids: Sequence[int], sequence: int = 0) -> StepOutput:
+        """`sequence`: which of the request's num_return_sequences samples (each its own stream)."""
         with self._lock:
-            return self._process(params_json, ids)
+            return self._process(params_json, ids, sequence)
 
-    def _process(self, params_json: str | bytes, ids: Sequence[int]) -> StepOutput:
-        stream_id = _stream_id(params_json)
+    def _process(self, params_json: str | bytes, ids: Sequence[int], sequence: int) -> StepOutput:
+        stream_id = _stream_id(params_json) + (f"#{sequence}" if sequence else "")
         now = self._clock()
         self._evict(now)
         if stream_id in self._ended:

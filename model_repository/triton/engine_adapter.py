@@ -6,6 +6,7 @@ they hand the rows to.  Imported only inside the Python-backend stub."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Callable, Iterable, Protocol
 
 import numpy as np
@@ -15,7 +16,7 @@ from contract import features
 from contract.tensors import ENGINE_CORE_INPUTS, ENGINE_INPUTS, ENGINE_OUTPUTS, by_name
 from model_repository.triton import triton_io
 from model_repository.engine_step.runner import FailCode, ResponseSink
-from model_repository.engine_step.engine_inputs import EngineInputs
+from model_repository.engine_step.engine_inputs import EngineInputs, GenerationOptions
 from model_repository.triton.response_channel import SharedChannel
 
 CORE_NAMES = frozenset(t.name for t in ENGINE_CORE_INPUTS)
@@ -26,17 +27,18 @@ SENT_OUTPUTS = tuple(by_name(ENGINE_OUTPUTS)[n] for n in (
 
 
 class TritonSink:
-    """Sends one prompt's responses (the engines' ResponseSink)."""
+    """Sends one prompt's responses (the engines' ResponseSink): one channel row per sequence
+    (num_return_sequences), each response tagged with its batch_index and sequence_index."""
 
-    def __init__(self, channel, detokenize_params, batch_index):
-        self._channel = channel
+    def __init__(self, channels, detokenize_params, batch_index):
+        self._channels = list(channels)
         self._echo = triton_io.text_array(detokenize_params)
         self._batch_index = np.array([[batch_index]], dtype=np.int32)
 
     def is_cancelled(self):
-        return self._channel.is_cancelled()
+        return self._channels[0].is_cancelled()
 
-    def send(self, ids, log_probs, cum_log_prob, final):
+    def send(self, ids, log_probs, cum_log_prob, final, sequence=0):
         n = len(ids)
         tensors = triton_io.output_tensors({
             "output_ids": np.asarray(ids, dtype=np.int32).reshape(1, 1, n),
@@ -44,13 +46,16 @@ class TritonSink:
             "cum_log_probs": np.array([[cum_log_prob]], dtype=np.float32),
             "output_log_probs": np.asarray(log_probs, dtype=np.float32).reshape(1, 1, n),
             "batch_index": self._batch_index,
-            "sequence_index": np.zeros((1, 1), dtype=np.int32),
+            "sequence_index": np.array([[sequence]], dtype=np.int32),
             "detokenize_params": self._echo,
         }, SENT_OUTPUTS)
-        self._channel.send(pb_utils.InferenceResponse(tensors), final=final)
+        self._channels[sequence].send(pb_utils.InferenceResponse(tensors), final=final)
 
     def fail(self, message, code=FailCode.INTERNAL):
-        triton_io.fail(self._channel, message, code.value)
+        *others, last = self._channels
+        for channel in others:  # ended without a word, so the error is the stream's final response
+            channel.finish()
+        triton_io.fail(last, message, code.value)
 
 
 class Engine(Protocol):
@@ -72,6 +77,8 @@ def serve_requests(requests: Iterable, engine: Engine, engine_features: features
         arrays = triton_io.read_inputs(request, ENGINE_INPUTS)
         try:
             rows = EngineInputs.rows({k: v for k, v in arrays.items() if k in CORE_NAMES})
+            options = GenerationOptions.from_arrays(arrays)
+            rows = [dataclasses.replace(row, options=options) for row in rows]
         except ValueError as e:
             triton_io.fail(channel, str(e), "INVALID_ARG")
             continue
@@ -82,6 +89,8 @@ def serve_requests(requests: Iterable, engine: Engine, engine_features: features
         if problems:
             triton_io.fail(channel, "; ".join(dict.fromkeys(problems)), "INVALID_ARG")
             continue
-        shared = SharedChannel(channel, len(rows))
+        n = options.num_return_sequences
+        shared = SharedChannel(channel, len(rows) * n)
         for index, row in enumerate(rows):
-            engine.submit(row, TritonSink(shared.row(), row.detokenize_params, index), request.request_id())
+            sink = TritonSink([shared.row() for _ in range(n)], row.detokenize_params, index)
+            engine.submit(row, sink, request.request_id())

@@ -21,8 +21,12 @@ class TritonMetricsPublisher:
     """Every `interval_s`: publish the recorder's buffered observations and read the gauges."""
 
     def __init__(self, model: str, specs: tuple[metrics.MetricSpec, ...], gauges: Callable[[], dict[str, float]],
-                 recorder: MetricsRecorder | None = None, interval_s: float = 0.25) -> None:
+                 recorder: MetricsRecorder | None = None, interval_s: float = 0.25, aliases: bool = False) -> None:
+        """aliases: also publish the gauges under their standard names (contract/metrics.py
+        GAUGE_ALIASES); only for an engine model, which no C++ TensorRT-LLM backend shares a server with."""
         self._model = model
+        self._aliases = metrics.GAUGE_ALIASES if aliases else {}
+        specs = tuple(specs) + (metrics.ALIAS_METRICS if aliases else ())
         self._specs = {s.name: s for s in specs}
         self._recorder = recorder
         self._gauges = gauges
@@ -33,11 +37,11 @@ class TritonMetricsPublisher:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="engine-metrics", daemon=True)
 
-    def _metric(self, name: str, outcome: str = ""):
-        key = (name, outcome)
+    def _metric(self, name: str, outcome: str = "", extra: tuple[str, str] | None = None):
+        key = (name, outcome if extra is None else "=".join(extra))
         if key not in self._metrics:
             spec = self._specs[name]
-            labels = {"model": self._model} | ({"outcome": outcome} if outcome else {})
+            labels = {"model": self._model} | ({"outcome": outcome} if outcome else {}) | (dict([extra]) if extra else {})
             kwargs = {"buckets": list(spec.buckets)} if spec.kind == metrics.MetricKind.HISTOGRAM else {}
             self._metrics[key] = self._families[name].Metric(labels=labels, **kwargs)
         return self._metrics[key]
@@ -60,6 +64,9 @@ class TritonMetricsPublisher:
                 self._metric(name, outcome).increment(increment)
         for name, value in self._gauges().items():
             self._metric(name).set(value)
+            alias = self._aliases.get(name)
+            if alias is not None:
+                self._metric(alias.spec.name, extra=(alias.label, alias.value)).set(value)
 
     def _loop(self) -> None:
         while not self._stop.wait(self._interval):

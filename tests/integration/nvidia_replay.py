@@ -128,9 +128,12 @@ def http_generate(http_url: str, model: str, body: Mapping[str, Any] | str, stre
         with urllib.request.urlopen(request, timeout=timeout_s) as response:
             raw = response.read().decode("utf-8")
             status = response.status
-    except urllib.error.HTTPError as e:
-        return HttpAnswer(e.code, json.loads(e.read() or b"{}"))
-    if not stream:
-        return HttpAnswer(status, json.loads(raw))
-    events = [json.loads(line[len("data:"):]) for line in raw.splitlines() if line.startswith("data:")]
-    return HttpAnswer(status, events)
+    except urllib.error.HTTPError as e:  # generate_stream's error comes as one server-sent event
+        raw = (e.read() or b"{}").decode("utf-8")
+        events = _events(raw)
+        return HttpAnswer(e.code, events[0] if events else json.loads(raw))
+    return HttpAnswer(status, _events(raw) if stream else json.loads(raw))
+
+
+def _events(raw: str) -> list[Any]:
+    return [json.loads(line[len("data:"):]) for line in raw.splitlines() if line.startswith("data:")]

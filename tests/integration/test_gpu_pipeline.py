@@ -190,3 +190,22 @@ def test_bls_gives_the_ensemble_results(server, client):
 
 def test_relay_echoes_detokenize_params(server):
     relay_tests.test_relay_echoes_detokenize_params_with_every_response(server)
+
+
+def test_log_probs_agree_with_hf_fp32_on_tensorrt_llm(server, default_checkpoint):
+    """Issue 12 on the C++ backend: return_log_probs -> output_log_probs (the relay keeps each
+    streamed response's own window), against the float32 checkpoint, fp16 engine."""
+    from tests.integration import test_generation_features as features_tests
+
+    features_tests.test_logprobs_agree_with_hf_fp32(server, default_checkpoint)
+
+
+def test_n_and_guided_decoding_are_refused_naming_the_input(server):
+    """Not configured for the engine flow yet (README, differences table): a clear INVALID_ARG."""
+    from client import Guide, InvalidRequestError
+
+    with LlmClient(server.settings.grpc_url) as client:
+        with pytest.raises(InvalidRequestError, match="'num_return_sequences'"):
+            client.generate_n("Hi", SamplingParams(max_tokens=4, n=2, temperature=1.0))
+        with pytest.raises(InvalidRequestError, match="'guided_decoding_guide_type'"):
+            client.generate("Hi", SamplingParams(max_tokens=4, guide=Guide("regex", "[a-z]+")))

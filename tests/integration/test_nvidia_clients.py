@@ -197,17 +197,24 @@ def assert_refused(served_layout: str, message: str, ensemble_input: str, engine
         assert "[INVALID_ARG]" in message and f"'{ensemble_input}'" in message and engine.label in message, message
 
 
-REFUSED = ("num_return_sequences", "return_perf_metrics")
-
-
 @pytest.mark.parametrize("model", MODELS)
-@pytest.mark.parametrize("case_name", REFUSED)
-def test_features_the_engine_lacks_are_refused_by_name(request, served, model, case_name):
+@pytest.mark.parametrize("case_name", ("num_return_sequences", "return_perf_metrics"))
+def test_features_are_honoured_or_refused_by_name(request, served, model, case_name):
+    """`-n 2` and `--return-perf-metrics`: an engine that has the feature answers it (n
+    sequences, each response placed by its sequence_index); one that lacks it refuses."""
     case = e2e(case_name)
     answer = replay(served, case, model)
-    assert not answer.results, "refused requests get no text"
-    assert len(answer.errors) == 1
-    assert_refused(request.node.callspec.params["served"], answer.errors[0].message(), case_name, case_name)
+    layout = request.node.callspec.params["served"]
+    honoured = INPUT_FEATURES[case_name].feature in ENGINE_OF[layout].features and layout not in STANDINS
+    if not honoured:
+        assert not answer.results, "refused requests get no text"
+        assert len(answer.errors) == 1
+        assert_refused(layout, answer.errors[0].message(), case_name, case_name)
+        return
+    assert not answer.errors, [e.message() for e in answer.errors]
+    assert case_name == "num_return_sequences"  # the only one a non-stand-in layout here honours
+    sequences = {int(r.as_numpy("sequence_index")[0][0]) for r in answer.results}
+    assert sequences == set(range(int(case.requests[0].input("num_return_sequences").value))), sequences
 
 
 # --- HTTP generate / generate_stream, as the docs' curl examples send them ----------------
@@ -269,9 +276,7 @@ def test_docs_bad_words_are_honoured_or_refused_by_name(request, served):
 UNKNOWN_KEYS = [
     ({"min_length": 4}, "'min_length'"),  # genai-perf's pre-1.0 name; declared by neither NVIDIA 1.x nor us
     ({"beam_width": 2}, "'beam_width'"),
-    ({"num_return_sequences": 2}, "'num_return_sequences'"),
     ({"return_perf_metrics": True}, "'return_perf_metrics'"),
-    ({"guided_decoding_guide_type": "json"}, "'guided_decoding_guide_type'"),
     ({"no_such_key": 1}, "'no_such_key'"),
 ]
 
@@ -283,6 +288,30 @@ def test_http_generate_refuses_keys_it_cannot_honour(served, model, extra, needl
     answer = http_generate(served.settings.http_url, model, body)
     assert answer.status == 400, answer.body
     assert needle in answer.body["error"], answer.body
+
+
+@pytest.mark.parametrize("model", MODELS)
+@pytest.mark.parametrize("extra", [{"num_return_sequences": 2}, {"guided_decoding_guide_type": "json"}],
+                         ids=["num_return_sequences", "guided_decoding_guide_type"])
+def test_http_generate_stream_honours_or_refuses(request, served, model, extra):
+    """NVIDIA's feature keys sent as JSON: answered where the layout's engine has the feature
+    (several sequences need generate_stream, as at NVIDIA: `generate` takes exactly one
+    response), refused with a 400 naming the input where it has not."""
+    [(key, value)] = extra.items()
+    body = {"text_input": "Describe a cat as JSON.", "max_tokens": 24, "temperature": 1.0, "top_k": 40, **extra}
+    answer = http_generate(served.settings.http_url, model, body, stream=True)
+    layout = request.node.callspec.params["served"]
+    if INPUT_FEATURES[key].feature not in ENGINE_OF[layout].features or layout in STANDINS:
+        errors = [e for e in answer.body if "error" in e] if answer.status == 200 else [answer.body]
+        assert errors and f"'{key}'" in errors[0]["error"], answer.body
+        return
+    assert answer.status == 200 and not any("error" in e for e in answer.body), answer.body
+    if key == "num_return_sequences":
+        assert {e["sequence_index"] for e in answer.body} == {0, 1}
+    else:
+        import json
+
+        json.loads("".join(e["text_output"] for e in answer.body))  # a JSON guide: the answer parses
 
 
 # --- unary infer (a non-decoupled deployment, like NVIDIA's decoupled_mode=False) ----------

@@ -98,8 +98,9 @@ def test_length_finish_and_seed(oai):
 
 
 @pytest.mark.parametrize("kwargs,param", [
-    ({"n": 2}, "n"),
-    ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}]}, "tools"),
+    ({"n": 17}, "n"),
+    ({"logprobs": True, "top_logprobs": 3}, "top_logprobs"),
+    ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}]}, "tool_choice"),  # auto
     ({"temperature": 5}, "temperature"),
     ({"top_p": 1.5}, "top_p"),
     ({"max_tokens": 100_000}, "max_tokens"),

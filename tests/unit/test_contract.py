@@ -22,7 +22,8 @@ from contract.tensors import (
     PREPROCESSING_OUTPUTS,
     by_name,
 )
-from model_repository.engine_step.engine_inputs import EngineInputs, stack
+from contract.tensors import ENGINE_PASSTHROUGH
+from model_repository.engine_step.engine_inputs import EngineInputs, GenerationOptions, stack
 from model_repository.text.generate_request import GenerateRequest
 
 
@@ -68,7 +69,9 @@ OUR_EXTRAS = {"messages", "skip_special_tokens", "stop", "finish_reason", "outpu
 
 
 def test_typed_objects_mirror_the_tables():
-    assert [f.name for f in dataclasses.fields(EngineInputs)] == [t.name for t in ENGINE_CORE_INPUTS]
+    assert [f.name for f in dataclasses.fields(EngineInputs)] == [t.name for t in ENGINE_CORE_INPUTS] + ["options"]
+    # the pass-through inputs an engine of ours honours, under their engine names
+    assert {f.name for f in dataclasses.fields(GenerationOptions)} <= set(ENGINE_PASSTHROUGH.values())
     assert [t.name for t in PREPROCESSING_OUTPUTS] == [t.name for t in ENGINE_CORE_INPUTS]
     request_fields = {f.name for f in dataclasses.fields(GenerateRequest)}
     inputs = {t.name for t in ENSEMBLE_INPUTS} - {"text_input", "return_num_input_tokens", "return_num_output_tokens"}

@@ -101,7 +101,7 @@ def test_triton_serves_the_volume_with_admin_apis_locked(default):
 
 
 def test_secrets_reach_the_pod_only_by_reference(default, tp2):
-    secret = one(default, "Secret")
+    secret = one(default, "Secret", "-admin")
     key = base64.b64decode(secret["data"]["admin-key"]).decode()
     assert len(key) >= 32
     for objects in (default, tp2):
@@ -109,9 +109,55 @@ def test_secrets_reach_the_pod_only_by_reference(default, tp2):
         env = {e["name"]: e for c in pod["containers"] + pod.get("initContainers", []) for e in c["env"]}
         assert env["TRITON_ADMIN_KEY"]["valueFrom"]["secretKeyRef"]["key"]
         assert not [n for n, e in env.items() if "value" in e and any(s in n for s in ("KEY", "TOKEN", "PASSWORD"))]
+    openai_key = base64.b64decode(one(default, "Secret", "-openai")["data"]["api-key"]).decode()
+    assert len(openai_key) >= 32 and openai_key != key
     everything_but_the_secret = yaml.safe_dump([o for o in default if o["kind"] != "Secret"])
-    assert key not in everything_but_the_secret
+    assert key not in everything_but_the_secret and openai_key not in everything_but_the_secret
     assert not [o for o in tp2 if o["kind"] == "Secret"]  # an existing Secret is used, none made
+
+
+def openai_container(objects):
+    containers = one(objects, "Deployment")["spec"]["template"]["spec"]["containers"]
+    return next(c for c in containers if c["name"] == "openai")
+
+
+def test_openai_front_runs_beside_triton_on_its_loopback(default, tp2):
+    for objects in (default, tp2):
+        front = openai_container(objects)
+        assert front["command"] == ["python3", "-m", "openai_front", "serve"]
+        assert f"--grpc-url=127.0.0.1:{triton(objects)['ports'][1]['containerPort']}" in front["args"]
+        assert front["readinessProbe"]["httpGet"] == {"path": "/health", "port": "openai"}
+        assert front["livenessProbe"]["httpGet"] == {"path": "/live", "port": "openai"}
+        assert front["securityContext"]["readOnlyRootFilesystem"] is True
+        key = next(e for e in front["env"] if e["name"] == "OPENAI_FRONT_API_KEY")["valueFrom"]["secretKeyRef"]
+        assert key["key"] == "api-key"
+    assert one(default, "Secret", "-openai")["metadata"]["name"] == next(
+        e for e in openai_container(default)["env"] if e["name"] == "OPENAI_FRONT_API_KEY")["valueFrom"]["secretKeyRef"]["name"]
+    assert openai_container(tp2)["env"][-1]["valueFrom"]["secretKeyRef"]["name"] == "openai-api-key"
+    client_ports = {p["name"]: p for p in one(default, "Service", "llama-triton")["spec"]["ports"]}
+    assert client_ports["openai"]["port"] == names_port() and client_ports["openai"]["targetPort"] == "openai"
+
+
+def names_port():
+    from openai_front.cli import DEFAULT_PORT
+
+    assert chart.default_values()["openai"]["port"] == DEFAULT_PORT
+    return DEFAULT_PORT
+
+
+def test_openai_front_metrics_are_scraped(tp2):
+    metrics_ports = {p["name"] for p in one(tp2, "Service", "-metrics")["spec"]["ports"]}
+    assert metrics_ports == {"metrics", "openai-metrics"}
+    endpoints = {e["port"]: e for e in one(tp2, "ServiceMonitor", "llama-triton")["spec"]["endpoints"]}
+    assert endpoints["openai-metrics"]["path"] == "/metrics"
+    assert {"targetLabel": "job", "replacement": "openai-front"} in endpoints["openai-metrics"]["relabelings"]
+
+
+def test_openai_front_can_be_left_out():
+    objects = render({"openai": {"enabled": False}})
+    assert [c["name"] for c in one(objects, "Deployment")["spec"]["template"]["spec"]["containers"]] == ["triton"]
+    assert not [o for o in objects if o["metadata"]["name"].endswith("-openai")]
+    assert "openai" not in {p["name"] for p in one(objects, "Service", "llama-triton")["spec"]["ports"]}
 
 
 def test_probes_on_triton_health_endpoints(default):
@@ -153,24 +199,58 @@ def test_pod_hardening(default):
 
 def test_services_expose_only_what_is_needed(default):
     clients = one(default, "Service", "triton")
-    assert {p["name"]: p["port"] for p in clients["spec"]["ports"]} == {"http": 8000, "grpc": 8001}
+    assert {p["name"]: p["port"] for p in clients["spec"]["ports"]} == {"http": 8000, "grpc": 8001, "openai": 9000}
     assert clients["spec"]["type"] == "ClusterIP"
     metrics = one(default, "Service", "-metrics")
-    assert {p["name"]: p["port"] for p in metrics["spec"]["ports"]} == {"metrics": 8002}
+    assert {p["name"]: p["port"] for p in metrics["spec"]["ports"]} == {"metrics": 8002, "openai-metrics": 9000}
     assert metrics["metadata"]["annotations"]["prometheus.io/scrape"] == "true"
     assert metrics["metadata"]["annotations"]["prometheus.io/port"] == "8002"
     ports = {p["name"] for p in triton(default)["ports"]}
     assert ports == {"http", "grpc", "metrics"}
 
 
+def test_dcgm_servicemonitor_selects_the_gpu_operators_exporter(tp2):
+    dcgm = one(tp2, "ServiceMonitor", "-dcgm")["spec"]
+    assert dcgm["selector"]["matchLabels"] == {"app": "nvidia-dcgm-exporter"}
+    assert dcgm["namespaceSelector"]["matchNames"] == ["gpu-operator"]
+    assert dcgm["endpoints"][0]["port"] == "gpu-metrics"
+
+
 def test_servicemonitor_selects_the_metrics_service_only(tp2):
-    monitor = one(tp2, "ServiceMonitor")
+    monitor = one(tp2, "ServiceMonitor", "llama-triton")
     selector = monitor["spec"]["selector"]["matchLabels"]
     selected = [s["metadata"]["name"] for s in tp2 if s["kind"] == "Service"
                 and selector.items() <= s["metadata"]["labels"].items()]
     assert selected == [one(tp2, "Service", "-metrics")["metadata"]["name"]]
     assert monitor["spec"]["endpoints"][0]["port"] == "metrics"
     assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+
+
+def test_prometheusrule_carries_the_generated_slo_alerts(tp2):
+    from deploy import alerts
+
+    rule = one(tp2, "PrometheusRule")
+    assert rule["spec"] == alerts.rules_document()
+    assert rule["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    # the job the alerts select is the job the ServiceMonitor gives its targets
+    relabel = one(tp2, "ServiceMonitor", "llama-triton")["spec"]["endpoints"][0]["relabelings"]
+    assert {"targetLabel": "job", "replacement": alerts.SCRAPE_JOB} in relabel
+
+
+def test_compose_prometheus_loads_the_same_rules_file():
+    from pathlib import Path
+
+    from deploy import alerts
+
+    root = Path(chart.CHART_DIR).parents[2]
+    compose = yaml.safe_load((root / "docker-compose.yml").read_text())
+    mounts = compose["services"]["prometheus"]["volumes"]
+    source = alerts.RULES_FILE.relative_to(root)
+    mount = next(m for m in mounts if m.startswith(f"./{source}:"))
+    prometheus = yaml.safe_load((root / "docker" / "prometheus.yml").read_text())
+    target = mount.split(":")[1]
+    assert any(Path(target).match(g) for g in prometheus["rule_files"])
+    assert [j["job_name"] for j in prometheus["scrape_configs"]][0] == alerts.SCRAPE_JOB
 
 
 def test_hpa_scales_the_deployment_on_a_metric_the_adapter_defines(tp2):
@@ -194,6 +274,6 @@ def test_hpa_scales_the_deployment_on_a_metric_the_adapter_defines(tp2):
 
 def test_optional_objects_are_off_by_default(default):
     kinds = {o["kind"] for o in default}
-    assert not kinds & {"HorizontalPodAutoscaler", "ServiceMonitor", "ConfigMap"}
+    assert not kinds & {"HorizontalPodAutoscaler", "ServiceMonitor", "ConfigMap", "PrometheusRule"}
     assert {"Deployment", "Service", "PodDisruptionBudget", "PersistentVolumeClaim"} <= kinds
     assert one(default, "PersistentVolumeClaim")["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"

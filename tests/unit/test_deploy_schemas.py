@@ -83,6 +83,13 @@ def test_checker_rejects_a_bad_servicemonitor_type(full_render):
     assert _problems(monitor)
 
 
+def test_checker_rejects_an_unknown_prometheusrule_field(full_render):
+    rule = _object(full_render, "PrometheusRule")
+    assert not _problems(rule)
+    rule["spec"]["groups"][0]["rules"][0]["firing_for"] = "5m"
+    assert [p.message for p in _problems(rule)] == ["spec.groups.0.rules.0.firing_for: unknown field"]
+
+
 def test_checker_rejects_unknown_kinds_and_bad_names(full_render):
     unknown = {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}}
     assert any("no schema" in p.message for p in _problems(unknown))

@@ -69,6 +69,36 @@ def test_triton_service(compose):
     assert any(v.startswith("./build:/workspace/build") for v in triton["volumes"])
 
 
+def test_openai_front_is_deployed_with_triton(compose):
+    front, triton = compose["services"]["openai"], compose["services"]["triton"]
+    assert "profiles" not in front  # `docker compose up` starts it beside triton
+    assert front["image"] == triton["image"] and "deploy" not in front  # the kit image, no GPU
+    argv = front["command"]
+    assert argv[:4] == ["python3", "-m", "openai_front", "serve"]
+    assert argv[argv.index("--grpc-url") + 1] == "triton:8001"
+    assert argv[argv.index("--api-key-file") + 1] == "/run/secrets/openai_api_key"
+    assert front["secrets"] == ["openai_api_key"] and "openai_api_key" in compose["secrets"]
+    assert front["depends_on"]["triton"]["condition"] == "service_healthy"
+    assert "/health" in " ".join(front["healthcheck"]["test"])
+    dockerfile = (ROOT / "docker" / "gpu.Dockerfile").read_text()
+    assert "COPY openai_front /opt/kit/openai_front" in dockerfile and '"fastapi" "uvicorn"' in dockerfile
+    scrape = yaml.safe_load((ROOT / "docker" / "prometheus.yml").read_text())
+    jobs = {j["job_name"]: j["static_configs"][0]["targets"] for j in scrape["scrape_configs"]}
+    assert jobs["openai-front"] == ["openai:9000"]
+
+
+@pytest.mark.skipif(not (shutil.which("docker-compose") or shutil.which("docker")), reason="no docker compose CLI")
+def test_compose_config_shows_the_openai_front():
+    for cmd in (["docker", "compose"], ["docker-compose"]):
+        if shutil.which(cmd[0]) and subprocess.run(cmd + ["version"], capture_output=True).returncode == 0:
+            result = subprocess.run(cmd + ["config"], cwd=ROOT, capture_output=True, text=True)
+            assert result.returncode == 0, result.stderr
+            services = yaml.safe_load(result.stdout)["services"]
+            assert {"triton", "openai"} <= set(services)
+            return
+    pytest.skip("neither `docker compose` nor `docker-compose` runs here")
+
+
 def test_builder_uses_the_same_image_and_paths(compose):
     services = compose["services"]
     builder, triton = services["builder"], services["triton"]

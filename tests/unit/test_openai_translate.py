@@ -1,8 +1,11 @@
+import json
+
 import pytest
 
 from client.types import GenerationResult, StreamChunk
 from openai_front.errors import ApiError, param_of
 from openai_front.schemas import ChatCompletionRequest, CompletionRequest
+from openai_front.tools import tool_plan
 from openai_front.translate import ResponseShaper, chat_input, completion_input
 
 
@@ -25,10 +28,13 @@ def test_completion_mapping_and_ignore_eos():
 
 
 @pytest.mark.parametrize("request_,param", [
-    (chat(n=3), "n"),
+    (chat(n=17), "n"),
+    (chat(n=0), "n"),
     (chat(tools=[{"type": "function"}]), "tools"),
-    (chat(response_format={"type": "json_object"}), "response_format"),
-    (chat(logprobs=True), "logprobs"),
+    (chat(response_format={"type": "xml"}), "response_format"),
+    (chat(logprobs=True, top_logprobs=2), "top_logprobs"),
+    (chat(top_logprobs=0), "top_logprobs"),
+    (chat(logprobs=True, top_logprobs=21), "top_logprobs"),
     (chat(messages=[{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]), "messages[0].content"),
 ])
 def test_unsupported_chat_parameters(request_, param):
@@ -51,12 +57,70 @@ def test_error_param_names_map_to_openai_names():
 
 def test_shapes():
     shaper = ResponseShaper("m", chat=True)
-    whole = shaper.whole(GenerationResult("hello", "length", 5, 3, 0.1, 0.2))
+    whole = shaper.whole([GenerationResult("hello", "length", 5, 3, 0.1, 0.2)])
     assert whole["object"] == "chat.completion" and whole["choices"][0]["message"]["content"] == "hello"
     assert whole["usage"] == {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8}
-    first = shaper.first_chunk()
+    first = shaper.first_chunks(1)[0]
     assert first["choices"][0]["delta"] == {"role": "assistant", "content": ""}
     chunk = shaper.chunk(StreamChunk("he", "", 5, 1), None)
     assert chunk["id"] == first["id"] == whole["id"] and chunk["choices"][0]["delta"] == {"content": "he"}
     text = ResponseShaper("m", chat=False).chunk(StreamChunk("x", "stop", 1, 1), "stop")
     assert text["object"] == "text_completion" and text["choices"][0]["finish_reason"] == "stop"
+
+
+def test_features_map_to_typed_sampling():
+    _, sampling = chat_input(chat(n=3, logprobs=True, top_logprobs=0, seed=4, response_format={
+        "type": "json_schema", "json_schema": {"name": "p", "schema": {"type": "object"}, "strict": True}}))
+    assert (sampling.n, sampling.return_log_probs, sampling.seed, sampling.temperature) == (3, True, 4, 1.0)
+    assert sampling.guide.type == "json_schema" and json.loads(sampling.guide.guide) == {"type": "object"}
+    _, sampling = chat_input(chat(response_format={"type": "json_object"}))
+    assert json.loads(sampling.guide.guide) == {"type": "object"} and sampling.n == 1 and sampling.temperature is None
+    _, sampling = completion_input(CompletionRequest(model="m", prompt="x", logprobs=0, guided_regex="[ab]+"))
+    assert sampling.return_log_probs and (sampling.guide.type, sampling.guide.guide) == ("regex", "[ab]+")
+    with pytest.raises(ApiError, match="logprobs"):
+        completion_input(CompletionRequest(model="m", prompt="x", logprobs=2))
+
+
+def test_n_choices_and_summed_usage():
+    shaper = ResponseShaper("m", chat=False)
+    whole = shaper.whole([GenerationResult("a", "stop", 4, 2, None, 0.1), GenerationResult("b", "length", 4, 5, None, 0.1)])
+    assert [(c["index"], c["text"], c["finish_reason"]) for c in whole["choices"]] == [(0, "a", "stop"), (1, "b", "length")]
+    assert whole["usage"] == {"prompt_tokens": 4, "completion_tokens": 7, "total_tokens": 11}
+    assert shaper.chunk(StreamChunk("x", "", 4, 1, sequence_index=1), None)["choices"][0]["index"] == 1
+
+
+WEATHER = {"type": "function", "function": {"name": "get_weather", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+TIME = {"type": "function", "function": {"name": "get_time", "parameters": {
+    "type": "object", "properties": {"zone": {"enum": ["UTC", "CET"]}}, "required": ["zone"]}}}
+
+
+def test_tools_become_guided_json_and_tool_calls():
+    messages, sampling = chat_input(chat(tools=[WEATHER, TIME], tool_choice={"type": "function",
+                                                                             "function": {"name": "get_time"}}))
+    assert json.loads(sampling.guide.guide) == TIME["function"]["parameters"]
+    assert messages[0].role == "system" and "get_time" in messages[0].content
+    _, sampling = chat_input(chat(tools=[WEATHER, TIME], tool_choice="required"))
+    assert [b["properties"]["name"]["const"] for b in json.loads(sampling.guide.guide)["anyOf"]] == ["get_weather",
+                                                                                                    "get_time"]
+    shaper = ResponseShaper("m", chat=True, tools=tool_plan([WEATHER, TIME], "required"))
+    whole = shaper.whole([GenerationResult('{"name": "get_weather", "arguments": {"city": "Oslo"}}', "stop", 3, 9,
+                                           None, 0.1)])
+    choice = whole["choices"][0]
+    assert choice["finish_reason"] == "tool_calls" and choice["message"]["content"] is None
+    call = choice["message"]["tool_calls"][0]
+    assert call["function"]["name"] == "get_weather" and json.loads(call["function"]["arguments"]) == {"city": "Oslo"}
+    _, sampling = chat_input(chat(tools=[WEATHER], tool_choice="none"))
+    assert sampling.guide is None
+
+
+@pytest.mark.parametrize("kwargs,param", [
+    ({"tools": [WEATHER]}, "tool_choice"),  # auto
+    ({"tools": [WEATHER], "tool_choice": "auto"}, "tool_choice"),
+    ({"tools": [WEATHER], "tool_choice": {"type": "function", "function": {"name": "nope"}}}, "tool_choice"),
+    ({"tools": [WEATHER], "tool_choice": "required", "response_format": {"type": "json_object"}}, "response_format"),
+])
+def test_tool_requests_we_cannot_honour(kwargs, param):
+    with pytest.raises(ApiError) as e:
+        chat_input(chat(**kwargs))
+    assert e.value.status == 400 and e.value.param == param

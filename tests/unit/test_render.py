@@ -99,3 +99,17 @@ def test_configs_round_trip_through_text_format():
     for config in _models():
         text = text_format.MessageToString(config)
         assert text_format.Parse(text, mc.ModelConfig()) == config
+
+
+def test_the_openai_front_gets_the_served_tokenizer_and_model_name(repository, default_engine, tmp_path):
+    """`make serve` starts the front with the tokenizer preprocessing uses (token texts of logprobs)."""
+    from serving.openai_process import served_model_name, served_tokenizer_dir
+
+    assert (served_tokenizer_dir(repository) / "tokenizer.json").is_file()
+    assert served_model_name(repository) == "SmolLM2-135M-Instruct"
+    assert served_tokenizer_dir(tmp_path) is None  # no repository there: the front runs without
+    from serving.openai_process import OpenAiFront
+
+    cmd = OpenAiFront(
+        "127.0.0.1:1", "127.0.0.1", 9, "m", tmp_path / "log", tokenizer_dir=default_engine)._cmd
+    assert cmd[-2:] == ["--tokenizer", str(default_engine)]

@@ -38,3 +38,24 @@ def test_out_of_range_values_are_refused_before_sending():
 def test_a_stop_request_is_the_stop_tensor_alone():
     (tensor,) = stop_inputs()
     assert (tensor.name(), tensor.datatype(), tensor.shape()) == ("stop", "BOOL", [1, 1])
+
+
+def test_feature_options_become_nvidia_inputs():
+    """n, log probs and guides (typed in SamplingParams, also the CLI's -n/--logprobs/--regex...)."""
+    from click.testing import CliRunner
+
+    from client.cli import _sampling, main
+    from client.request_builder import build_inputs
+    from client.types import Guide, SamplingParams
+
+    sampling = _sampling({"n": 3, "return_log_probs": True, "regex": "[ab]+", "temperature": 1.0})
+    assert (sampling.n, sampling.return_log_probs, sampling.guide) == (3, True, Guide("regex", "[ab]+"))
+    inputs = {t.name(): t for t in build_inputs("hi", sampling, stream=True)}
+    assert inputs["num_return_sequences"].datatype() == "INT32"
+    assert inputs["guided_decoding_guide_type"].datatype() == "BYTES" and "guided_decoding_guide" in inputs
+    assert "return_log_probs" in inputs
+    assert "num_return_sequences" not in {t.name() for t in build_inputs("hi", SamplingParams(), stream=True)}
+    json_object = _sampling({"json_object": True}).guide
+    assert json_object.type == "json_schema" and '"object"' in json_object.guide
+    result = CliRunner().invoke(main, ["generate", "hi", "--regex", "a", "--grammar", "b"])
+    assert result.exit_code == 2 and "one of" in result.output

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from dataclasses import dataclass, field
@@ -77,7 +78,7 @@ class Sink:
     def is_cancelled(self):
         return self.cancelled
 
-    def send(self, ids, log_probs, cum_log_prob, final):
+    def send(self, ids, log_probs, cum_log_prob, final, sequence=0):
         assert not self.done.is_set(), "response after the final one"
         self.chunks.append(list(ids))
         self.cum = cum_log_prob
@@ -223,3 +224,110 @@ def test_stream_interval_grows_with_the_batch_but_the_first_token_goes_alone():
         assert sink.tokens == list(range(100 * k, 100 * k + 13))  # nothing lost or repeated
         assert [len(c) for c in sink.chunks][0] == 1  # first token at once
         assert max(len(c) for c in sink.chunks) == 4 and sink.finals == 1
+
+
+class SequencesSink(Sink):
+    """Records each sequence's chunks apart (num_return_sequences)."""
+
+    def __init__(self):
+        super().__init__()
+        self.by_sequence: dict[int, list[int]] = {}
+        self.final_sequences: list[int] = []
+
+    def send(self, ids, log_probs, cum_log_prob, final, sequence=0):
+        self.by_sequence.setdefault(sequence, []).extend(ids)
+        if final:
+            self.final_sequences.append(sequence)
+
+
+class ForkingHandle(FakeHandle):
+    """n samples: sequence k yields script[k] token by token; sequence 0 ends at the end id."""
+
+    def __init__(self, scripts, end_id, max_new):
+        super().__init__(scripts[0], end_id, max_new)
+        self.scripts, self.unread_by = scripts, {k: [] for k in range(len(scripts))}
+        self.steps = 0
+
+    def advance(self):
+        if self.state != HandleStatus.RUNNING:
+            return
+        for k, script in enumerate(self.scripts):
+            if self.steps < len(script):
+                self.unread_by[k].append(script[self.steps])
+        self.steps += 1
+        if self.steps >= max(len(s) for s in self.scripts):
+            self.state = HandleStatus.FINISHED
+
+    def read_sequences(self):
+        out = {k: (ids, [-1.0] * len(ids)) for k, ids in self.unread_by.items() if ids}
+        self.unread_by = {k: [] for k in self.unread_by}
+        return out
+
+
+def _n_request(n, guided="", seed=7):
+    from model_repository.engine_step.engine_inputs import GenerationOptions
+
+    return dataclasses.replace(request(0, max_new=10), seed=seed, runtime_top_k=0, runtime_top_p=1.0,
+                               options=GenerationOptions(num_return_sequences=n, guided_decoding_guide_type=guided,
+                                                         guided_decoding_guide="x" if guided else ""))
+
+
+def test_n_sequences_stream_apart_each_with_its_own_final():
+    class Backend(FakeBackend):
+        def add(self, request_id, req):
+            h = ForkingHandle([[10, 2], [20, 21, 22], [30, 31]], req.end_id, req.request_output_len)
+            self.handles[request_id] = h
+            return h
+
+    runner = EngineRunner(Backend({}))
+    sink = SequencesSink()
+    runner.run_once([(_n_request(3), sink, 0.0, "")])
+    while runner.counts()[0]:
+        runner.run_once([])
+    assert sink.by_sequence == {0: [10, 2], 1: [20, 21, 22], 2: [30, 31]}
+    assert sorted(sink.final_sequences) == [0, 1, 2]  # one final per sequence
+
+
+def test_guided_n_becomes_n_seeded_requests_when_the_backend_guides_only_one():
+    class Backend(FakeBackend):
+        guides_every_sequence = False
+
+        def add(self, request_id, req):
+            assert req.options.num_return_sequences == 1
+            self.seeds.append(req.seed)
+            return super().add(request_id, dataclasses.replace(req, input_ids=(len(self.seeds) - 1,)))
+
+    backend = Backend({0: [10, 2], 1: [20, 2], 2: [30, 2]})
+    backend.seeds = []
+    runner = EngineRunner(backend)
+    sink = SequencesSink()
+    runner.submit(_n_request(3, guided="regex"), sink)
+    runner.run_once([])  # nothing incoming: submit queued them
+    with runner._cond:
+        incoming, runner._incoming = runner._incoming, []
+    runner.run_once(incoming)
+    while runner.counts()[0]:
+        runner.run_once([])
+    assert backend.seeds == [7, 8, 9]
+    assert sink.by_sequence == {0: [10, 2], 1: [20, 2], 2: [30, 2]} and sorted(sink.final_sequences) == [0, 1, 2]
+
+
+def test_a_failed_step_fails_the_batch_and_lets_the_backend_recover():
+    class Breaking(FakeBackend):
+        recovered = 0
+
+        def step(self):
+            raise RuntimeError("grammar does not compile")
+
+        def recover(self):
+            self.recovered += 1
+            self.handles.clear()
+
+    backend = Breaking({0: [1, 2]})
+    runner = EngineRunner(backend)
+    runner.start()
+    sink = Sink()
+    runner.submit(request(0), sink)
+    assert sink.done.wait(5)
+    runner.shutdown()
+    assert "engine step failed: grammar does not compile" in sink.error and backend.recovered >= 1

@@ -97,3 +97,21 @@ def test_a_response_without_tokens_ends_a_stream(tokenizer, factory):
     assert [o.finish_reason for o in outs][-1] == FinishReason.STOP
     assert all(o.finish_reason == FinishReason.NONE for o in outs[:-1])
     assert post.live_streams() == 0
+
+
+def test_each_sequence_of_a_request_is_its_own_stream(tokenizer, factory):
+    """num_return_sequences: the n samples share the request's detokenize_params; responses
+    interleave and each sample keeps its own detokenizer, stop strings, count and end."""
+    post = StreamPostprocessor(factory)
+    p = params(stop_strings=("END",))
+    a, b = ids(tokenizer, "Hello world"), ids(tokenizer, "Bonjour END le monde")
+    outs: dict[int, list] = {0: [], 1: []}
+    for i in range(max(len(a), len(b))):
+        for seq, toks in ((0, a), (1, b)):
+            if i < len(toks):
+                outs[seq].append(post.process(p, [toks[i]], seq))
+    outs[0].append(post.process(p, [EOS], 0))
+    assert "".join(o.text for o in outs[0]) == "Hello world" and outs[0][-1].finish_reason == FinishReason.STOP
+    assert "".join(o.text for o in outs[1]) == "Bonjour " and outs[1][-1].finish_reason == FinishReason.STOP
+    assert outs[0][-1].num_output_tokens == len(a) + 1
+    assert len(post) == 0

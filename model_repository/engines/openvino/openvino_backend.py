@@ -26,6 +26,19 @@ _STATUS = {
 }
 
 
+# TensorRT-LLM's guide types (GuidedDecodingParams) -> OpenVINO GenAI's StructuredOutputConfig
+# field; "json" (any JSON value, xgrammar's built-in JSON grammar upstream) is the empty schema.
+_GUIDE_FIELDS = {"json": "json_schema", "json_schema": "json_schema", "regex": "regex", "ebnf_grammar": "grammar"}
+
+
+def structured_output_config(guide_type: str, guide: str):
+    import openvino_genai as og
+
+    config = og.StructuredOutputConfig()
+    setattr(config, _GUIDE_FIELDS[guide_type], guide if guide_type != "json" else "{}")
+    return config
+
+
 def generation_config(request: EngineInputs):
     import openvino_genai as og
 
@@ -43,7 +56,10 @@ def generation_config(request: EngineInputs):
     else:
         gc.ignore_eos = True
     gc.stop_token_ids = single_token_stops
-    if request.is_greedy:
+    if request.is_greedy and request.options.num_return_sequences > 1:
+        # n greedy answers (OpenAI's n with temperature 0): n identical samples of top-1.
+        gc.do_sample, gc.top_k, gc.temperature, gc.rng_seed = True, 1, 1.0, request.seed
+    elif request.is_greedy:
         gc.do_sample = False
     else:
         gc.do_sample = True
@@ -52,6 +68,11 @@ def generation_config(request: EngineInputs):
         if request.runtime_top_k > 0:
             gc.top_k = request.runtime_top_k
         gc.rng_seed = request.seed
+    options = request.options
+    gc.num_return_sequences = options.num_return_sequences  # > 1: sampling only (the engine check says so)
+    if options.guided_decoding_guide_type:
+        gc.structured_output_config = structured_output_config(options.guided_decoding_guide_type,
+                                                               options.guided_decoding_guide)
     return gc
 
 
@@ -60,13 +81,18 @@ class OpenVinoHandle:
         self._h = handle
 
     def read(self) -> tuple[list[int], list[float]]:
-        ids: list[int] = []
-        lps: list[float] = []
+        return self.read_sequences().get(0, ([], []))
+
+    def read_sequences(self) -> dict[int, tuple[list[int], list[float]]]:
+        """New ids and log probs per sequence; OpenVINO keys a request's parallel samples
+        0..n-1 (their grouped ids) and sends only the sequences that advanced."""
+        out: dict[int, tuple[list[int], list[float]]] = {}
         while self._h.can_read():
-            for out in self._h.read().values():  # one sequence: num_return_sequences == 1
-                ids.extend(out.generated_ids)
-                lps.extend(out.generated_log_probs or [0.0] * len(out.generated_ids))
-        return ids, lps
+            for index, seq in self._h.read().items():
+                ids, lps = out.setdefault(int(index), ([], []))
+                ids.extend(seq.generated_ids)
+                lps.extend(seq.generated_log_probs or [0.0] * len(seq.generated_ids))
+        return out
 
     def status(self) -> HandleStatus:
         return _STATUS[self._h.get_status().name]
@@ -90,6 +116,11 @@ def engine_properties(params: OpenVinoEngineParameters) -> dict[str, object]:
 
 
 class OpenVinoBackend:
+    # OpenVINO GenAI 2026.4.1 applies a StructuredOutputConfig to the first of a request's
+    # num_return_sequences only: the forked samples run unconstrained (checked: regex
+    # "[1-9][0-9]?" with n=3 gave "1", "10 * 2 + 1", "43 MLB work ...").
+    guides_every_sequence = False
+
     def __init__(self, params: OpenVinoEngineParameters) -> None:
         import openvino as ov
         import openvino_genai as og
@@ -101,7 +132,16 @@ class OpenVinoBackend:
         scheduler.max_num_batched_tokens = params.max_num_batched_tokens
         scheduler.dynamic_split_fuse = True
         scheduler.enable_prefix_caching = params.enable_prefix_caching
-        self._pipe = og.ContinuousBatchingPipeline(str(Path(params.engine_dir)), scheduler, "CPU", engine_properties(params))
+        properties = engine_properties(params)
+        self._make = lambda: og.ContinuousBatchingPipeline(str(Path(params.engine_dir)), scheduler, "CPU", properties)
+        self._pipe = self._make()
+
+    def recover(self) -> None:
+        """A new pipeline after a step raised: OpenVINO GenAI's stays in its scheduling phase
+        (every later step raises "cannot be called when we are already in scheduling phase")."""
+        self._pipe = None
+        self._pipe = self._make()
+        self.warm_up()
 
     def warm_up(self) -> None:
         """Run one tiny request so the first real one does not pay for kernel compilation."""

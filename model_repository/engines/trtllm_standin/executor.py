@@ -88,7 +88,8 @@ class _RowSink:
     def is_cancelled(self) -> bool:
         return False
 
-    def send(self, ids: Sequence[int], log_probs: Sequence[float], cum_log_prob: float, final: bool) -> None:
+    def send(self, ids: Sequence[int], log_probs: Sequence[float], cum_log_prob: float, final: bool,
+             sequence: int = 0) -> None:
         self._executor._on_tokens(self._id, ids, log_probs, cum_log_prob, final)
 
     def fail(self, message: str, code: FailCode = FailCode.INTERNAL) -> None:

@@ -5,7 +5,7 @@ The logic is model_repository.engine_step and engines.openvino, the Triton side 
 
 import json
 
-from contract import features, metrics
+from contract import features, guided, metrics
 from contract.build_record import BuildRecord, check_runtime
 from contract.model_configs import OpenVinoEngineParameters
 from model_repository.triton import triton_io
@@ -26,6 +26,7 @@ class TritonPythonModel:
         limits = record.spec["limits"]
         vocab_size = json.loads((params.engine_dir / "config.json").read_text())["vocab_size"]
         self.check = EngineRequestCheck(limits["max_input_len"], limits["max_seq_len"], vocab_size)
+        guided.warm_up()
         backend = OpenVinoBackend(params)
         backend.warm_up()
         recorder = MetricsRecorder()
@@ -33,7 +34,8 @@ class TritonPythonModel:
         self.runner = EngineRunner(backend, observer=recorder, capacity=params.max_num_seqs + params.max_queue_size,
                                    queue_timeout_s=queue_timeout, stream_interval=params.stream_interval)
         self.runner.start()
-        self.metrics = TritonMetricsPublisher(args["model_name"], metrics.ENGINE_METRICS, self._gauges, recorder)
+        self.metrics = TritonMetricsPublisher(args["model_name"], metrics.ENGINE_METRICS, self._gauges, recorder,
+                                              aliases=True)
         self.metrics.start()
         triton_io.logger().log_info(
             f"openvino_llm: {record.spec['precision']} engine from {params.engine_dir}, "
@@ -46,9 +48,13 @@ class TritonPythonModel:
         return None
 
     def _gauges(self):
-        running, waiting = self.runner.counts()
-        return {metrics.REQUESTS_RUNNING.name: running, metrics.REQUESTS_WAITING.name: waiting,
-                metrics.KV_CACHE_USAGE.name: self.runner.backend_stats.get("kv_cache_usage", 0.0)}
+        # Handed to the pipeline is not running: OpenVINO's scheduler batches at most
+        # max_num_seqs and queues the rest; its last step's batch is what runs.
+        handed, incoming = self.runner.counts()
+        stats = self.runner.backend_stats
+        running = min(handed, int(stats.get("scheduled_requests", handed))) if handed else 0
+        return {metrics.REQUESTS_RUNNING.name: running, metrics.REQUESTS_WAITING.name: incoming + handed - running,
+                metrics.KV_CACHE_USAGE.name: stats.get("kv_cache_usage", 0.0)}
 
     def finalize(self):
         self.metrics.stop()

@@ -39,7 +39,9 @@ class TritonPythonModel:
             ids = arrays["output_ids"]  # [1, beam, tokens]
             count = int(arrays["sequence_length"].reshape(-1)[0])
             tokens = ids.reshape(-1, ids.shape[-1])[0, :count].tolist() if ids.size else []
-            out = self.streams.process(arrays["detokenize_params"].reshape(-1)[0], tokens)
+            sequence = arrays.get("sequence_index")
+            sequence = int(sequence.reshape(-1)[0]) if sequence is not None and sequence.size else 0
+            out = self.streams.process(arrays["detokenize_params"].reshape(-1)[0], tokens, sequence)
         except Exception as e:
             triton_io.logger().log_error(f"postprocessing failed: {e!r}")
             return triton_io.error_response(f"postprocessing failed: {e}", "INTERNAL")

@@ -49,7 +49,8 @@ class TritonPythonModel:
             stats_period_s=params.stats_period_s)
         self.engine = LlmEngine(lambda: LLM(**kwargs), SamplingParams, settings, recorder)
         self.engine.start()
-        self.metrics = TritonMetricsPublisher(args["model_name"], metrics.ENGINE_METRICS, self._gauges, recorder)
+        self.metrics = TritonMetricsPublisher(args["model_name"], metrics.ENGINE_METRICS, self._gauges, recorder,
+                                              aliases=True)
         self.metrics.start()
         triton_io.logger().log_info(
             f"tensorrt_llm_pytorch: LLM({params.model_dir}, TP={params.tensor_parallel_size}, "

@@ -136,3 +136,16 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- fail "autoscaling.minReplicas must be <= autoscaling.maxReplicas" }}
 {{- end }}
 {{- end }}
+
+{{/* The OpenAI front's API-key Secret. */}}
+{{- define "llama-triton.openaiSecretName" -}}
+{{- default (printf "%s-openai" (include "llama-triton.fullname" .)) .Values.openai.apiKey.existingSecret }}
+{{- end }}
+
+{{/* The endpoint picker's pods: a name of their own, so the server's selectors (Deployment,
+Services, InferencePool) never match them. */}}
+{{- define "llama-triton.eppSelectorLabels" -}}
+app.kubernetes.io/name: {{ include "llama-triton.name" . }}-epp
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: endpoint-picker
+{{- end }}

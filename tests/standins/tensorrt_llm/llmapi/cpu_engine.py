@@ -107,7 +107,7 @@ class _Releasing:
     def is_cancelled(self) -> bool:
         return self._sink.is_cancelled()
 
-    def send(self, ids, log_probs, cum_log_prob, final) -> None:
+    def send(self, ids, log_probs, cum_log_prob, final, sequence=0) -> None:
         self._sink.send(ids, log_probs, cum_log_prob, final)
         if final:
             self._admission._ended()

@@ -51,7 +51,7 @@ class _Sink:
     def is_cancelled(self) -> bool:
         return self._output._aborted
 
-    def send(self, ids, log_probs, cum_log_prob, final) -> None:
+    def send(self, ids, log_probs, cum_log_prob, final, sequence=0) -> None:
         self._output._post((list(ids), list(log_probs), cum_log_prob, final, None))
 
     def fail(self, message, code=None) -> None:

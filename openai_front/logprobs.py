@@ -1,0 +1,47 @@
+"""Token ids + log probs -> OpenAI `logprobs` bodies (chat: content entries; completions:
+the legacy tokens/token_logprobs/text_offset lists), with each token's text and UTF-8 bytes
+from the checkpoint's tokenizer (a token that is part of a multi-byte character is shown as
+OpenAI shows it: `bytes:\\xNN...` with the raw bytes in `bytes`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+from tokenizers import Tokenizer
+
+from model_repository.text.detokenizer import build_token_table
+
+
+class TokenTexts:
+    def __init__(self, tokenizer_dir: Path) -> None:
+        tokenizer = Tokenizer.from_file(str(Path(tokenizer_dir) / "tokenizer.json"))
+        table = build_token_table(tokenizer)
+        if table is None:
+            raise ValueError(f"{tokenizer_dir}: the tokenizer's decoder has no byte table; logprobs need one")
+        self._bytes = table.token_bytes
+
+    def entry(self, token_id: int) -> tuple[str, list[int]]:
+        raw = self._bytes[token_id] if 0 <= token_id < len(self._bytes) else b""
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            text = "bytes:" + "".join(f"\\x{b:02x}" for b in raw)
+        return text, list(raw)
+
+    def chat_content(self, ids: Sequence[int], log_probs: Sequence[float]) -> list[dict]:
+        out = []
+        for token_id, lp in zip(ids, log_probs):
+            text, raw = self.entry(token_id)
+            out.append({"token": text, "logprob": float(lp), "bytes": raw, "top_logprobs": []})
+        return out
+
+    def completion(self, ids: Sequence[int], log_probs: Sequence[float], offset: int = 0) -> dict:
+        tokens, offsets = [], []
+        for token_id in ids:
+            text, _ = self.entry(token_id)
+            tokens.append(text)
+            offsets.append(offset)
+            offset += len(text)
+        return {"tokens": tokens, "token_logprobs": [float(x) for x in log_probs], "text_offset": offsets,
+                "top_logprobs": None}

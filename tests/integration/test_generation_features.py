@@ -1,0 +1,364 @@
+"""Issue 12 on the CPU engine, driven with the official `openai` package through the front and
+with the gRPC client: log probabilities (checked against a Hugging Face fp32 forward pass),
+n samples, structured output (JSON schema, json_object, regex)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+import jsonschema
+import openai
+import pytest
+
+from client import Guide, LlmClient, SamplingParams
+from serving.launcher import free_loopback_port
+
+pytestmark = pytest.mark.server
+MODEL = "SmolLM2-135M-Instruct"
+
+# The served engine has INT8 weights and OpenVINO's CPU activations (bf16 where the CPU has
+# it, f32 on AVX2-only hosts) and a u8 KV cache; the reference is the float32 checkpoint.
+# Measured for this engine (DESIGN.md section 6): mean KLD 0.004 per position, top-1 96%.
+# Measured here, 32 greedy tokens: mean |delta logprob| 0.043 nats, max 0.159 (2026-11-23,
+# AMD Zen 4).  Tolerances: mean <= 0.08 and every token <= 0.35 nats (a 30% relative error
+# in one token's probability) leave room for another host's activation dtype, while the log
+# prob of the neighbouring position (an off-by-one) is checked to be far outside them.
+MEAN_TOL, MAX_TOL = 0.08, 0.35
+
+
+@pytest.fixture(scope="module")
+def front(server, default_engine, tmp_path_factory):
+    port = free_loopback_port()
+    log = open(tmp_path_factory.mktemp("front-log") / "front.log", "wb")
+    proc = subprocess.Popen([sys.executable, "-m", "openai_front", "serve", "--grpc-url", server.settings.grpc_url,
+                             "--port", str(port), "--model-name", MODEL, "--tokenizer", str(default_engine)],
+                            stdout=log, stderr=subprocess.STDOUT, env=os.environ | {"PYTHONUNBUFFERED": "1"})
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if urllib.request.urlopen(base + "/health", timeout=2).status == 200:
+                break
+        except (urllib.error.URLError, ConnectionError):
+            time.sleep(0.3)
+    else:
+        proc.kill()
+        raise RuntimeError("the OpenAI front did not come up")
+    yield base
+    proc.terminate()
+    try:
+        proc.wait(40)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+@pytest.fixture
+def oai(front):
+    return openai.OpenAI(base_url=front + "/v1", api_key="none", max_retries=0)
+
+
+def _hf_log_probs(checkpoint, prompt: str, generated: list[int]) -> list[float]:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(checkpoint)
+    model = AutoModelForCausalLM.from_pretrained(checkpoint, torch_dtype=torch.float32).eval()
+    prompt_ids = tokenizer(prompt, add_special_tokens=False).input_ids
+    ids = torch.tensor([prompt_ids + generated])
+    with torch.no_grad():
+        logits = model(ids).logits[0].float()
+    log_probs = torch.log_softmax(logits, dim=-1)
+    start = len(prompt_ids) - 1
+    return [float(log_probs[start + i, t]) for i, t in enumerate(generated)]
+
+
+LOGPROB_PROMPT = "The three primary colors are"
+
+
+def _served_log_probs(server):
+    with LlmClient(server.settings.grpc_url) as client:
+        return client.generate(LOGPROB_PROMPT, SamplingParams(max_tokens=32, temperature=0, return_log_probs=True))
+
+
+def test_logprobs_agree_with_hf_fp32(server, default_checkpoint):
+    """Also run by the GPU pipeline (tests/integration/test_gpu_pipeline.py) on TensorRT-LLM."""
+    prompt = LOGPROB_PROMPT
+    result = _served_log_probs(server)
+    assert len(result.log_probs) == len(result.token_ids) == result.completion_tokens
+    reference = _hf_log_probs(default_checkpoint, prompt, result.token_ids)
+    deltas = [abs(a - b) for a, b in zip(result.log_probs, reference)]
+    print(f"logprob |delta| vs HF fp32 over {len(deltas)} tokens: mean {sum(deltas) / len(deltas):.4f} "
+          f"max {max(deltas):.4f}")
+    assert sum(deltas) / len(deltas) <= MEAN_TOL and max(deltas) <= MAX_TOL
+    shifted = [abs(a - b) for a, b in zip(result.log_probs[1:], reference)]
+    assert sum(shifted) / len(shifted) > 4 * MEAN_TOL  # the tolerance tells positions apart
+
+
+def test_completion_logprobs_through_the_front(server, oai):
+    """The same numbers through the front (completions: legacy lists, a token text per entry)."""
+    prompt = LOGPROB_PROMPT
+    result = _served_log_probs(server)
+    out = oai.completions.create(model=MODEL, prompt=prompt, max_tokens=32, temperature=0, logprobs=0)
+    lp = out.choices[0].logprobs
+    assert lp.token_logprobs == pytest.approx(result.log_probs, abs=1e-4)
+    assert "".join(lp.tokens).startswith(out.choices[0].text) and out.usage.completion_tokens == len(lp.tokens)
+
+
+def test_chat_logprobs_whole_and_streamed(oai):
+    messages = [{"role": "user", "content": "What is the capital of France?"}]
+    whole = oai.chat.completions.create(model=MODEL, messages=messages, max_tokens=16, temperature=0,
+                                        logprobs=True, top_logprobs=0)
+    content = whole.choices[0].logprobs.content
+    assert content and all(c.logprob <= 0 and bytes(c.bytes).decode("utf-8", "replace") for c in content)
+    assert whole.choices[0].message.content in "".join(c.token for c in content)
+    streamed = oai.chat.completions.create(model=MODEL, messages=messages, max_tokens=16, temperature=0,
+                                           logprobs=True, stream=True)
+    entries = [e for ch in streamed for c in ch.choices if c.logprobs for e in c.logprobs.content]
+    assert [e.token for e in entries] == [c.token for c in content]
+    assert [e.logprob for e in entries] == pytest.approx([c.logprob for c in content], abs=1e-4)
+    with pytest.raises(openai.BadRequestError, match="top_logprobs"):
+        oai.chat.completions.create(model=MODEL, messages=messages, logprobs=True, top_logprobs=3)
+
+
+def test_n_samples_whole_streamed_and_seeded(oai):
+    messages = [{"role": "user", "content": "Write a one-line poem about the sea."}]
+    kwargs = dict(model=MODEL, messages=messages, max_tokens=24, n=3, temperature=1.0, seed=11, logprobs=True)
+    whole = oai.chat.completions.create(**kwargs)
+    assert [c.index for c in whole.choices] == [0, 1, 2]
+    texts = [c.message.content for c in whole.choices]
+    assert len(set(texts)) > 1  # independent samples
+    assert whole.usage.completion_tokens == sum(len(c.logprobs.content) for c in whole.choices)
+    assert [c.message.content for c in oai.chat.completions.create(**kwargs).choices] == texts  # same seed
+    parts: dict[int, list[str]] = {0: [], 1: [], 2: []}
+    finishes: dict[int, list[str]] = {0: [], 1: [], 2: []}
+    usage = None
+    for chunk in oai.chat.completions.create(**kwargs, stream=True, stream_options={"include_usage": True}):
+        usage = chunk.usage or usage
+        for c in chunk.choices:
+            parts[c.index].append(c.delta.content or "")
+            if c.finish_reason:
+                finishes[c.index].append(c.finish_reason)
+    assert ["".join(parts[i]) for i in range(3)] == texts
+    assert all(len(f) == 1 for f in finishes.values())
+    assert usage.completion_tokens == whole.usage.completion_tokens
+    completions = oai.completions.create(model=MODEL, prompt="Once upon a time", max_tokens=12, n=2, seed=3)
+    assert [c.index for c in completions.choices] == [0, 1] and all(c.finish_reason for c in completions.choices)
+
+
+SCHEMAS = [
+    {"type": "object", "properties": {"city": {"type": "string"}, "population": {"type": "integer", "minimum": 1,
+                                                                                 "maximum": 99}},
+     "required": ["city", "population"], "additionalProperties": False},
+    {"type": "object", "properties": {"colors": {"type": "array", "items": {"enum": ["red", "green", "blue"]},
+                                                 "minItems": 2, "maxItems": 3}},
+     "required": ["colors"], "additionalProperties": False},
+    {"type": "object", "properties": {
+        "person": {"type": "object", "properties": {"name": {"type": "string", "maxLength": 12},
+                                                    "code": {"type": "string", "pattern": "^[A-Z]{3}-[0-9]{2}$"}},
+                   "required": ["name", "code"], "additionalProperties": False},
+        "ok": {"type": "boolean"}}, "required": ["person", "ok"], "additionalProperties": False},
+]
+
+
+@pytest.mark.parametrize("schema", SCHEMAS, ids=["bounds", "enum-array", "nested-pattern"])
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_json_schema_answers_validate(oai, schema, stream):
+    kwargs = dict(model=MODEL, max_tokens=96, temperature=0, messages=[
+        {"role": "user", "content": "Describe a city as JSON."}],
+        response_format={"type": "json_schema", "json_schema": {"name": "x", "schema": schema, "strict": True}})
+    if stream:
+        text = "".join(c.choices[0].delta.content or "" for c in oai.chat.completions.create(**kwargs, stream=True)
+                       if c.choices)
+    else:
+        text = oai.chat.completions.create(**kwargs).choices[0].message.content
+    jsonschema.validate(json.loads(text), schema)
+
+
+def test_json_object_regex_and_refusals(oai):
+    out = oai.chat.completions.create(model=MODEL, max_tokens=400, temperature=0, response_format={"type": "json_object"},
+                                      messages=[{"role": "user", "content": "Return a JSON object with the keys name and age for a cat named Tom who is 3 years old."}])
+    assert out.choices[0].finish_reason == "stop"  # a length cut is the one way to an incomplete document
+    assert isinstance(json.loads(out.choices[0].message.content), dict)
+    out = oai.completions.create(model=MODEL, prompt="Today's date:", max_tokens=16, temperature=0,
+                                 extra_body={"guided_regex": r"20[0-9]{2}-(0[1-9]|1[0-2])-[0-3][0-9]"})
+    assert __import__("re").fullmatch(r"20[0-9]{2}-(0[1-9]|1[0-2])-[0-3][0-9]", out.choices[0].text)
+    # a guide that does not compile is a 400 before it reaches the engine (where it would wedge
+    # OpenVINO's pipeline for every request: contract/guided.py), and the engine serves on
+    for bad in ({"guided_regex": "([a-"}, {"guided_grammar": "root ::= foo"},
+                {"guided_json": {"type": "object", "properties": {"a": {"type": "string", "pattern": "[a-"}}}}):
+        with pytest.raises(openai.BadRequestError, match="does not compile"):
+            oai.completions.create(model=MODEL, prompt="x", max_tokens=4, extra_body=bad)
+    assert oai.completions.create(model=MODEL, prompt="Hello", max_tokens=4).choices[0].text
+    with pytest.raises(openai.BadRequestError, match="uniqueItems"):
+        oai.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "x"}], response_format={
+            "type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "array", "uniqueItems": True}}})
+
+
+def test_grpc_client_typed_options(server):
+    with LlmClient(server.settings.grpc_url) as client:
+        results = client.generate_n("Pick a number:", SamplingParams(
+            max_tokens=8, n=2, temperature=1.0, seed=5, return_log_probs=True,
+            guide=Guide("regex", "[1-9][0-9]?")))
+    assert len(results) == 2
+    for r in results:
+        assert __import__("re").fullmatch("[1-9][0-9]?", r.text) and len(r.log_probs) == r.completion_tokens
+
+
+def test_standin_layout_refuses_n_and_guides_naming_the_input(standin_server):
+    """TensorRT-LLM's C++ backend has both (num_return_sequences; guided decoding with a
+    `guided_decoding_backend` model parameter and the tokenizer info), but the kit builds no
+    engine configured for guided decoding and does not relay several sequences yet: refused
+    before the engine, naming the input and the engine (contract/features.py TRTLLM_ENGINE)."""
+    from client import InvalidRequestError
+
+    with LlmClient(standin_server.settings.grpc_url) as client:
+        with pytest.raises(InvalidRequestError, match=r"'num_return_sequences'.*TensorRT-LLM \(engine flow\)"):
+            client.generate_n("Hi", SamplingParams(max_tokens=4, n=2, temperature=1.0))
+        with pytest.raises(InvalidRequestError, match=r"'guided_decoding_guide_type'.*TensorRT-LLM"):
+            client.generate("Hi", SamplingParams(max_tokens=4, guide=Guide("regex", "[a-z]+")))
+        # log probs: the stand-in returns the chosen tokens' log probs as the backend does
+        result = client.generate(LOGPROB_PROMPT, SamplingParams(max_tokens=8, temperature=0, return_log_probs=True))
+    assert len(result.log_probs) == len(result.token_ids) and all(lp <= 0 for lp in result.log_probs)
+    assert any(lp < 0 for lp in result.log_probs)
+
+
+def _schemas():
+    """Hypothesis strategy: bounded object schemas (every string, array and number bounded, so
+    every valid document is short and a generation that ends is complete)."""
+    from hypothesis import strategies as st
+
+    names = st.sampled_from(["name", "id", "tags", "score", "ok", "kind", "size", "meta"])
+    words = st.lists(st.sampled_from(["red", "green", "blue", "small", "large"]), min_size=1, max_size=3, unique=True)
+    leaf = st.one_of(
+        st.builds(lambda n: {"type": "string", "maxLength": n}, st.integers(1, 12)),
+        st.builds(lambda lo, span: {"type": "integer", "minimum": lo, "maximum": lo + span},
+                  st.integers(-50, 50), st.integers(0, 100)),
+        st.just({"type": "boolean"}),
+        st.builds(lambda w: {"enum": w}, words),
+        st.builds(lambda w, n: {"type": "array", "items": {"enum": w}, "minItems": 1, "maxItems": n}, words,
+                  st.integers(1, 3)),
+        st.just({"type": "string", "pattern": "^[a-z]{2,5}$"}),
+    )
+
+    def obj(children):
+        return st.dictionaries(names, children, min_size=1, max_size=3).map(
+            lambda props: {"type": "object", "properties": props, "required": sorted(props),
+                           "additionalProperties": False})
+
+    return st.recursive(leaf, obj, max_leaves=4).filter(lambda s: s.get("type") == "object")
+
+
+def test_generated_schemas_validate(oai):
+    """Hypothesis-generated schemas (nested objects, arrays, enums, required, patterns, bounds),
+    whole and streamed alternately; derandomized so CI runs the same examples."""
+    from hypothesis import HealthCheck, given, settings
+
+    calls = []
+
+    @settings(max_examples=8, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+    @given(_schemas())
+    def check(schema):
+        stream = len(calls) % 2 == 1
+        calls.append(schema)
+        kwargs = dict(model=MODEL, max_tokens=160, temperature=0, messages=[
+            {"role": "user", "content": "Fill in this JSON form."}],
+            response_format={"type": "json_schema", "json_schema": {"name": "f", "schema": schema, "strict": True}})
+        if stream:
+            chunks = list(oai.chat.completions.create(**kwargs, stream=True))
+            text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+            finish = next(c.choices[0].finish_reason for c in reversed(chunks) if c.choices and c.choices[0].finish_reason)
+        else:
+            choice = oai.chat.completions.create(**kwargs).choices[0]
+            text, finish = choice.message.content, choice.finish_reason
+        assert finish == "stop", (schema, text)
+        jsonschema.validate(json.loads(text), schema)
+
+    check()
+    assert len(calls) >= 4
+
+
+WEATHER_TOOL = {"type": "function", "function": {"name": "get_weather", "description": "Weather in a city", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string", "maxLength": 20},
+                                     "unit": {"enum": ["celsius", "fahrenheit"]}},
+    "required": ["city", "unit"], "additionalProperties": False}}}
+TIME_TOOL = {"type": "function", "function": {"name": "get_time", "parameters": {
+    "type": "object", "properties": {"zone": {"enum": ["UTC", "CET"]}}, "required": ["zone"],
+    "additionalProperties": False}}}
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+@pytest.mark.parametrize("choice", ["named", "required"])
+def test_tool_calls(oai, stream, choice):
+    """tools + tool_choice (a named function, or required among two): guided JSON against the
+    parameter schema, answered as tool_calls whose arguments validate."""
+    tool_choice = {"type": "function", "function": {"name": "get_weather"}} if choice == "named" else "required"
+    kwargs = dict(model=MODEL, max_tokens=80, temperature=0, tools=[WEATHER_TOOL, TIME_TOOL], tool_choice=tool_choice,
+                  messages=[{"role": "user", "content": "What is the weather in Paris, in celsius?"}])
+    if stream:
+        calls, finish = {}, None
+        for chunk in oai.chat.completions.create(**kwargs, stream=True):
+            for c in chunk.choices:
+                finish = c.finish_reason or finish
+                for call in c.delta.tool_calls or []:
+                    entry = calls.setdefault(call.index, {"name": "", "arguments": ""})
+                    entry["name"] += call.function.name or ""
+                    entry["arguments"] += call.function.arguments or ""
+        name, arguments = calls[0]["name"], calls[0]["arguments"]
+    else:
+        out = oai.chat.completions.create(**kwargs).choices[0]
+        finish, call = out.finish_reason, out.message.tool_calls[0]
+        assert out.message.content is None and call.type == "function" and call.id
+        name, arguments = call.function.name, call.function.arguments
+    assert finish == "tool_calls"
+    schemas = {t["function"]["name"]: t["function"]["parameters"] for t in (WEATHER_TOOL, TIME_TOOL)}
+    assert name in schemas and (choice == "required" or name == "get_weather")
+    jsonschema.validate(json.loads(arguments), schemas[name])
+
+
+def test_tool_choice_auto_is_refused(oai):
+    with pytest.raises(openai.BadRequestError, match="tool_choice"):
+        oai.chat.completions.create(model=MODEL, tools=[WEATHER_TOOL], messages=[{"role": "user", "content": "x"}])
+
+
+def test_relay_layout_carries_n_samples(relay_server):
+    """The GPU wiring (ensemble -> engine_relay -> engine) with the CPU engine behind: the
+    relay passes each response's sequence_index on, so the n samples stay apart."""
+    with LlmClient(relay_server.settings.grpc_url) as client:
+        sampling = SamplingParams(max_tokens=12, n=3, temperature=1.0, seed=3)
+        streamed = client.generate_n("Write a poem:", sampling)
+        whole = client.generate_n("Write a poem:", sampling, stream=False)
+    assert [r.text for r in streamed] == [r.text for r in whole] and len({r.text for r in whole}) == 3
+    assert all(r.finish_reason and r.completion_tokens == 12 for r in whole)
+
+
+def test_pytorch_layout_refuses_n_and_guides_and_returns_log_probs(pytorch_server):
+    """The LLM API has both (contract/upstream/data/llmapi_1.2.1.json rows sampling.field.n and
+    sampling.field.guided_decoding), but tensorrt_llm_pytorch does not map them onto our contract yet
+    (contract/features.py PYTORCH_ENGINE): refused naming the input; log probs are mapped
+    (SamplingParams.logprobs)."""
+    from client import InvalidRequestError
+
+    with LlmClient(pytorch_server.settings.grpc_url) as client:
+        with pytest.raises(InvalidRequestError, match=r"'num_return_sequences'.*PyTorch backend"):
+            client.generate_n("Hi", SamplingParams(max_tokens=4, n=2, temperature=1.0))
+        with pytest.raises(InvalidRequestError, match=r"'guided_decoding_guide_type'.*PyTorch backend"):
+            client.generate("Hi", SamplingParams(max_tokens=4, guide=Guide("regex", "[a-z]+")))
+        result = client.generate(LOGPROB_PROMPT, SamplingParams(max_tokens=8, temperature=0, return_log_probs=True))
+    assert len(result.log_probs) == len(result.token_ids) and any(lp < 0 for lp in result.log_probs)
+
+
+def test_bls_carries_n_samples_and_guides(server):
+    """tensorrt_llm_bls (the ensemble's dataflow as BLS calls) gives the ensemble's n answers."""
+    from contract import names
+
+    sampling = SamplingParams(max_tokens=10, n=2, temperature=1.0, seed=9, guide=Guide("regex", "[a-z ]{4,12}"))
+    with LlmClient(server.settings.grpc_url) as ensemble, LlmClient(server.settings.grpc_url, model=names.LLM_BLS) as bls:
+        expected = [r.text for r in ensemble.generate_n("Say something:", sampling)]
+        got = [r.text for r in bls.generate_n("Say something:", sampling)]
+    assert got == expected and all(__import__("re").fullmatch("[a-z ]{4,12}", t) for t in got)
