@@ -37,7 +37,7 @@ CHECKPOINT_ARG := $(if $(MODEL),--checkpoint $(MODEL),)
 PRECISION_ARG := $(if $(PRECISION),--precision $(PRECISION),)
 CHART_ARGS := $(foreach f,$(VALUES),-f $(f)) $(if $(ENGINE_DIR),--engine-dir $(ENGINE_DIR),)
 
-.PHONY: help venv build-engine build-engine-openvino build-engine-tensorrt_llm build-engine-tensorrt_llm_pytorch compose-config test-gpu serve serve-detached stop demo client bench bench-throughput chart-check chart-template test test-unit clean
+.PHONY: help venv eval-quality eval-harness build-engine build-engine-openvino build-engine-tensorrt_llm build-engine-tensorrt_llm_pytorch compose-config test-gpu serve serve-detached stop demo client bench bench-throughput chart-check chart-template test test-unit clean
 
 help:
 	@echo "make demo          build the default model's engine, start Triton, stream a completion, stop"
@@ -46,6 +46,9 @@ help:
 	@echo "                   the TensorRT-LLM engine: here inside the GPU image, else in the compose builder service"
 	@echo "make build-engine  BACKEND=tensorrt_llm_pytorch MODEL=/hf/llama/dir [PRECISION=auto|fp8|int4_awq|nvfp4] [TP=n]"
 	@echo "                   TensorRT-LLM's PyTorch backend (image 26.07): no compile; ModelOpt quantizes if asked"
+	@echo "make eval-quality  [ENGINE_DIR=build/engines/...] [PRECISION=int4] [FULL=1] accuracy vs the float32 checkpoint"
+	@echo "                   (PPL, KL divergence, top-1, greedy agreement), stored in the engine's build.json"
+	@echo "make eval-harness  [LM_EVAL_ARGS='--tasks kit_capitals'] lm-evaluation-harness against the OpenAI front"
 	@echo "make serve         build, then run Triton in the foreground (Ctrl-C stops it)"
 	@echo "make serve-detached / make stop   the same in the background"
 	@echo "make client PROMPT='...'          stream a completion from a running server"
@@ -71,6 +74,28 @@ build-engine: build-engine-$(BACKEND)
 
 build-engine-openvino: venv
 	$(PY) -m build_engines build --backend openvino $(CHECKPOINT_ARG) $(PRECISION_ARG) --skip-existing $(ENGINE_ARGS)
+
+# The fidelity report of a built CPU engine (the one `make build-engine` made for PRECISION, or ENGINE_DIR).
+FIDELITY_ENGINE = $(or $(ENGINE_DIR),build/engines/SmolLM2-135M-Instruct-openvino-$(or $(PRECISION),int8))
+eval-quality: venv
+	$(PY) -m build_engines eval-quality --engine-dir $(FIDELITY_ENGINE) $(if $(FULL),--full,)
+
+# lm-evaluation-harness against the OpenAI front, on a generation task defined from a local file
+# (build_engines/fidelity/lm_eval_tasks); its own pinned virtualenv (requirements/eval-harness.txt).
+EVAL_VENV := build/eval-harness-venv
+LM_EVAL_TASKS := $(CURDIR)/build_engines/fidelity/lm_eval_tasks
+LM_EVAL_ARGS ?= --tasks kit_capitals
+
+$(EVAL_VENV)/.installed: requirements/eval-harness.txt
+	$(PYTHON) -m venv $(EVAL_VENV)
+	$(EVAL_VENV)/bin/python -m pip install --quiet --no-deps -r requirements/eval-harness.txt
+	@touch $@
+
+eval-harness: build-engine $(EVAL_VENV)/.installed
+	$(PY) -m serving run --openai-port $(OPENAI_PORT) -- /bin/sh -c 'cd $(LM_EVAL_TASKS) && HF_DATASETS_OFFLINE=1 \
+		$(CURDIR)/$(EVAL_VENV)/bin/lm_eval --model local-chat-completions --apply_chat_template \
+		--model_args model=SmolLM2-135M-Instruct,base_url=http://127.0.0.1:$(OPENAI_PORT)/v1/chat/completions,num_concurrent=4,tokenizer_backend=none \
+		--include_path $(LM_EVAL_TASKS) --output_path $(CURDIR)/build/lm-eval $(LM_EVAL_ARGS)'
 
 # Standard library only until it knows where to build (see build_engines/dispatch.py).
 build-engine-tensorrt_llm:

@@ -66,13 +66,38 @@ def prepare_default(out: Path, force: bool) -> None:
 
 @main.command()
 @click.argument("checkpoint", type=click.Path(exists=True, file_okay=False, path_type=Path), required=False)
-def inspect(checkpoint: Path | None) -> None:
-    """Print the architecture facts of CHECKPOINT (default: the embedded model) as JSON."""
+@click.option("--json", "as_json", is_flag=True, help="An engine directory: its whole build.json.")
+def inspect(checkpoint: Path | None, as_json: bool) -> None:
+    """Print the architecture facts of CHECKPOINT (default: the embedded model) as JSON; for a
+    built engine directory, what it is and its fidelity report (accuracy vs the checkpoint)."""
+    from contract.build_record import BUILD_RECORD_FILE
+
+    if checkpoint is not None and (checkpoint / BUILD_RECORD_FILE).is_file():
+        from build_engines.fidelity.engine_cli import engine_summary
+
+        click.echo(engine_summary(checkpoint, as_json))
+        return
     try:
         info = inspect_checkpoint(resolve_checkpoint(checkpoint))
     except CheckpointError as e:
         _fail(e)
     click.echo(json.dumps(info.to_dict(), indent=2))
+
+
+@main.command("eval-quality")
+@click.option("--engine-dir", type=click.Path(exists=True, file_okay=False, path_type=Path), required=True)
+@click.option("--full", is_flag=True, help="The whole measurement (24,575 tokens, 20 x 128-token answers) instead of quick.")
+@click.option("--record/--no-record", default=True, show_default=True,
+              help="Store the report in the engine's build.json (CPU engine).")
+def eval_quality(engine_dir: Path, full: bool, record: bool) -> None:
+    """Measure a built engine against its float32 checkpoint: PPL, KL divergence, top-1 and
+    greedy agreement (the report `build` stores), and check its precision's gate."""
+    from build_engines.fidelity.engine_cli import evaluate_built_engine
+
+    try:
+        click.echo(evaluate_built_engine(engine_dir, "full" if full else "quick", record))
+    except (SpecError, ValueError, RuntimeError) as e:
+        _fail(e)
 
 
 def _checked_spec(checkpoint: Path | None, kwargs: dict):
@@ -134,6 +159,8 @@ def reuse_engine(engine_dir: Path, spec: BuildSpec) -> bool:
     record = BuildRecord.read(engine_dir)
     if BuildSpec.from_dict(record.spec).artifact_fields() != spec.artifact_fields():
         return False
+    if spec.backend == EngineBackend.OPENVINO and spec.fidelity.evaluation != "off" and not record.fidelity:
+        return False  # built before fidelity reports (and pinned numerics): measure it again
     if record.spec != spec.to_dict():
         dataclasses.replace(record, spec=spec.to_dict()).write(engine_dir)
     return True

@@ -9,7 +9,10 @@ from pathlib import Path
 import click
 
 from build_engines.gpus import DEFAULT_GPU, GpuError, GpuTarget, detect_gpus, known_gpu
+from build_engines.fidelity.options import EVALUATIONS, FidelityOptions
+from build_engines.openvino_compress import MODES, SENSITIVITY_METRICS, Int4Recipe
 from build_engines.spec import DEFAULT_PRECISION, BuildSpec, EngineBackend, EngineLimits, OpenVinoOptions, Precision, SpecError
+from contract.model_configs import ACTIVATION_PRECISIONS, KV_CACHE_PRECISIONS
 from build_engines.trtllm_versions import TrtllmTargetError, resolve_target
 from contract.upstream.trtllm_build import supported_versions
 from build_engines.trtllm_spec import (
@@ -24,6 +27,7 @@ _LIMITS = EngineLimits()
 _OV = OpenVinoOptions()
 _TRT = TrtLlmOptions()
 _SERVING = TrtLlmServing()
+_INT4 = Int4Recipe()
 
 
 def _choice(enum_cls) -> click.Choice:
@@ -55,6 +59,34 @@ _OPTIONS = [
                  help="Fail a request with no first token after this many seconds (UNAVAILABLE; 0 = never)."),
     click.option("--stream-interval", type=int, default=_OV.stream_interval, show_default=True,
                  help="[openvino] tokens per streamed response after the first; 0 = by batch size (1/2/4)."),
+    # CPU engine numerics (README: "Precision")
+    click.option("--activation-precision", type=click.Choice(ACTIVATION_PRECISIONS), default=_OV.activation_precision,
+                 show_default=True, help="[openvino] INFERENCE_PRECISION_HINT: f32 is exact on every host; bf16/f16 "
+                                         "are faster where the CPU computes them natively, at a measured KLD cost."),
+    click.option("--kv-cache-precision", type=click.Choice(KV_CACHE_PRECISIONS), default=_OV.kv_cache_precision,
+                 show_default=True, help="[openvino] KV_CACHE_PRECISION: u8 halves the cache of f16/bf16."),
+    click.option("--dynamic-quantization-group-size", type=int, default=_OV.dynamic_quantization_group_size,
+                 show_default=True, help="[openvino] quantize activations to int8 in groups of N before matmuls with "
+                                         "compressed weights (OpenVINO's default on VNNI hosts: 32); 0 = off."),
+    click.option("--int4-group-size", type=int, default=_INT4.group_size, show_default=True,
+                 help="[openvino int4] weights per scale; must divide the hidden and MLP sizes."),
+    click.option("--int4-ratio", type=float, default=_INT4.ratio, show_default=True,
+                 help="[openvino int4] share of layers in int4; the most sensitive rest stays int8."),
+    click.option("--int4-mode", type=click.Choice(MODES), default=_INT4.mode, show_default=True),
+    click.option("--int4-awq/--no-int4-awq", default=_INT4.awq, show_default=True),
+    click.option("--int4-scale-estimation/--no-int4-scale-estimation", default=_INT4.scale_estimation, show_default=True),
+    click.option("--int4-gptq/--no-int4-gptq", default=_INT4.gptq, show_default=True),
+    click.option("--int4-sensitivity-metric", type=click.Choice(SENSITIVITY_METRICS), default=_INT4.sensitivity_metric,
+                 show_default=True),
+    click.option("--int4-calibration-samples", type=int, default=_INT4.calibration_samples, show_default=True,
+                 help="[openvino int4] windows of stdlib source text (never the evaluation text)."),
+    # Fidelity report and gate
+    click.option("--fidelity", "fidelity_evaluation", type=click.Choice(EVALUATIONS), default="quick", show_default=True,
+                 help="Measure the engine against the float32 checkpoint before publishing it: quick (every build), "
+                      "full (the whole measurement), off."),
+    click.option("--gate-max-mean-kld", type=float, default=None, help="Override the precision's gate (mean KLD, nats)."),
+    click.option("--gate-max-ppl-change", type=float, default=None, help="Override the gate: max PPL change, percent."),
+    click.option("--gate-min-top1", type=float, default=None, help="Override the gate: min same-top-1 share, percent."),
     # TensorRT-LLM
     click.option("--trtllm-version", type=click.Choice(supported_versions()), default=None,
                  help="[tensorrt_llm] the TensorRT-LLM version to build for (its conformance table applies; default: "
@@ -120,7 +152,15 @@ def make_spec(checkpoint: Path, backend: str, precision: str | None, max_batch_s
               kv_cache_fraction: float = _SERVING.kv_cache_free_gpu_mem_fraction, kv_cache_reuse: bool = True,
               chunked_context: bool = True, scheduler_policy: str = _SERVING.batch_scheduler_policy.value,
               max_queue_delay_us: int = 0, speculative_decoding: str = "none", trtllm_version: str | None = None,
-              triton_image: str | None = None, detect=detect_gpus) -> BuildSpec:
+              triton_image: str | None = None, detect=detect_gpus, activation_precision: str = _OV.activation_precision,
+              kv_cache_precision: str = _OV.kv_cache_precision,
+              dynamic_quantization_group_size: int = _OV.dynamic_quantization_group_size, int4_group_size: int = _INT4.group_size,
+              int4_ratio: float = _INT4.ratio, int4_mode: str = _INT4.mode, int4_awq: bool = _INT4.awq,
+              int4_scale_estimation: bool = _INT4.scale_estimation, int4_gptq: bool = _INT4.gptq,
+              int4_sensitivity_metric: str = _INT4.sensitivity_metric,
+              int4_calibration_samples: int = _INT4.calibration_samples, fidelity_evaluation: str = "quick",
+              gate_max_mean_kld: float | None = None, gate_max_ppl_change: float | None = None,
+              gate_min_top1: float | None = None) -> BuildSpec:
     engine_backend = EngineBackend(backend)
     trtllm = TrtLlmOptions()
     if engine_backend == EngineBackend.TENSORRT_LLM:
@@ -158,7 +198,11 @@ def make_spec(checkpoint: Path, backend: str, precision: str | None, max_batch_s
         precision=Precision(precision) if precision else DEFAULT_PRECISION[engine_backend],
         limits=EngineLimits(max_batch_size, max_input_len, max_seq_len, max_num_tokens, default_max_tokens),
         openvino=OpenVinoOptions(kv_cache_size_gb, prefix_caching, inference_threads, max_queue_size, queue_timeout_s,
-                                 stream_interval),
+                                 stream_interval, activation_precision, kv_cache_precision,
+                                 dynamic_quantization_group_size,
+                                 Int4Recipe(int4_mode, int4_group_size, int4_ratio, int4_sensitivity_metric, int4_awq,
+                                            int4_scale_estimation, int4_gptq, int4_calibration_samples)),
         trtllm=trtllm,
+        fidelity=FidelityOptions(fidelity_evaluation, gate_max_mean_kld, gate_max_ppl_change, gate_min_top1),
     )
     return dataclasses.replace(spec, pytorch=pytorch) if pytorch else spec

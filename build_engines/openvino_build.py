@@ -1,14 +1,20 @@
-"""Build the CPU engine: export a Llama checkpoint to OpenVINO IR with weight compression.
+"""Build the CPU engine: export a Llama checkpoint to OpenVINO IR with weight compression,
+measure its fidelity against the checkpoint, and publish it only if it passes the gate.
 
-The export itself is optimum-intel's (`optimum-cli export openvino`), run as a child
-process so its memory is returned when it ends.  The engine directory is written under a
-temporary name and renamed when complete, so a half-built engine never looks usable.
+The export itself is optimum-intel's (`optimum-cli export openvino`); int4 is exported as
+float and then compressed data-aware by NNCF (build_engines/openvino_compress.py); the
+fidelity report is build_engines/fidelity.  Each runs as a child process so its memory is
+returned when it ends.  The engine directory is written under a temporary name and renamed
+when complete, so a half-built (or rejected) engine never looks usable.
 """
 
 from __future__ import annotations
 
+import json
+import shutil
 import sys
 import time
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from build_engines.checkpoint import CheckpointInfo, checkpoint_hash, copy_tokenizer_files
@@ -21,24 +27,34 @@ from contract.build_record import BUILD_RECORD_FILE, BuildRecord, installed_vers
 BUILD_PACKAGES = ("openvino", "openvino-genai", "openvino-tokenizers", "optimum-intel", "optimum", "nncf",
                   "transformers", "torch")
 IR_MODEL_FILE = "openvino_model.xml"
-INT4_GROUP_SIZE = 128
+FIDELITY_FILE = "fidelity.json"
+REJECTED_SUFFIX = ".rejected"
 
-__all__ = ["BuildError", "build_openvino_engine", "engine_is_built", "export_command"]
+__all__ = ["BuildError", "build_openvino_engine", "compress_command", "engine_is_built", "export_command"]
 
 
 def export_command(spec: BuildSpec, info: CheckpointInfo, out_dir: Path) -> list[str]:
-    """The exact optimum-cli invocation for this spec."""
-    cmd = [sys.executable, "-m", "optimum.commands.optimum_cli", "export", "openvino",
-           "--model", str(spec.checkpoint), "--task", "text-generation-with-past",
-           "--weight-format", spec.precision.value]
-    if spec.precision == Precision.INT4:
-        # Group-wise int4 needs the group to divide every input dimension it compresses.
-        group = INT4_GROUP_SIZE
-        while group > 16 and (info.hidden_size % group or info.intermediate_size % group):
-            group //= 2
-        cmd += ["--group-size", str(group), "--ratio", "1.0"]
-    cmd.append(str(out_dir))
-    return cmd
+    """The exact optimum-cli invocation for this spec (int4: float32, compressed afterwards)."""
+    weight_format = "fp32" if spec.precision == Precision.INT4 else spec.precision.value
+    return [sys.executable, "-m", "optimum.commands.optimum_cli", "export", "openvino",
+            "--model", str(spec.checkpoint), "--task", "text-generation-with-past",
+            "--weight-format", weight_format, str(out_dir)]
+
+
+def compress_command(spec: BuildSpec, ir_dir: Path) -> list[str]:
+    """int4: NNCF's data-aware compression of the exported IR, with the spec's recipe."""
+    return [sys.executable, "-m", "build_engines.openvino_compress", "--ir-dir", str(ir_dir),
+            "--checkpoint", str(spec.checkpoint), "--recipe", json.dumps(asdict(spec.openvino.int4)),
+            "--record", str(ir_dir / "compression.json")]
+
+
+def fidelity_command(spec: BuildSpec, engine_dir: Path, out: Path) -> list[str]:
+    ov = spec.openvino
+    return [sys.executable, "-m", "build_engines.fidelity", "--engine-dir", str(engine_dir),
+            "--checkpoint", str(spec.checkpoint), "--activation-precision", ov.activation_precision,
+            "--kv-cache-precision", ov.kv_cache_precision,
+            "--dynamic-quantization-group-size", str(ov.dynamic_quantization_group_size), "--evaluation", spec.fidelity.evaluation,
+            "--inference-threads", str(ov.inference_threads), "--out", str(out)]
 
 
 def engine_is_built(engine_dir: Path) -> bool:
@@ -46,20 +62,55 @@ def engine_is_built(engine_dir: Path) -> bool:
 
 
 def build_openvino_engine(spec: BuildSpec, engine_dir: Path, *, log_file: Path | None = None) -> BuildRecord:
-    progress = StepProgress(total=3)
+    compressing = spec.precision == Precision.INT4
+    evaluating = spec.fidelity.evaluation != "off"
+    progress = StepProgress(total=3 + compressing + evaluating)
     with progress.step(f"inspect checkpoint {spec.checkpoint}"):
         info = validated_checkpoint(spec, EngineBackend.OPENVINO)
         digest = checkpoint_hash(spec.checkpoint)
 
     staging = staging_dir(engine_dir)
-    cmd = export_command(spec, info, staging)
     t0 = time.monotonic()
-    with progress.step(f"export to OpenVINO IR ({spec.precision.value} weights)"):
-        run_streaming(cmd, log_file, what="export")
+    fmt = "float32 weights, compressed next" if compressing else f"{spec.precision.value} weights"
+    with progress.step(f"export to OpenVINO IR ({fmt})"):
+        run_streaming(export_command(spec, info, staging), log_file, what="export")
         if not (staging / IR_MODEL_FILE).is_file():
             raise BuildError(f"the exporter finished but wrote no {IR_MODEL_FILE} in {staging}")
         copy_tokenizer_files(spec.checkpoint, staging)
+    compression = {}
+    if compressing:
+        r = spec.openvino.int4
+        how = "data-free" if r.data_free else f"ratio {r.ratio}, calibrated on stdlib text"
+        with progress.step(f"compress to int4 ({r.mode}, group {r.group_size}, {how})"):
+            run_streaming(compress_command(spec, staging), log_file, what="int4 compression")
+            compression = json.loads((staging / "compression.json").read_text())
+    fidelity = {}
+    if evaluating:
+        with progress.step(f"measure fidelity vs the float32 checkpoint ({spec.fidelity.evaluation})"):
+            run_streaming(fidelity_command(spec, staging, staging / FIDELITY_FILE), log_file, what="fidelity report")
+            fidelity = json.loads((staging / FIDELITY_FILE).read_text())
+            _gate(spec, fidelity, staging, engine_dir)
 
     with progress.step(f"write {BUILD_RECORD_FILE} and move into place"):
         record = finish_engine(staging, engine_dir, spec, info, digest, installed_versions(BUILD_PACKAGES), t0)
+        if fidelity or compression:
+            record = replace(record, fidelity=fidelity, compression=compression)
+            record.write(engine_dir)
     return record
+
+
+def _gate(spec: BuildSpec, report: dict, staging: Path, engine_dir: Path) -> None:
+    """Refuse to publish an engine beyond its precision's gate: it is kept aside, with its report."""
+    from build_engines.fidelity.gate import FidelityGateError, check_gate
+
+    limits = spec.fidelity.limits(spec.precision.value)
+    if limits is None:
+        return
+    report["gate"] = limits.to_dict()
+    try:
+        check_gate(report, limits, f"the {spec.precision.value} engine")
+    except FidelityGateError as e:
+        rejected = engine_dir.with_name(engine_dir.name + REJECTED_SUFFIX)
+        shutil.rmtree(rejected, ignore_errors=True)
+        staging.rename(rejected)
+        raise BuildError(f"{e}.  The engine and its {FIDELITY_FILE} are kept in {rejected}") from None

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 from build_engines.capacity import CapacityError, estimate
 from build_engines.checkpoint import CheckpointInfo
-from build_engines.spec import OPENVINO_KV_BYTES_PER_ELEMENT, BuildSpec, EngineBackend, Precision
+from build_engines.spec import BuildSpec, EngineBackend, Precision
 from build_engines.trtllm_plan import BuildPaths, find_examples_dir, plan_steps
 from build_engines.trtllm_rules import EffectiveConfig
 from build_engines.trtllm_spec import KvCacheDtype, effective
@@ -29,11 +30,34 @@ def plan_lines(spec: BuildSpec, info: CheckpointInfo, engine_dir: Path) -> list[
 def _openvino_lines(spec: BuildSpec, info: CheckpointInfo, engine_dir: Path) -> list[str]:
     from build_engines.openvino_build import export_command
 
-    per_token = info.kv_cache_bytes_per_token(OPENVINO_KV_BYTES_PER_ELEMENT)
-    return ["step 1: " + " ".join(export_command(spec, info, engine_dir)),
-            f"KV cache: {per_token / 1024:.1f} KiB/token at 16 bits; at most {spec.kv_cache_bound_gb(info):.2f} GB "
-            f"for {spec.limits.max_batch_size} x {spec.limits.max_seq_len} tokens; pool: "
-            + (f"{spec.openvino.kv_cache_size_gb} GB" if spec.openvino.kv_cache_size_gb else "grows on demand")]
+    from build_engines.fidelity.plan import fidelity_plan_lines
+    from build_engines.openvino_build import compress_command
+
+    ov = spec.openvino
+    element = spec.kv_bytes_per_element(info)
+    per_token = info.kv_cache_bytes_per_token(element)
+    steps = [export_command(spec, info, engine_dir)]
+    if spec.precision == Precision.INT4:
+        steps.append(compress_command(spec, engine_dir))
+    lines = [f"step {n}: " + shlex.join(cmd) for n, cmd in enumerate(steps, 1)]
+    return lines + [
+        f"numerics: activations {ov.activation_precision} (INFERENCE_PRECISION_HINT), KV cache {ov.kv_cache_precision} "
+        f"(KV_CACHE_PRECISION), dynamic activation quantization "
+        f"{ov.dynamic_quantization_group_size or 'off'} (DYNAMIC_QUANTIZATION_GROUP_SIZE), weights {spec.precision.value}" + (_int4_line(spec) if spec.precision == Precision.INT4 else ""),
+        f"KV cache: {per_token / 1024:.1f} KiB/token ({ov.kv_cache_precision}: {element:g} bytes/element); at most "
+        f"{spec.kv_cache_bound_gb(info):.2f} GB for {spec.limits.max_batch_size} x {spec.limits.max_seq_len} tokens; pool: "
+        + (f"{ov.kv_cache_size_gb} GB" if ov.kv_cache_size_gb else "grows on demand"),
+    ] + fidelity_plan_lines(spec)
+
+
+def _int4_line(spec: BuildSpec) -> str:
+    r = spec.openvino.int4
+    if r.mode == "int4_float_zp":
+        return (f" (u4, group {r.group_size}, float16 scale and zero point per group, data-free; token embedding "
+                "and LM head int8)")
+    how = "+".join(n for n, on in (("AWQ", r.awq), ("scale estimation", r.scale_estimation), ("GPTQ", r.gptq)) if on) or "data-free"
+    return (f" ({r.mode}, group {r.group_size}, {r.ratio:.0%} of layers int4, rest int8 by {r.sensitivity_metric}; "
+            f"{how}; calibration {r.calibration_samples} x {r.calibration_tokens} tokens of stdlib source)")
 
 
 def _trtllm_lines(spec: BuildSpec, info: CheckpointInfo, engine_dir: Path) -> list[str]:

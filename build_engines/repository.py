@@ -74,6 +74,9 @@ def openvino_engine_model(engine_dir: Path, spec: BuildSpec) -> RenderedModel:
         max_queue_size=spec.openvino.max_queue_size,
         queue_timeout_s=spec.openvino.queue_timeout_s,
         stream_interval=spec.openvino.stream_interval,
+        activation_precision=spec.openvino.activation_precision,
+        kv_cache_precision=spec.openvino.kv_cache_precision,
+        dynamic_quantization_group_size=spec.openvino.dynamic_quantization_group_size,
     )
     config = python_model_config(
         names.OPENVINO_ENGINE, ENGINE_INPUTS, ENGINE_OUTPUTS, max_batch_size=spec.limits.max_batch_size,

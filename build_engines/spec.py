@@ -10,6 +10,9 @@ from typing import Any
 
 from build_engines.checkpoint import CheckpointInfo
 from build_engines.checkpoint_quant import read_quantization
+from build_engines.fidelity.options import FidelityOptions, fidelity_options_from_dict
+from build_engines.openvino_compress import Int4Recipe
+from build_engines.openvino_precision import kv_bytes_per_element, precision_problems
 from build_engines.pytorch_spec import PyTorchOptions, pytorch_options_from_dict, pytorch_problems
 from build_engines.trtllm_spec import TrtLlmOptions, trtllm_options_from_dict, trtllm_problems
 
@@ -83,8 +86,19 @@ class OpenVinoOptions:
     max_queue_size: int = 64  # waiting requests beyond the batch; more are refused at once
     queue_timeout_s: float = 60.0  # a request without a first token after this long fails; 0: never
     stream_interval: int = 0  # tokens per streamed response after the first; 0: by batch size
+    # Numerics, pinned rather than left to the host (build_engines/openvino_precision.py);
+    # defaults measured in docs/examples/fidelity/ (quality and speed).
+    activation_precision: str = "f32"
+    kv_cache_precision: str = "u8"
+    dynamic_quantization_group_size: int = 0  # int8 activations for compressed-weight matmuls; 0: off
+    int4: Int4Recipe = field(default_factory=Int4Recipe)  # used by precision int4 only
 
-    def validate(self) -> None:
+    def validate(self, dims: tuple[int, ...] = ()) -> None:
+        problems = precision_problems(self.activation_precision, self.kv_cache_precision) + self.int4.validate(dims)
+        if self.dynamic_quantization_group_size < 0:
+            problems.append(f"'dynamic_quantization_group_size' must be >= 0 (0: off), got {self.dynamic_quantization_group_size}")
+        if problems:
+            raise SpecError("; ".join(problems))
         if self.max_queue_size < 0:
             raise SpecError(f"'max_queue_size' must be >= 0, got {self.max_queue_size}")
         if self.queue_timeout_s < 0:
@@ -97,9 +111,6 @@ class OpenVinoOptions:
             raise SpecError(f"'inference_threads' must be >= 0, got {self.inference_threads}")
 
 
-# The CPU KV cache is bf16/f16 on most CPUs (u8 where OpenVINO picks it); size for 2 bytes.
-OPENVINO_KV_BYTES_PER_ELEMENT = 2
-
 
 @dataclass(frozen=True)
 class BuildSpec:
@@ -110,6 +121,7 @@ class BuildSpec:
     openvino: OpenVinoOptions = field(default_factory=OpenVinoOptions)
     trtllm: TrtLlmOptions = field(default_factory=TrtLlmOptions)
     pytorch: PyTorchOptions = field(default_factory=PyTorchOptions)
+    fidelity: FidelityOptions = field(default_factory=FidelityOptions)
 
     def validate(self, info: CheckpointInfo | None = None) -> None:
         allowed = ALLOWED_PRECISIONS[self.backend]
@@ -119,8 +131,10 @@ class BuildSpec:
                 f"allowed: {[p.value for p in allowed]}"
             )
         self.limits.validate(info.max_position_embeddings if info else None)
+        self.fidelity.validate()
         if self.backend == EngineBackend.OPENVINO:
-            self.openvino.validate()
+            int4_dims = (info.hidden_size, info.intermediate_size) if info and self.precision == Precision.INT4 else ()
+            self.openvino.validate(int4_dims)
             return
         if self.backend == EngineBackend.TENSORRT_LLM_PYTORCH:
             quant = read_quantization(Path(info.path)) if info else None
@@ -132,8 +146,12 @@ class BuildSpec:
 
     def kv_cache_bound_gb(self, info: CheckpointInfo) -> float:
         """The most KV cache the CPU engine can use: every sequence of the batch at full length."""
-        per_token = info.kv_cache_bytes_per_token(OPENVINO_KV_BYTES_PER_ELEMENT)
+        per_token = info.kv_cache_bytes_per_token(self.kv_bytes_per_element(info))
         return per_token * self.limits.max_batch_size * self.limits.max_seq_len / 1e9
+
+    def kv_bytes_per_element(self, info: CheckpointInfo) -> float:
+        """The CPU KV cache's real element size (u8: 1 byte + its per-head scale and zero point)."""
+        return kv_bytes_per_element(self.openvino.kv_cache_precision, info.head_dim)
 
     def to_dict(self) -> dict[str, Any]:
         """The spec as JSON; only the options section of its own backend is recorded."""
@@ -147,8 +165,14 @@ class BuildSpec:
         """What the built engine depends on.  An OpenVINO IR does not depend on the serving
         limits (batch, lengths, KV cache, queue): changing those needs no rebuild."""
         data = self.to_dict()
+        data.pop("fidelity", None)  # how it was evaluated does not change the engine
         if self.backend == EngineBackend.OPENVINO:
-            return {k: data[k] for k in ("checkpoint", "backend", "precision")}
+            # The precisions change the engine's numerics, so its fidelity report: rebuild.
+            ov = data["openvino"]
+            numerics = {k: ov[k] for k in ("activation_precision", "kv_cache_precision", "dynamic_quantization_group_size")}
+            if self.precision == Precision.INT4:
+                numerics["int4"] = ov["int4"]
+            return {k: data[k] for k in ("checkpoint", "backend", "precision")} | {"numerics": numerics}
         return data
 
     @classmethod
@@ -158,13 +182,23 @@ class BuildSpec:
             backend=EngineBackend(data["backend"]),
             precision=Precision(data["precision"]),
             limits=EngineLimits(**data["limits"]),
-            openvino=OpenVinoOptions(**data["openvino"]) if "openvino" in data else OpenVinoOptions(),
+            openvino=openvino_options_from_dict(data["openvino"]) if "openvino" in data else OpenVinoOptions(),
             trtllm=trtllm_options_from_dict(data["trtllm"]) if "trtllm" in data else TrtLlmOptions(),
             pytorch=pytorch_options_from_dict(data["pytorch"]) if "pytorch" in data else PyTorchOptions(),
+            fidelity=fidelity_options_from_dict(data.get("fidelity", {})),
         )
 
     def with_checkpoint(self, path: Path) -> "BuildSpec":
         return replace(self, checkpoint=path)
+
+
+def openvino_options_from_dict(data: dict[str, Any]) -> OpenVinoOptions:
+    """Older records lack the precision fields: they were built with OpenVINO's host defaults,
+    which the record cannot say; they read as this version's defaults."""
+    fields = dict(data)
+    if isinstance(fields.get("int4"), dict):
+        fields["int4"] = Int4Recipe(**fields["int4"])
+    return OpenVinoOptions(**fields)
 
 
 _OPTIONS_SECTION = {EngineBackend.OPENVINO: "openvino", EngineBackend.TENSORRT_LLM: "trtllm",

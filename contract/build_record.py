@@ -53,6 +53,10 @@ class BuildRecord:
     build_seconds: float
     artifacts: dict[str, int] = field(default_factory=dict)  # file name -> bytes
     format_version: int = FORMAT_VERSION
+    # The engine measured against its float checkpoint (build_engines/fidelity: text, token
+    # count, reference, host, PPL, KLD, top-1, greedy agreement, gate); {} when not measured.
+    fidelity: dict[str, Any] = field(default_factory=dict)
+    compression: dict[str, Any] = field(default_factory=dict)  # int4: NNCF recipe and version
 
     def write(self, engine_dir: Path) -> Path:
         path = engine_dir / BUILD_RECORD_FILE

@@ -45,6 +45,11 @@ class PostprocessingParameters:
             raise ValueError(f"'stream_state_ttl_s' must be > 0, got {self.stream_state_ttl_s}")
 
 
+# The CPU engine's numerics (OpenVINO INFERENCE_PRECISION_HINT and KV_CACHE_PRECISION values).
+ACTIVATION_PRECISIONS = ("f32", "bf16", "f16")
+KV_CACHE_PRECISIONS = ("u8", "f16", "bf16", "f32")
+
+
 @dataclass(frozen=True)
 class OpenVinoEngineParameters:
     engine_dir: Path  # output of `build_engines build` (IR + build.json)
@@ -58,8 +63,22 @@ class OpenVinoEngineParameters:
     # Tokens per streamed response after the first; 0 = by batch size (1 up to 4 running
     # requests, 2 up to 8, then 4): fewer trips through the pipeline when the CPU is busiest.
     stream_interval: int = 0
+    # The engine's numerics, pinned (INFERENCE_PRECISION_HINT, KV_CACHE_PRECISION): the spec's
+    # openvino.activation_precision / kv_cache_precision (build_engines/openvino_precision.py).
+    activation_precision: str = "f32"
+    kv_cache_precision: str = "u8"
+    # DYNAMIC_QUANTIZATION_GROUP_SIZE: activations quantized to int8 in groups of this size before
+    # the matmuls with compressed weights (0: off).  OpenVINO turns it on (32) by itself on hosts
+    # with int8 dot-product instructions (VNNI); it doubled int8's KLD here.
+    dynamic_quantization_group_size: int = 0
 
     def validate(self) -> None:
+        if self.activation_precision not in ACTIVATION_PRECISIONS:
+            raise ValueError(f"'activation_precision' must be one of {list(ACTIVATION_PRECISIONS)}, got {self.activation_precision!r}")
+        if self.kv_cache_precision not in KV_CACHE_PRECISIONS:
+            raise ValueError(f"'kv_cache_precision' must be one of {list(KV_CACHE_PRECISIONS)}, got {self.kv_cache_precision!r}")
+        if self.dynamic_quantization_group_size < 0:
+            raise ValueError(f"'dynamic_quantization_group_size' must be >= 0 (0: off), got {self.dynamic_quantization_group_size}")
         if self.max_queue_size < 0 or self.queue_timeout_s < 0 or self.stream_interval < 0:
             raise ValueError("'max_queue_size', 'queue_timeout_s' and 'stream_interval' must be >= 0")
         if self.max_num_seqs < 1 or self.max_num_batched_tokens < 1:

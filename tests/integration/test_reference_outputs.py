@@ -1,6 +1,13 @@
-"""Exact tokens: the ensemble equals the same OpenVINO engine driven directly, and agrees
-with Hugging Face transformers (FP32 checkpoint) on the first 16 tokens - or, where INT8
-weights make them part ways, each side's token is in the other's top 5."""
+"""Exact tokens and fidelity of the served engine.
+
+1. The ensemble equals the same OpenVINO engine driven directly (same numerics properties).
+2. Against Hugging Face transformers (float32 checkpoint), 128-token greedy answers:
+   - where the answers part ways, each side's token is in the other's top 5 (vLLM's check);
+   - teacher-forced on the reference's answers (every one of their tokens), the engine's top-1
+     agrees with the reference's on at least the share measured for its precision, minus margin;
+   - answers stay equal for at least as many tokens, on average, as measured for its precision.
+   The limits per precision come from docs/examples/fidelity/ (see LIMITS).
+"""
 
 from __future__ import annotations
 
@@ -19,8 +26,16 @@ PROMPTS = [
     "Write a Python function that reverses a string.",
     "Tell me a story about a brave knight.",
 ]
-MAX_TOKENS = 24
-COMPARE = 16
+MAX_TOKENS = 128
+EOS = 2
+
+# Per weight precision: (min teacher-forced top-1 agreement %, min mean first differing token).
+# Measured on the default model (docs/examples/fidelity/README.md): top-1 on the evaluation text
+# int8 ~97%, int4 (float zero point, group 32) ~98%, fp16 ~99.4% (u8 KV cache); greedy answers
+# part after ~20-24 (int8), ~26 (int4) and ~45 (fp16) tokens on average over 48-64 tokens, where
+# most answers run out first.  Limits sit below those with room for prompt-to-prompt spread; the
+# int4 limits are int8's because the default int4 recipe measured at least as close on this model.
+LIMITS = {"int8": (90.0, 6.0), "int4": (90.0, 6.0), "fp16": (97.0, 15.0)}
 
 
 @pytest.fixture(scope="module")
@@ -30,6 +45,17 @@ def prompt_ids(default_checkpoint):
     tok = AutoTokenizer.from_pretrained(str(default_checkpoint))
     return {p: tok.apply_chat_template([{"role": "user", "content": p}], add_generation_prompt=True, tokenize=True,
                                        return_dict=True)["input_ids"] for p in PROMPTS}
+
+
+@pytest.fixture(scope="module")
+def engine_params(repository):
+    from build_engines.render import read_config
+    from contract.model_configs import OpenVinoEngineParameters
+    from contract.model_parameters import from_parameters
+
+    config = read_config(repository / "openvino_llm" / "config.pbtxt")
+    return from_parameters(OpenVinoEngineParameters, "openvino_llm",
+                           {k: {"string_value": v.string_value} for k, v in config.parameters.items()})
 
 
 @pytest.fixture(scope="module")
@@ -43,26 +69,22 @@ def served(client):
 
 
 @pytest.fixture(scope="module")
-def direct(default_engine, prompt_ids, repository):
-    """The same IR driven in this process by OpenVINO GenAI, same scheduler settings."""
+def direct(default_engine, prompt_ids, engine_params):
+    """The same IR driven in this process by OpenVINO GenAI, same scheduler settings and numerics."""
     import openvino as ov
     import openvino_genai as og
 
-    from build_engines.render import read_config
-    from contract.model_configs import OpenVinoEngineParameters
-    from contract.model_parameters import from_parameters
+    from model_repository.engines.openvino.openvino_backend import engine_properties
 
-    config = read_config(repository / "openvino_llm" / "config.pbtxt")
-    params = from_parameters(OpenVinoEngineParameters, "openvino_llm",
-                             {k: {"string_value": v.string_value} for k, v in config.parameters.items()})
+    params = engine_params
     sc = og.SchedulerConfig()
     sc.cache_size, sc.max_num_seqs, sc.max_num_batched_tokens = params.kv_cache_size_gb, params.max_num_seqs, params.max_num_batched_tokens
     sc.dynamic_split_fuse, sc.enable_prefix_caching = True, False
-    pipe = og.ContinuousBatchingPipeline(str(default_engine), sc, "CPU", {})
+    pipe = og.ContinuousBatchingPipeline(str(default_engine), sc, "CPU", engine_properties(params))
     out = {}
     for p, ids in prompt_ids.items():
         gc = og.GenerationConfig()
-        gc.max_new_tokens, gc.do_sample, gc.stop_token_ids, gc.eos_token_id = MAX_TOKENS, False, {2}, 2
+        gc.max_new_tokens, gc.do_sample, gc.stop_token_ids, gc.eos_token_id = MAX_TOKENS, False, {EOS}, EOS
         handle = pipe.add_request(0, ov.Tensor(np.array([ids], dtype=np.int64)), gc)
         tokens = []
         while pipe.has_non_finished_requests():
@@ -79,28 +101,51 @@ def test_ensemble_equals_the_engine_driven_directly(served, direct):
         assert served[p] == direct[p], p
 
 
-def test_agrees_with_transformers_fp32(served, prompt_ids, default_checkpoint, default_engine):
+@pytest.fixture(scope="module")
+def reference(default_checkpoint, prompt_ids):
+    """The float32 checkpoint's greedy answers and its logits along them (teacher forcing)."""
     import torch
-    from optimum.intel import OVModelForCausalLM
-    from transformers import AutoModelForCausalLM
 
-    hf = AutoModelForCausalLM.from_pretrained(str(default_checkpoint), dtype=torch.float32).eval()
-    ov_model = OVModelForCausalLM.from_pretrained(str(default_engine), compile=True)
-    exact = 0
+    from build_engines.fidelity.reference import TorchReference
+
+    ref = TorchReference(default_checkpoint)
+    answers = {p: ref.greedy(ids, MAX_TOKENS, {EOS}) for p, ids in prompt_ids.items()}
+    with torch.no_grad():
+        logits = {p: ref.logits(prompt_ids[p] + answers[p], len(prompt_ids[p])) for p in PROMPTS}
+    return answers, logits, ref
+
+
+@pytest.fixture(scope="module")
+def engine_scorer(default_engine, engine_params):
+    from build_engines.fidelity.openvino_engine import OpenVinoScorer
+    from model_repository.engines.openvino.openvino_backend import engine_properties
+
+    return OpenVinoScorer(default_engine, engine_properties(engine_params), chunk=engine_params.max_num_batched_tokens)
+
+
+def test_agrees_with_transformers_fp32(served, prompt_ids, reference, engine_scorer, default_engine):
+    from build_engines.fidelity.metrics import first_difference
+    from contract.build_record import BuildRecord
+
+    precision = BuildRecord.read(default_engine).spec["precision"]
+    min_top1, min_first_difference = LIMITS[precision]
+    answers, ref_logits, _ = reference
+    agree = total = 0
+    depths = []
     for p, ids in prompt_ids.items():
-        with torch.no_grad():
-            ref = hf.generate(torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
-                              max_new_tokens=COMPARE, do_sample=False)[0, len(ids):].tolist()
-        ours = served[p][:COMPARE]
-        n = next((i for i, (a, b) in enumerate(zip(ref, ours)) if a != b), None)
-        if n is None:
-            assert ours == ref[:len(ours)] and (len(ours) == COMPARE or ours[-1] == 2)
-            exact += 1
+        ref, ours = answers[p], served[p]
+        # Teacher-forced: the engine predicts every token of the reference's answer.
+        engine_logits = engine_scorer.logits(ids + ref, len(ids))
+        agree += int((engine_logits.argmax(-1) == ref_logits[p].argmax(-1)).sum())
+        total += len(ref)
+        n = first_difference(ref, ours)
+        depths.append(len(ref) if n is None else n)
+        if n is None or n >= min(len(ref), len(ours)):
             continue
-        prefix = torch.tensor([ids + ref[:n]])
-        with torch.no_grad():
-            hf_top5 = hf(prefix).logits[0, -1].topk(5).indices.tolist()
-        ov_top5 = ov_model(input_ids=prefix, attention_mask=torch.ones_like(prefix)).logits[0, -1].topk(5).indices.tolist()
-        assert ours[n] in hf_top5, f"{p!r}: our token {ours[n]} at {n} not in HF top-5 {hf_top5}"
-        assert ref[n] in ov_top5, f"{p!r}: HF token {ref[n]} at {n} not in our top-5 {ov_top5}"
-    assert exact >= 1  # at least one prompt matches exactly for 16 tokens
+        assert ours[n] in np.argsort(ref_logits[p][n])[-5:], f"{p!r}: our token {ours[n]} at {n} not in the reference's top 5"
+        assert ref[n] in np.argsort(engine_logits[n])[-5:], f"{p!r}: the reference's token {ref[n]} at {n} not in our top 5"
+    top1 = 100.0 * agree / total
+    assert total > 16 * len(PROMPTS), f"only {total} reference tokens compared"
+    assert top1 >= min_top1, f"{precision}: teacher-forced top-1 agreement {top1:.1f}% < {min_top1}% over {total} tokens"
+    assert np.mean(depths) >= min_first_difference, \
+        f"{precision}: greedy answers part after {np.mean(depths):.1f} tokens on average (< {min_first_difference}): {depths}"

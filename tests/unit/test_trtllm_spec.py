@@ -81,7 +81,8 @@ def test_trtllm_spec_round_trips_through_build_json(ckpt):
 
 def test_cpu_spec_records_no_gpu_section():
     """Engines built before the GPU path keep matching their build.json (no rebuild)."""
-    assert set(BuildSpec(Path("/c")).to_dict()) == {"checkpoint", "backend", "precision", "limits", "openvino"}
+    assert set(BuildSpec(Path("/c")).to_dict()) == {"checkpoint", "backend", "precision", "limits", "openvino",
+                                                    "fidelity"}
 
 
 def test_nvidia_smi_parsing():

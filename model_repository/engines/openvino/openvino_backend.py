@@ -104,6 +104,17 @@ class OpenVinoHandle:
         self._h.cancel()
 
 
+def engine_properties(params: OpenVinoEngineParameters) -> dict[str, object]:
+    """The properties the engine is compiled with: its numerics pinned by the spec, never left to
+    the host's defaults (bf16 activations on a CPU with native bf16, f32 elsewhere), and threads."""
+    properties: dict[str, object] = {"INFERENCE_PRECISION_HINT": params.activation_precision,
+                                     "KV_CACHE_PRECISION": params.kv_cache_precision,
+                                     "DYNAMIC_QUANTIZATION_GROUP_SIZE": params.dynamic_quantization_group_size}
+    if params.inference_threads:
+        properties["INFERENCE_NUM_THREADS"] = params.inference_threads
+    return properties
+
+
 class OpenVinoBackend:
     # OpenVINO GenAI 2026.4.1 applies a StructuredOutputConfig to the first of a request's
     # num_return_sequences only: the forked samples run unconstrained (checked: regex
@@ -121,9 +132,7 @@ class OpenVinoBackend:
         scheduler.max_num_batched_tokens = params.max_num_batched_tokens
         scheduler.dynamic_split_fuse = True
         scheduler.enable_prefix_caching = params.enable_prefix_caching
-        properties = {}
-        if params.inference_threads:
-            properties["INFERENCE_NUM_THREADS"] = params.inference_threads
+        properties = engine_properties(params)
         self._make = lambda: og.ContinuousBatchingPipeline(str(Path(params.engine_dir)), scheduler, "CPU", properties)
         self._pipe = self._make()
 

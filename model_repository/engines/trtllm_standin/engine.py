@@ -105,7 +105,9 @@ def openvino_parameters(engine_dir: Path, limits: EngineLimits) -> OpenVinoEngin
     options = BuildRecord.read(engine_dir).spec.get("openvino", {})
     return OpenVinoEngineParameters(
         engine_dir=engine_dir, max_num_seqs=limits.max_batch_size, max_num_batched_tokens=limits.max_num_tokens,
-        kv_cache_size_gb=options.get("kv_cache_size_gb", 0), inference_threads=options.get("inference_threads", 0))
+        kv_cache_size_gb=options.get("kv_cache_size_gb", 0), inference_threads=options.get("inference_threads", 0),
+        **{k: options[k] for k in ("activation_precision", "kv_cache_precision",
+                                                 "dynamic_quantization_group_size") if k in options})
 
 
 def start_engine(engine_dir: Path, limits: EngineLimits) -> tuple[EngineRunner, AccountingBackend]:
