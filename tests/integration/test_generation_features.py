@@ -5,22 +5,15 @@ n samples, structured output (JSON schema, json_object, regex)."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-import time
-import urllib.error
-import urllib.request
 
 import jsonschema
 import openai
 import pytest
 
 from client import Guide, LlmClient, SamplingParams
-from serving.launcher import free_loopback_port
+from tests.integration.openai_front_process import MODEL, running_front
 
 pytestmark = pytest.mark.server
-MODEL = "SmolLM2-135M-Instruct"
 
 # The served engine has INT8 weights and OpenVINO's CPU activations (bf16 where the CPU has
 # it, f32 on AVX2-only hosts) and a u8 KV cache; the reference is the float32 checkpoint.
@@ -34,28 +27,8 @@ MEAN_TOL, MAX_TOL = 0.08, 0.35
 
 @pytest.fixture(scope="module")
 def front(server, default_engine, tmp_path_factory):
-    port = free_loopback_port()
-    log = open(tmp_path_factory.mktemp("front-log") / "front.log", "wb")
-    proc = subprocess.Popen([sys.executable, "-m", "openai_front", "serve", "--grpc-url", server.settings.grpc_url,
-                             "--port", str(port), "--model-name", MODEL, "--tokenizer", str(default_engine)],
-                            stdout=log, stderr=subprocess.STDOUT, env=os.environ | {"PYTHONUNBUFFERED": "1"})
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if urllib.request.urlopen(base + "/health", timeout=2).status == 200:
-                break
-        except (urllib.error.URLError, ConnectionError):
-            time.sleep(0.3)
-    else:
-        proc.kill()
-        raise RuntimeError("the OpenAI front did not come up")
-    yield base
-    proc.terminate()
-    try:
-        proc.wait(40)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+    with running_front(server.settings.grpc_url, tmp_path_factory.mktemp("front-log"), "--tokenizer", str(default_engine)) as base:
+        yield base
 
 
 @pytest.fixture

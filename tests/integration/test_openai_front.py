@@ -4,51 +4,24 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import subprocess
-import sys
 import time
-import urllib.error
-import urllib.request
 
 import openai
 import pytest
 
-from serving.launcher import free_loopback_port
+from tests.integration.openai_front_process import MODEL, running_front
 
 
 pytestmark = pytest.mark.server
-MODEL = "SmolLM2-135M-Instruct"
 KEY = "test-key-123"
 
 
 @pytest.fixture(scope="module")
 def front(server, tmp_path_factory):
-    port = free_loopback_port()
     key_file = tmp_path_factory.mktemp("front") / "key"
     key_file.write_text(KEY)
-    log = open(tmp_path_factory.mktemp("front-log") / "front.log", "wb")
-    proc = subprocess.Popen([sys.executable, "-m", "openai_front", "serve", "--grpc-url", server.settings.grpc_url,
-                             "--port", str(port), "--model-name", MODEL, "--api-key-file", str(key_file)],
-                            stdout=log, stderr=subprocess.STDOUT, env=os.environ | {"PYTHONUNBUFFERED": "1"})
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if urllib.request.urlopen(base + "/health", timeout=2).status == 200:
-                break
-        except (urllib.error.URLError, ConnectionError):
-            time.sleep(0.3)
-    else:
-        proc.kill()
-        raise RuntimeError("the OpenAI front did not come up")
-    yield base
-    proc.terminate()
-    try:
-        proc.wait(40)  # uvicorn drains open connections first
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        raise
+    with running_front(server.settings.grpc_url, tmp_path_factory.mktemp("front-log"), "--api-key-file", str(key_file)) as base:
+        yield base
 
 
 @pytest.fixture

@@ -14,18 +14,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from build_engines.fidelity.texts import GREEDY_PROMPTS
 from client import ChatMessage, SamplingParams
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]
 
-PROMPTS = [
-    "What is the capital of France?",
-    "Write a haiku about the sea.",
-    "Explain gravity to a child.",
-    "List three colors.",
-    "Write a Python function that reverses a string.",
-    "Tell me a story about a brave knight.",
-]
+PROMPTS = list(GREEDY_PROMPTS[:6])  # the first of the fidelity report's greedy prompts
 MAX_TOKENS = 128
 EOS = 2
 
