@@ -14,7 +14,7 @@ from functools import lru_cache
 from typing import Any, Sequence
 
 from contract.upstream.citation import Citation, Table, UpstreamTableError, load_table, table_names
-from contract.upstream.trtllm_build import FlagType, ToolFlag
+from contract.upstream.trtllm_build import FlagType, ToolFlag, check_flags
 
 TABLE_PREFIX = "modelopt_hf_ptq_"
 TOOL = "hf_ptq"
@@ -56,22 +56,8 @@ class ModelOptTable:
 
     def check_argv(self, argv: Sequence[str]) -> list[str]:
         """Every flag of argv (after the script) that hf_ptq.py at this version does not define or accept."""
-        problems, i = [], 0
-        while i < len(argv):
-            token = argv[i]
-            i += 1
-            if not token.startswith("--"):
-                continue
-            flag = self.flags.get(token)
-            if flag is None:
-                problems.append(f"hf_ptq.py {token} is not a flag of ModelOpt {self.version}")
-                continue
-            value = None
-            if flag.type != FlagType.FLAG and i < len(argv) and not argv[i].startswith("--"):
-                value, i = argv[i], i + 1
-            if problem := flag.problem(value):
-                problems.append(problem)
-        return problems
+        return check_flags(argv, self.flags.get,
+                           lambda token: f"hf_ptq.py {token} is not a flag of ModelOpt {self.version}")
 
 
 def supported_versions() -> list[str]:

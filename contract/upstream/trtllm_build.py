@@ -17,7 +17,7 @@ import enum
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from contract.upstream.citation import DATA_DIR, Citation, Table, UpstreamTableError, load_table, table_names
 
@@ -113,22 +113,30 @@ class TrtllmBuildTable:
         """Every flag of `argv` (after the program) that the pinned `tool` does not define or accept."""
         if tool not in self.tools:
             return [f"{tool!r} is not a tool of TensorRT-LLM {self.version}; tools: {sorted(self.tools)}"]
-        problems, i = [], 0
-        while i < len(argv):
-            token = argv[i]
-            i += 1
-            if not token.startswith("--"):
-                continue
-            flag = self.flags.get((tool, token))
-            if flag is None:
-                problems.append(f"{tool} {token} is not a flag of TensorRT-LLM {self.version}")
-                continue
-            value = None
-            if flag.type != FlagType.FLAG and i < len(argv) and not argv[i].startswith("--"):
-                value, i = argv[i], i + 1
-            if problem := flag.problem(value):
-                problems.append(problem)
-        return problems
+        return check_flags(argv, lambda token: self.flags.get((tool, token)),
+                           lambda token: f"{tool} {token} is not a flag of TensorRT-LLM {self.version}")
+
+
+def check_flags(argv: Sequence[str], flag_of: Callable[[str], "ToolFlag | None"],
+                unknown: Callable[[str], str]) -> list[str]:
+    """Walk a command line (after the program): every `--flag` the table does not define
+    (`unknown(token)`), and every value a defined flag does not accept (its `problem`)."""
+    problems, i = [], 0
+    while i < len(argv):
+        token = argv[i]
+        i += 1
+        if not token.startswith("--"):
+            continue
+        flag = flag_of(token)
+        if flag is None:
+            problems.append(unknown(token))
+            continue
+        value = None
+        if flag.type != FlagType.FLAG and i < len(argv) and not argv[i].startswith("--"):
+            value, i = argv[i], i + 1
+        if problem := flag.problem(value):
+            problems.append(problem)
+    return problems
 
 
 def _flag(table: Table, row: dict[str, Any]) -> ToolFlag:
