@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from bench.peer_compare import Peer
 from bench.throughput import run_closed_loop
 from bench.workload import fixed_length_jobs
 from contract import names
@@ -56,7 +57,8 @@ def throughput(url: str, levels: tuple[int, ...], requests_per_level: int | None
 @click.option("--output-tokens", type=int, default=128, show_default=True)
 @click.option("--concurrency", "levels", multiple=True, type=int, default=(1, 4, 16), show_default=True)
 @click.option("--request-rate", "rates", multiple=True, type=float, default=(1.0, 2.0, 4.0), show_default=True)
-@click.option("--peer/--no-peer", default=True, show_default=True, help="Compare with transformers serve.")
+@click.option("--peer/--no-peer", default=True, show_default=True,
+              help="Compare with llama.cpp's server, vLLM's CPU build and transformers serve (python -m bench peers).")
 @click.option("--price-per-hour", "price_per_hour", type=float, default=None,
               help="USD per instance-hour: the report adds $/1M output tokens per load level and at the SLO-meeting load.")
 @click.option("--gpus-per-replica", type=int, default=1, show_default=True, help="GPUs one replica uses (TP x PP).")
@@ -74,7 +76,7 @@ def suite(repository, out, slo_ttft_ms, slo_itl_ms, input_tokens, output_tokens,
         raise click.BadParameter(str(e)) from None
     config = SuiteConfig(repository=repository, out=out, slo=Slo(slo_ttft_ms / 1000, slo_itl_ms / 1000),
                          input_tokens=input_tokens, output_tokens=output_tokens, concurrency=tuple(sorted(levels)),
-                         request_rates=tuple(rates), peer=peer, pricing=pricing)
+                         request_rates=tuple(rates), peers=tuple(Peer) if peer else (), pricing=pricing)
     click.echo(f"report: {run_suite(config)}")
 
 
@@ -157,3 +159,40 @@ def postprocessing_cost(repository: Path, served: bool, out: Path) -> None:
             click.echo(f"{where} {s} streams: 1024-token / 64-token cost per token = {long_.us_per_token / short.us_per_token:.2f}")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps([r.to_dict() for r in rows], indent=2) + "\n")
+
+
+@main.command()
+@click.option("--repository", type=click.Path(exists=True, file_okay=False, path_type=Path), default=Path("build/repository"),
+              show_default=True)
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("build/bench/peers"), show_default=True)
+@click.option("--peer", "peers", multiple=True, type=click.Choice([p.value for p in Peer]),
+              default=("llama.cpp", "vllm"), show_default=True)
+@click.option("--concurrency", "levels", multiple=True, type=int, default=(1, 16), show_default=True)
+@click.option("--output-tokens", type=int, default=128, show_default=True)
+@click.option("--rounds", type=int, default=2, show_default=True, help="Pairs (ours, peer) per peer and concurrency.")
+def peers(repository: Path, out: Path, peers: tuple[str, ...], levels: tuple[int, ...], output_tokens: int, rounds: int) -> None:
+    """Ours vs llama.cpp's server (Q8_0), vLLM's CPU build and transformers serve, in alternating pairs.
+    Builds each peer under build/ on first use (llama.cpp: ~11 CPU-minutes)."""
+    from bench.genai_perf import Slo
+    from bench.peer_compare import run
+
+    _, report = run(repository, out, tuple(Peer(p) for p in peers), tuple(levels), output_tokens, rounds, Slo(1.0, 0.06))
+    click.echo(report.read_text())
+
+
+@main.command()
+@click.option("--repository", type=click.Path(exists=True, file_okay=False, path_type=Path), default=Path("build/repository"),
+              show_default=True)
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("build/bench/multiturn"), show_default=True)
+@click.option("--users", type=int, default=4, show_default=True, help="Conversations at once.")
+@click.option("--turns", type=int, default=4, show_default=True)
+@click.option("--answer-tokens", type=int, default=32, show_default=True)
+@click.option("--rounds", type=int, default=2, show_default=True, help="Rounds per server (caching on / off), alternating.")
+def multiturn(repository: Path, out: Path, users: int, turns: int, answer_tokens: int, rounds: int) -> None:
+    """Multi-turn chats sharing a long system prompt: TTFT per turn with prefix caching on and off."""
+    from bench.multiturn import markdown, run
+
+    rows, hit_rate = run(repository, out, users, turns, answer_tokens, rounds, progress=click.echo)
+    text = "\n".join(markdown(rows, hit_rate))
+    (out / "multiturn.md").write_text(text + "\n")
+    click.echo(text)

@@ -11,14 +11,15 @@ import openai
 from bench.genai_perf import RunResult, Slo, _percentiles
 
 
-async def _one(client: openai.AsyncOpenAI, model: str, prompt: str, max_tokens: int) -> tuple[float, float, float, int]:
+async def _one(client: openai.AsyncOpenAI, model: str, prompt: str, max_tokens: int,
+               extra_body: dict | None) -> tuple[float, float, float, int]:
     """(ttft, itl, latency, tokens) of one streamed chat completion."""
     t0 = time.monotonic()
     first = last = None
     tokens = 0
     stream = await client.chat.completions.create(model=model, messages=[{"role": "user", "content": prompt}],
                                                   max_tokens=max_tokens, stream=True, temperature=0,
-                                                  stream_options={"include_usage": True})
+                                                  stream_options={"include_usage": True}, extra_body=extra_body)
     async for chunk in stream:
         if chunk.choices and chunk.choices[0].delta.content:
             now = time.monotonic()
@@ -33,14 +34,19 @@ async def _one(client: openai.AsyncOpenAI, model: str, prompt: str, max_tokens: 
     return first - t0, itl, end - t0, tokens
 
 
-async def _run(base_url: str, model: str, prompts: list[str], max_tokens: int, concurrency: int):
-    client = openai.AsyncOpenAI(base_url=base_url, api_key="not-needed", max_retries=0, timeout=600)
+async def _run(base_url: str, model: str, prompts: list[str], max_tokens: int, concurrency: int, extra_body: dict | None):
+    # A new connection per request for every server alike: llama.cpp's server may close a
+    # kept-alive connection after a stream just as the client reuses it.
+    import httpx2
+
+    http = openai.DefaultAsyncHttpx2Client(limits=httpx2.Limits(max_keepalive_connections=0), timeout=600)
+    client = openai.AsyncOpenAI(base_url=base_url, api_key="not-needed", max_retries=0, timeout=600, http_client=http)
     queue = list(reversed(prompts))
     results = []
 
     async def worker():
         while queue:
-            results.append(await _one(client, model, queue.pop(), max_tokens))
+            results.append(await _one(client, model, queue.pop(), max_tokens, extra_body))
 
     t0 = time.monotonic()
     try:
@@ -51,8 +57,9 @@ async def _run(base_url: str, model: str, prompts: list[str], max_tokens: int, c
 
 
 def run_http(name: str, base_url: str, model: str, prompts: list[str], max_tokens: int, concurrency: int,
-             slo: Slo, workload: str) -> RunResult:
-    results, seconds = asyncio.run(_run(base_url, model, prompts, max_tokens, concurrency))
+             slo: Slo, workload: str, extra_body: dict | None = None) -> RunResult:
+    """`extra_body`: server-specific request fields (e.g. ignore_eos for fixed-length answers)."""
+    results, seconds = asyncio.run(_run(base_url, model, prompts, max_tokens, concurrency, extra_body))
     ttfts = [r[0] for r in results if r[0] == r[0]]
     itls = [r[1] for r in results]
     tokens = sum(r[3] for r in results)

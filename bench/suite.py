@@ -1,6 +1,6 @@
 """`make bench`: the served ensemble under Triton's own load tools, side by side with the
-baselines - the engine alone in-process, one request at a time, and `transformers serve` -
-all on the same checkpoint and workload, in one run."""
+baselines - the engine alone in-process, one request at a time, and the CPU peers (llama.cpp's
+server, vLLM's CPU build, transformers serve) - all on the same checkpoint, in one run."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from bench.environments import BUILD, ROOT, ensure_venv
 from bench.genai_perf import Endpoint, Load, RunResult, Slo, Target, Workload, run
 from bench.http_load import run_http
 from bench.offline import engine_parameters, run_offline
-from bench.peer import PeerServer
+from bench import multiturn, peer_compare, pipeline_tax
 from bench.report import write
 from build_engines.render import read_config
 from contract import metrics, names
@@ -35,7 +35,7 @@ class SuiteConfig:
     output_tokens: int = 128
     concurrency: tuple[int, ...] = (1, 4, 16)
     request_rates: tuple[float, ...] = (1.0, 2.0, 4.0)
-    peer: bool = True
+    peers: tuple[peer_compare.Peer, ...] = tuple(peer_compare.Peer)  # () : no peer comparison
     pricing: Pricing | None = None  # $/1M output tokens in the report when set
     notes: list[str] = field(default_factory=list)
 
@@ -59,7 +59,6 @@ def _ratio(a: float, b: float) -> float:
 def run_suite(config: SuiteConfig) -> Path:
     t_start = time.monotonic()
     tools = ensure_venv("bench-tools", ROOT / "requirements" / "bench-tools.lock")
-    peer_venv = ensure_venv("peer-venv", ROOT / "requirements" / "peer.lock") if config.peer else None
     engine_dir = _engine_dir(config.repository)
     record = BuildRecord.read(engine_dir)
     runs_dir = config.out / "runs"
@@ -100,6 +99,8 @@ def run_suite(config: SuiteConfig) -> Path:
             texts = _texts(Path(served.artifacts))
             ours_http = http(config, "ours-openai-front", front.url + "/v1", served_model_name(config.repository), texts, chat)
             results.append(ours_http)
+            tax = pipeline_tax.measure(settings.grpc_url, engine_parameters(config.repository), max(config.concurrency),
+                                       config.output_tokens)
         finally:
             front.stop()
 
@@ -108,24 +109,29 @@ def run_suite(config: SuiteConfig) -> Path:
     offline = run_offline(engine_parameters(config.repository), prompts, config.output_tokens, top)
     print(f"  {'offline engine':18} {fixed.name:16} {'c%d' % top:>4}: {offline.output_tokens_per_s:7.1f} tok/s", flush=True)
 
-    peer = None
-    if peer_venv is not None:
-        with PeerServer(peer_venv, Path(record.spec["checkpoint"]), free_loopback_port(), config.out / "transformers_serve.log") as server:
-            peer = http(config, f"transformers-serve-{server.dtype}", server.url + "/v1", server.model, texts, chat)
-            results.append(peer)
+    sections = []
+    if config.peers:
+        pairs, _ = peer_compare.run(config.repository, config.out / "peers", config.peers, (1, top), config.output_tokens,
+                                    2, config.slo)
+        sections.append(("Against the CPU peers", [
+            "One OpenAI streaming client for every server (not genai-perf), fixed-length answers, pairs (ours, peer) "
+            "in alternating order, new prompts in every run (details: peers/peers.md).", "", *peer_compare.markdown(pairs),
+            "", *[f"- {v}" for v in peer_compare.verdicts(pairs)]]))
+
+    sections.append(("Prefix caching: multi-turn chats", [
+        "4 users at once, 4 turns each, one ~360-token system prompt shared by all, every turn resending the conversation; "
+        "two servers (caching on / off) from this repository, 2 rounds each, alternating (details: multiturn/).", "",
+        *multiturn.markdown(*multiturn.run(config.repository, config.out / "multiturn", 4, 4, 32, 2))]))
 
     ratios = [
-        f"served / offline engine at concurrency {top}: **{_ratio(served.output_tokens_per_s, offline.output_tokens_per_s)}x** "
-        f"({served.output_tokens_per_s:.0f} vs {offline.output_tokens_per_s:.0f} output tok/s; target >= 0.9); CPU during "
-        f"the served run: {account.summary()} (the in-process engine has the whole machine)",
+        pipeline_tax.summary(tax) + "; target >= 0.9",
+        f"served / offline engine at concurrency {top}, genai-perf + perf_analyzer as the load generator: "
+        f"{_ratio(served.output_tokens_per_s, offline.output_tokens_per_s)}x "
+        f"({served.output_tokens_per_s:.0f} vs {offline.output_tokens_per_s:.0f} output tok/s: the tools take CPU the engine "
+        f"needs on a small host); CPU during the served run: {account.summary()} (the in-process engine has the whole machine)",
         f"in-flight batching: concurrency {top} / concurrency 1: **{_ratio(served.output_tokens_per_s, one.output_tokens_per_s)}x** "
         f"({served.output_tokens_per_s:.0f} vs {one.output_tokens_per_s:.0f} output tok/s)",
     ]
-    if peer is not None:
-        ratios.append(
-            f"ours (OpenAI front) / transformers serve ({peer.target.rsplit('-', 1)[-1]}) at concurrency {top}: **{_ratio(ours_http.output_tokens_per_s, peer.output_tokens_per_s)}x** "
-            f"output tok/s ({ours_http.output_tokens_per_s:.0f} vs {peer.output_tokens_per_s:.0f}; target >= 3); p99 TTFT "
-            f"{ours_http.ttft_s['p99'] * 1000:.0f} ms vs {peer.ttft_s['p99'] * 1000:.0f} ms")
     tokens = after[metrics.GENERATED_TOKENS.name] - before[metrics.GENERATED_TOKENS.name]
     ttft_n = after[f"{metrics.TIME_TO_FIRST_TOKEN.name}_count"] - before[f"{metrics.TIME_TO_FIRST_TOKEN.name}_count"]
     ttft_sum = after[f"{metrics.TIME_TO_FIRST_TOKEN.name}_sum"] - before[f"{metrics.TIME_TO_FIRST_TOKEN.name}_sum"]
@@ -136,13 +142,13 @@ def run_suite(config: SuiteConfig) -> Path:
         "machine": f"{platform.machine()}, {_cpus()} CPUs, {platform.python_version()}",
         "slo": {"ttft_ms": config.slo.ttft_s * 1000, "itl_ms": config.slo.itl_s * 1000},
         "workload": fixed.name, "ratios": ratios, "offline": offline.__dict__,
-        "seconds": round(time.monotonic() - t_start, 1),
+        "seconds": round(time.monotonic() - t_start, 1), "sections": sections,
     }
     return write(config.out, summary, results, config.notes, config.pricing)
 
 
 def http(config: SuiteConfig, name: str, base_url: str, model: str, texts: list[str], workload: Workload) -> RunResult:
-    """HTTP-to-HTTP: the same client, prompts and max_tokens for our front and the peer."""
+    """Our OpenAI front under the same in-process client the peer comparison uses."""
     top = max(config.concurrency)
     run_http(name, base_url, model, texts[:2], config.output_tokens, 2, config.slo, workload.name)  # warm-up
     result = run_http(name, base_url, model, texts[: 3 * top], config.output_tokens, top, config.slo, workload.name)

@@ -51,7 +51,8 @@ _OPTIONS = [
     # CPU engine
     click.option("--kv-cache-size-gb", type=int, default=0, show_default=True,
                  help="[openvino] fixed KV-cache pool in GB; 0: grows on demand (memory follows the load)."),
-    click.option("--prefix-caching/--no-prefix-caching", default=False, show_default=True, help="[openvino]"),
+    click.option("--prefix-caching/--no-prefix-caching", default=_OV.enable_prefix_caching, show_default=True,
+                 help="[openvino] reuse the KV cache of shared prompt prefixes"),
     click.option("--inference-threads", type=int, default=0, show_default=True, help="[openvino] 0 = all cores."),
     click.option("--max-queue-size", type=int, default=_OV.max_queue_size, show_default=True,
                  help="Requests waiting beyond the running batch; more are refused (UNAVAILABLE)."),

@@ -38,11 +38,20 @@ GENERATED_TOKENS = MetricSpec("llm_generated_tokens_total", MetricKind.COUNTER, 
 REQUESTS_FINISHED = MetricSpec("llm_requests_finished_total", MetricKind.COUNTER,
                                "Requests that left the engine, by outcome", labels=("model", "outcome"))
 
+# Prompt tokens in whole KV blocks looked up in the prefix cache, and those found (vLLM's
+# prefix_cache_queries / prefix_cache_hits, in tokens): hit rate = hits / queries.  On the CPU
+# engine an estimate (model_repository/engine_step/prefix_hits.py).
+PREFIX_CACHE_QUERIES = MetricSpec("llm_prefix_cache_queries_total", MetricKind.COUNTER,
+                                  "Prompt tokens (whole KV blocks) looked up in the prefix cache")
+PREFIX_CACHE_HITS = MetricSpec("llm_prefix_cache_hits_total", MetricKind.COUNTER,
+                               "Prompt tokens (whole KV blocks) the prefix cache held (CPU engine: estimated)")
+
 POSTPROCESSING_STREAMS = MetricSpec("llm_postprocessing_streams", MetricKind.GAUGE,
                                     "Streams whose detokenizer state postprocessing holds")
 
 ENGINE_METRICS = (REQUESTS_RUNNING, REQUESTS_WAITING, KV_CACHE_USAGE, TIME_TO_FIRST_TOKEN, INTER_TOKEN_LATENCY,
                   QUEUE_TIME, GENERATED_TOKENS, REQUESTS_FINISHED)
+PREFIX_CACHE_METRICS = (PREFIX_CACHE_QUERIES, PREFIX_CACHE_HITS)  # engines that cache prefixes and count hits
 POSTPROCESSING_METRICS = (POSTPROCESSING_STREAMS,)
 
 

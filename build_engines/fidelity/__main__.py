@@ -17,11 +17,14 @@ from pathlib import Path
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from build_engines.fidelity.evaluate import SETTINGS  # noqa: E402
+from contract.model_configs import OpenVinoEngineParameters as _Engine  # noqa: E402
+
+DEFAULT_DQ_GROUP = _Engine.dynamic_quantization_group_size
 
 
 def evaluate_openvino_engine(engine_dir: Path, checkpoint: Path, activation_precision: str, kv_cache_precision: str,
                              evaluation: str, inference_threads: int = 0, log=print,
-                             dynamic_quantization_group_size: int = 0) -> dict:
+                             dynamic_quantization_group_size: int = DEFAULT_DQ_GROUP) -> dict:
     from build_engines.fidelity.evaluate import fidelity_report
     from build_engines.fidelity.openvino_engine import OpenVinoScorer
     from build_engines.fidelity.reference import TorchReference
@@ -43,7 +46,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--checkpoint", type=Path, required=True, help="the float checkpoint the engine was built from")
     parser.add_argument("--activation-precision", required=True)
     parser.add_argument("--kv-cache-precision", required=True)
-    parser.add_argument("--dynamic-quantization-group-size", type=int, default=0)
+    parser.add_argument("--dynamic-quantization-group-size", type=int, required=True)
     parser.add_argument("--evaluation", choices=sorted(SETTINGS), default="quick")
     parser.add_argument("--inference-threads", type=int, default=0)
     parser.add_argument("--out", type=Path, required=True, help="write the report here (JSON)")

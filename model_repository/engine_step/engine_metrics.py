@@ -35,6 +35,11 @@ class MetricsRecorder:
             self._snapshot.observations[spec.name].append(latency_s)
             self._snapshot.counters[(metrics.GENERATED_TOKENS.name, "")] += count
 
+    def on_prefix_lookup(self, queried: int, hits: int) -> None:
+        with self._lock:
+            self._snapshot.counters[(metrics.PREFIX_CACHE_QUERIES.name, "")] += queried
+            self._snapshot.counters[(metrics.PREFIX_CACHE_HITS.name, "")] += hits
+
     def on_finished(self, request: EngineInputs | None, generated: int, reason: HandleStatus | str) -> None:
         """`reason`: how the request ended (a HandleStatus of the CPU engine, or a relay's outcome)."""
         with self._lock:

@@ -24,7 +24,7 @@ from contract.upstream.modelopt import modelopt_for_trtllm
 from tests.unit.trtllm_fixtures import LLAMA_8B, info_of, llama_8b_checkpoint
 
 DEFAULTS = dict(max_batch_size=32, max_input_len=1536, max_seq_len=2048, max_num_tokens=512, default_max_tokens=256,
-                kv_cache_size_gb=0, prefix_caching=False, inference_threads=0)
+                kv_cache_size_gb=0, prefix_caching=True, inference_threads=0)
 
 
 def spec_for(checkpoint: Path, image="26.07", precision=None, **options) -> BuildSpec:

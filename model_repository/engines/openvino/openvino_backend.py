@@ -8,12 +8,14 @@ per request, token ids in and out.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
 from contract.model_configs import OpenVinoEngineParameters
 from model_repository.engine_step.runner import HandleStatus
 from model_repository.engine_step.engine_inputs import EngineInputs
+from model_repository.engine_step.prefix_hits import PrefixHitEstimator
 
 WARM_UP_REQUEST_ID = 2**62  # never reached by the runner's counter
 
@@ -121,7 +123,10 @@ class OpenVinoBackend:
     # "[1-9][0-9]?" with n=3 gave "1", "10 * 2 + 1", "43 MLB work ...").
     guides_every_sequence = False
 
-    def __init__(self, params: OpenVinoEngineParameters) -> None:
+    def __init__(self, params: OpenVinoEngineParameters,
+                 on_prefix_lookup: Callable[[int, int], None] | None = None) -> None:
+        """`on_prefix_lookup(tokens looked up, tokens found)`: each prompt's estimated prefix-cache
+        hits, when prefix caching is on (the library does not count them)."""
         import openvino as ov
         import openvino_genai as og
 
@@ -133,6 +138,8 @@ class OpenVinoBackend:
         scheduler.dynamic_split_fuse = True
         scheduler.enable_prefix_caching = params.enable_prefix_caching
         properties = engine_properties(params)
+        self._prefix = PrefixHitEstimator() if params.enable_prefix_caching and on_prefix_lookup else None
+        self._on_prefix_lookup = on_prefix_lookup
         self._make = lambda: og.ContinuousBatchingPipeline(str(Path(params.engine_dir)), scheduler, "CPU", properties)
         self._pipe = self._make()
 
@@ -151,6 +158,8 @@ class OpenVinoBackend:
         handle.read()
 
     def add(self, request_id: int, request: EngineInputs) -> OpenVinoHandle:
+        if self._prefix is not None and request_id != WARM_UP_REQUEST_ID:
+            self._on_prefix_lookup(*self._prefix.lookup(request.input_ids))
         ids = self._ov.Tensor(np.asarray([request.input_ids], dtype=np.int64))
         return OpenVinoHandle(self._pipe.add_request(request_id, ids, generation_config(request)))
 

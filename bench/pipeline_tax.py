@@ -1,0 +1,61 @@
+"""The pipeline tax measured with a light load generator: the served ensemble driven by the
+in-process asyncio gRPC client (bench/throughput.py, a few % of a core) against the same engine
+driven in-process (bench/offline.py), same prompts and answer lengths, in alternating pairs.
+
+genai-perf + perf_analyzer take ~a fifth of a core on a 2-core host, CPU the compute-bound
+engine needs: a served/offline ratio measured with them reads 0.68x where this one reads ~1.0x
+on the same host and engine (DESIGN.md section 6).  The suite keeps both and names which
+generator produced which figure."""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+from dataclasses import dataclass
+
+from bench.offline import OfflineResult, run_offline
+from bench.throughput import ThroughputResult, run_closed_loop
+from bench.workload import fixed_length_jobs
+from contract.model_configs import OpenVinoEngineParameters
+
+
+@dataclass(frozen=True)
+class TaxPair:
+    served: ThroughputResult
+    offline: OfflineResult
+
+    @property
+    def ratio(self) -> float:
+        return self.served.output_tokens_per_s / self.offline.output_tokens_per_s if self.offline.output_tokens_per_s else float("nan")
+
+
+def measure(grpc_url: str, params: OpenVinoEngineParameters, concurrency: int, output_tokens: int, rounds: int = 2,
+            progress=print) -> list[TaxPair]:
+    """`rounds` pairs; each round sends new prompts (no prefix-cache hits), 2 per stream."""
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(params.engine_dir))
+    pairs = []
+    for r in range(rounds):
+        jobs = fixed_length_jobs(2 * concurrency, output_tokens, seed=500 + r)
+        prompts = [tok.apply_chat_template([{"role": m.role, "content": m.content} for m in job.messages],
+                                           add_generation_prompt=True, tokenize=True, return_dict=True)["input_ids"]
+                   for job in jobs]
+        if r % 2 == 0:
+            served = asyncio.run(run_closed_loop(grpc_url, jobs, concurrency))
+            offline = run_offline(params, prompts, output_tokens, concurrency)
+        else:
+            offline = run_offline(params, prompts, output_tokens, concurrency)
+            served = asyncio.run(run_closed_loop(grpc_url, jobs, concurrency))
+        pairs.append(TaxPair(served, offline))
+        progress(f"  pipeline tax c{concurrency} round {r}: served {served.output_tokens_per_s:.1f} tok/s, "
+                 f"in-process {offline.output_tokens_per_s:.1f} tok/s -> {pairs[-1].ratio:.2f}x")
+    return pairs
+
+
+def summary(pairs: list[TaxPair]) -> str:
+    ratios = ", ".join(f"{p.ratio:.2f}" for p in pairs)
+    c = pairs[0].served.concurrency
+    return (f"served / offline engine at concurrency {c}, light in-process gRPC client (bench/pipeline_tax.py): "
+            f"**{statistics.median(p.ratio for p in pairs):.2f}x** (pairs: {ratios}; "
+            f"{', '.join(f'{p.served.output_tokens_per_s:.0f} vs {p.offline.output_tokens_per_s:.0f}' for p in pairs)} tok/s)")
