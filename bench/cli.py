@@ -196,3 +196,27 @@ def multiturn(repository: Path, out: Path, users: int, turns: int, answer_tokens
     text = "\n".join(markdown(rows, hit_rate))
     (out / "multiturn.md").write_text(text + "\n")
     click.echo(text)
+
+
+@main.command()
+@click.option("--repository", type=click.Path(exists=True, file_okay=False, path_type=Path), default=Path("build/repository"),
+              show_default=True)
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("build/bench/speculative"),
+              show_default=True)
+@click.option("--concurrency", "levels", multiple=True, type=int, default=(1, 16), show_default=True)
+@click.option("--max-tokens", type=int, default=128, show_default=True)
+@click.option("--rounds", type=int, default=2, show_default=True)
+def speculative(repository: Path, out: Path, levels: tuple[int, ...], max_tokens: int, rounds: int) -> None:
+    """Prompt-lookup decoding vs plain on input-grounded prompts (the engine in-process)."""
+    from transformers import AutoTokenizer
+
+    from bench.offline import engine_parameters
+    from bench.speculative import markdown, measure
+
+    params = engine_parameters(repository)
+    pairs = measure(params, AutoTokenizer.from_pretrained(str(params.engine_dir)), tuple(levels), max_tokens, rounds,
+                    progress=click.echo)
+    text = "\n".join(markdown(pairs, params.num_assistant_tokens))
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "speculative.md").write_text(text + "\n")
+    click.echo(text)

@@ -17,7 +17,7 @@ from bench.environments import BUILD, ROOT, ensure_venv
 from bench.genai_perf import Endpoint, Load, RunResult, Slo, Target, Workload, run
 from bench.http_load import run_http
 from bench.offline import engine_parameters, run_offline
-from bench import multiturn, peer_compare, pipeline_tax
+from bench import multiturn, peer_compare, pipeline_tax, speculative
 from bench.report import write
 from build_engines.render import read_config
 from contract import metrics, names
@@ -122,6 +122,16 @@ def run_suite(config: SuiteConfig) -> Path:
         "4 users at once, 4 turns each, one ~360-token system prompt shared by all, every turn resending the conversation; "
         "two servers (caching on / off) from this repository, 2 rounds each, alternating (details: multiturn/).", "",
         *multiturn.markdown(*multiturn.run(config.repository, config.out / "multiturn", 4, 4, 32, 2))]))
+
+    params = engine_parameters(config.repository)
+    from transformers import AutoTokenizer
+
+    pairs = speculative.measure(params, AutoTokenizer.from_pretrained(str(engine_dir)), (1, top), config.output_tokens, 2)
+    sections.append(("Speculative decoding: prompt lookup", [
+        "Input-grounded prompts (repeat / rewrite a passage of the Python docs, copy given code), greedy, the engine's "
+        "backend in-process, plain and prompt lookup alternating, new prompts every round (`python -m bench speculative`). "
+        "Acceptance is estimated from tokens per engine step: (tokens per step - 1) / num_assistant_tokens.", "",
+        *speculative.markdown(pairs, params.num_assistant_tokens)]))
 
     ratios = [
         pipeline_tax.summary(tax) + "; target >= 0.9",

@@ -69,6 +69,13 @@ _OPTIONS = [
     click.option("--dynamic-quantization-group-size", type=int, default=_OV.dynamic_quantization_group_size,
                  show_default=True, help="[openvino] quantize activations to int8 in groups of N before matmuls with "
                                          "compressed weights (OpenVINO's default on VNNI hosts: 32); 0 = off."),
+    click.option("--prompt-lookup/--no-prompt-lookup", default=_OV.prompt_lookup, show_default=True,
+                 help="[openvino] prompt-lookup (n-gram) speculative decoding; answers then differ from plain "
+                      "greedy decoding (measured) and n > 1 is refused."),
+    click.option("--num-assistant-tokens", type=int, default=_OV.num_assistant_tokens, show_default=True,
+                 help="[openvino] prompt lookup: draft tokens per step."),
+    click.option("--max-ngram-size", type=int, default=_OV.max_ngram_size, show_default=True,
+                 help="[openvino] prompt lookup: longest n-gram matched in the prompt."),
     click.option("--int4-group-size", type=int, default=_INT4.group_size, show_default=True,
                  help="[openvino int4] weights per scale; must divide the hidden and MLP sizes."),
     click.option("--int4-ratio", type=float, default=_INT4.ratio, show_default=True,
@@ -161,7 +168,8 @@ def make_spec(checkpoint: Path, backend: str, precision: str | None, max_batch_s
               int4_sensitivity_metric: str = _INT4.sensitivity_metric,
               int4_calibration_samples: int = _INT4.calibration_samples, fidelity_evaluation: str = "quick",
               gate_max_mean_kld: float | None = None, gate_max_ppl_change: float | None = None,
-              gate_min_top1: float | None = None) -> BuildSpec:
+              gate_min_top1: float | None = None, prompt_lookup: bool = _OV.prompt_lookup,
+              num_assistant_tokens: int = _OV.num_assistant_tokens, max_ngram_size: int = _OV.max_ngram_size) -> BuildSpec:
     engine_backend = EngineBackend(backend)
     trtllm = TrtLlmOptions()
     if engine_backend == EngineBackend.TENSORRT_LLM:
@@ -202,7 +210,8 @@ def make_spec(checkpoint: Path, backend: str, precision: str | None, max_batch_s
                                  stream_interval, activation_precision, kv_cache_precision,
                                  dynamic_quantization_group_size,
                                  Int4Recipe(int4_mode, int4_group_size, int4_ratio, int4_sensitivity_metric, int4_awq,
-                                            int4_scale_estimation, int4_gptq, int4_calibration_samples)),
+                                            int4_scale_estimation, int4_gptq, int4_calibration_samples),
+                                 prompt_lookup, num_assistant_tokens, max_ngram_size),
         trtllm=trtllm,
         fidelity=FidelityOptions(fidelity_evaluation, gate_max_mean_kld, gate_max_ppl_change, gate_min_top1),
     )

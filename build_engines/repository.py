@@ -77,6 +77,9 @@ def openvino_engine_model(engine_dir: Path, spec: BuildSpec) -> RenderedModel:
         activation_precision=spec.openvino.activation_precision,
         kv_cache_precision=spec.openvino.kv_cache_precision,
         dynamic_quantization_group_size=spec.openvino.dynamic_quantization_group_size,
+        prompt_lookup=spec.openvino.prompt_lookup,
+        num_assistant_tokens=spec.openvino.num_assistant_tokens,
+        max_ngram_size=spec.openvino.max_ngram_size,
     )
     config = python_model_config(
         names.OPENVINO_ENGINE, ENGINE_INPUTS, ENGINE_OUTPUTS, max_batch_size=spec.limits.max_batch_size,

@@ -138,6 +138,11 @@ class EngineFeatures:
 # sampling) and guided decoding (StructuredOutputConfig: JSON schema, regex, EBNF grammar).
 CPU_ENGINE = EngineFeatures("the CPU engine (OpenVINO GenAI)",
                             frozenset({Feature.MULTIPLE_SEQUENCES, Feature.GUIDED_DECODING}))
+# The same with prompt-lookup decoding on: OpenVINO GenAI 2026.4.1 refuses parallel sampling with
+# assistant generation (generation_config.cpp: "Beam search and parallel sampling are not
+# compatible with assistant generation"); guided decoding and log probs work (checked).
+CPU_ENGINE_PROMPT_LOOKUP = EngineFeatures("the CPU engine (OpenVINO GenAI, prompt-lookup decoding)",
+                                          frozenset({Feature.GUIDED_DECODING}))
 # What the C++ tensorrt_llm backend honours for every engine this kit builds (the logits
 # need engines built to gather them, LoRA a LoRA engine, guided decoding a configured
 # backend: none of which the kit builds yet).  Upstream has n samples (semantics rows

@@ -50,6 +50,11 @@ ACTIVATION_PRECISIONS = ("f32", "bf16", "f16")
 KV_CACHE_PRECISIONS = ("u8", "f16", "bf16", "f32")
 
 
+def prompt_lookup_problems(num_assistant_tokens: int, max_ngram_size: int) -> list[str]:
+    return [f"'{name}' must be >= 1, got {value}" for name, value in
+            (("num_assistant_tokens", num_assistant_tokens), ("max_ngram_size", max_ngram_size)) if value < 1]
+
+
 @dataclass(frozen=True)
 class OpenVinoEngineParameters:
     engine_dir: Path  # output of `build_engines build` (IR + build.json)
@@ -71,8 +76,16 @@ class OpenVinoEngineParameters:
     # the matmuls with compressed weights (0: off), as llama.cpp's Q8_0 does.  The default and the
     # measurements behind it: build_engines/spec.py (OpenVinoOptions).
     dynamic_quantization_group_size: int = 0
+    # Prompt-lookup speculative decoding (OpenVINO GenAI's `prompt_lookup` pipeline property and
+    # GenerationConfig num_assistant_tokens / max_ngram_size); measured: build_engines/spec.py.
+    prompt_lookup: bool = False
+    num_assistant_tokens: int = 5
+    max_ngram_size: int = 3
 
     def validate(self) -> None:
+        problems = prompt_lookup_problems(self.num_assistant_tokens, self.max_ngram_size)
+        if problems:
+            raise ValueError("; ".join(problems))
         if self.activation_precision not in ACTIVATION_PRECISIONS:
             raise ValueError(f"'activation_precision' must be one of {list(ACTIVATION_PRECISIONS)}, got {self.activation_precision!r}")
         if self.kv_cache_precision not in KV_CACHE_PRECISIONS:

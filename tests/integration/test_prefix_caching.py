@@ -4,10 +4,10 @@ prefilling every prompt from scratch (OpenVINO GenAI driven directly, prefix cac
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from client import ChatMessage, SamplingParams
+from tests.integration.direct_engine import direct_pipeline, greedy, served_parameters
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]
 
@@ -15,7 +15,6 @@ SYSTEM = "You are a careful assistant for a travel company. Answer briefly and n
 CHATS = (("Plan a morning in Paris.", "Make it cheaper.", "Now add a museum."),
          ("Explain how tides work.", "What does the moon do?", "Give one example."))
 MAX_TOKENS = 32
-EOS = 2
 
 
 def _ids(tok, messages: list[ChatMessage]) -> list[int]:
@@ -49,33 +48,10 @@ def test_the_default_deployment_caches_prefixes(repository):
 
 
 def test_multi_turn_answers_equal_a_fresh_prefill(served_turns, default_engine, repository):
-    import openvino as ov
-    import openvino_genai as og
-
-    from build_engines.render import read_config
-    from contract.model_configs import OpenVinoEngineParameters
-    from contract.model_parameters import from_parameters
-    from model_repository.engines.openvino.openvino_backend import engine_properties
-
-    config = read_config(repository / "openvino_llm" / "config.pbtxt")
-    params = from_parameters(OpenVinoEngineParameters, "openvino_llm",
-                             {k: {"string_value": v.string_value} for k, v in config.parameters.items()})
-    sc = og.SchedulerConfig()
-    sc.cache_size, sc.max_num_seqs, sc.max_num_batched_tokens = params.kv_cache_size_gb, params.max_num_seqs, params.max_num_batched_tokens
-    sc.dynamic_split_fuse, sc.enable_prefix_caching = True, False
-    pipe = og.ContinuousBatchingPipeline(str(default_engine), sc, "CPU", engine_properties(params))
+    pipe = direct_pipeline(default_engine, served_parameters(repository))
     assert len({len(ids) for ids, _ in served_turns}) == len(served_turns)  # every turn is a longer prompt
     for n, (ids, served) in enumerate(served_turns):
-        gc = og.GenerationConfig()
-        gc.max_new_tokens, gc.do_sample, gc.stop_token_ids, gc.eos_token_id = MAX_TOKENS, False, {EOS}, EOS
-        handle = pipe.add_request(n, ov.Tensor(np.array([ids], dtype=np.int64)), gc)
-        fresh = []
-        while pipe.has_non_finished_requests():
-            pipe.step()
-            while handle.can_read():
-                for o in handle.read().values():
-                    fresh.extend(o.generated_ids)
-        assert served == fresh, f"turn {n} ({len(ids)} prompt tokens)"
+        assert served == greedy(pipe, n, ids, MAX_TOKENS), f"turn {n} ({len(ids)} prompt tokens)"
 
 
 def test_the_hit_rate_counts_the_shared_prefixes(served_turns, metrics):

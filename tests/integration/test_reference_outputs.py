@@ -16,12 +16,12 @@ import pytest
 
 from build_engines.fidelity.texts import GREEDY_PROMPTS
 from client import ChatMessage, SamplingParams
+from tests.integration.direct_engine import EOS, direct_pipeline, greedy, served_parameters
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]
 
 PROMPTS = list(GREEDY_PROMPTS[:6])  # the first of the fidelity report's greedy prompts
 MAX_TOKENS = 128
-EOS = 2
 
 # Per weight precision: (min teacher-forced top-1 agreement %, min mean first differing token).
 # Measured on the default model (docs/examples/fidelity/README.md): top-1 on the evaluation text
@@ -43,13 +43,7 @@ def prompt_ids(default_checkpoint):
 
 @pytest.fixture(scope="module")
 def engine_params(repository):
-    from build_engines.render import read_config
-    from contract.model_configs import OpenVinoEngineParameters
-    from contract.model_parameters import from_parameters
-
-    config = read_config(repository / "openvino_llm" / "config.pbtxt")
-    return from_parameters(OpenVinoEngineParameters, "openvino_llm",
-                           {k: {"string_value": v.string_value} for k, v in config.parameters.items()})
+    return served_parameters(repository)
 
 
 @pytest.fixture(scope="module")
@@ -65,29 +59,8 @@ def served(client):
 @pytest.fixture(scope="module")
 def direct(default_engine, prompt_ids, engine_params):
     """The same IR driven in this process by OpenVINO GenAI, same scheduler settings and numerics."""
-    import openvino as ov
-    import openvino_genai as og
-
-    from model_repository.engines.openvino.openvino_backend import engine_properties
-
-    params = engine_params
-    sc = og.SchedulerConfig()
-    sc.cache_size, sc.max_num_seqs, sc.max_num_batched_tokens = params.kv_cache_size_gb, params.max_num_seqs, params.max_num_batched_tokens
-    sc.dynamic_split_fuse, sc.enable_prefix_caching = True, False
-    pipe = og.ContinuousBatchingPipeline(str(default_engine), sc, "CPU", engine_properties(params))
-    out = {}
-    for p, ids in prompt_ids.items():
-        gc = og.GenerationConfig()
-        gc.max_new_tokens, gc.do_sample, gc.stop_token_ids, gc.eos_token_id = MAX_TOKENS, False, {EOS}, EOS
-        handle = pipe.add_request(0, ov.Tensor(np.array([ids], dtype=np.int64)), gc)
-        tokens = []
-        while pipe.has_non_finished_requests():
-            pipe.step()
-            while handle.can_read():
-                for o in handle.read().values():
-                    tokens.extend(o.generated_ids)
-        out[p] = tokens
-    return out
+    pipe = direct_pipeline(default_engine, engine_params)
+    return {p: greedy(pipe, 0, ids, MAX_TOKENS) for p, ids in prompt_ids.items()}
 
 
 def test_ensemble_equals_the_engine_driven_directly(served, direct):

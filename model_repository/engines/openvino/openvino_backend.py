@@ -41,10 +41,13 @@ def structured_output_config(guide_type: str, guide: str):
     return config
 
 
-def generation_config(request: EngineInputs):
+def generation_config(request: EngineInputs, params: OpenVinoEngineParameters | None = None):
+    """`params`: the deployment's settings a request inherits (prompt lookup's draft sizes)."""
     import openvino_genai as og
 
     gc = og.GenerationConfig()
+    if params is not None and params.prompt_lookup:  # every request of such a pipeline must say them
+        gc.num_assistant_tokens, gc.max_ngram_size = params.num_assistant_tokens, params.max_ngram_size
     gc.max_new_tokens = request.request_output_len
     gc.min_new_tokens = request.min_tokens
     gc.repetition_penalty = request.repetition_penalty
@@ -138,6 +141,9 @@ class OpenVinoBackend:
         scheduler.dynamic_split_fuse = True
         scheduler.enable_prefix_caching = params.enable_prefix_caching
         properties = engine_properties(params)
+        if params.prompt_lookup:
+            properties["prompt_lookup"] = True
+        self._params = params
         self._prefix = PrefixHitEstimator() if params.enable_prefix_caching and on_prefix_lookup else None
         self._on_prefix_lookup = on_prefix_lookup
         self._make = lambda: og.ContinuousBatchingPipeline(str(Path(params.engine_dir)), scheduler, "CPU", properties)
@@ -161,7 +167,7 @@ class OpenVinoBackend:
         if self._prefix is not None and request_id != WARM_UP_REQUEST_ID:
             self._on_prefix_lookup(*self._prefix.lookup(request.input_ids))
         ids = self._ov.Tensor(np.asarray([request.input_ids], dtype=np.int64))
-        return OpenVinoHandle(self._pipe.add_request(request_id, ids, generation_config(request)))
+        return OpenVinoHandle(self._pipe.add_request(request_id, ids, generation_config(request, self._params)))
 
     def step(self) -> None:
         self._pipe.step()

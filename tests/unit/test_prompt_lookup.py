@@ -1,0 +1,51 @@
+"""Prompt-lookup speculative decoding on the CPU engine: the spec, what each request inherits,
+and what a deployment with it refuses."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from build_engines.spec import BuildSpec, OpenVinoOptions, SpecError
+from contract.features import CPU_ENGINE, CPU_ENGINE_PROMPT_LOOKUP, refusals
+from contract.model_configs import OpenVinoEngineParameters
+from contract.model_parameters import from_parameters, to_parameters
+from model_repository.engine_step.engine_inputs import EngineInputs
+
+
+def test_off_by_default_and_round_trips():
+    assert OpenVinoOptions().prompt_lookup is False
+    spec = BuildSpec(Path("/c"), openvino=OpenVinoOptions(prompt_lookup=True, num_assistant_tokens=4, max_ngram_size=2))
+    assert BuildSpec.from_dict(spec.to_dict()) == spec
+    assert spec.artifact_fields() == BuildSpec(Path("/c")).artifact_fields()  # a serving setting: no rebuild
+
+
+@pytest.mark.parametrize("field", ["num_assistant_tokens", "max_ngram_size"])
+def test_draft_sizes_must_be_positive_naming_the_field(field):
+    with pytest.raises(SpecError, match=f"'{field}' must be >= 1, got 0"):
+        OpenVinoOptions(**{field: 0}).validate()
+    with pytest.raises(ValueError, match=f"'{field}' must be >= 1, got 0"):
+        OpenVinoEngineParameters(engine_dir=Path("/e"), max_num_seqs=1, max_num_batched_tokens=8, **{field: 0}).validate()
+
+
+def test_parameters_reach_the_engine_model_and_every_request():
+    from model_repository.engines.openvino.openvino_backend import generation_config
+
+    params = OpenVinoEngineParameters(engine_dir=Path("/e"), max_num_seqs=1, max_num_batched_tokens=8,
+                                      prompt_lookup=True, num_assistant_tokens=4, max_ngram_size=2)
+    raw = {k: {"string_value": v} for k, v in to_parameters(params).items()}
+    assert from_parameters(OpenVinoEngineParameters, "openvino_llm", raw) == params
+    request = EngineInputs(input_ids=(1, 2, 3), input_lengths=3, request_output_len=4, end_id=2)
+    gc = generation_config(request, params)
+    assert (gc.num_assistant_tokens, gc.max_ngram_size) == (4, 2)
+    plain = generation_config(request, OpenVinoEngineParameters(engine_dir=Path("/e"), max_num_seqs=1, max_num_batched_tokens=8))
+    assert not plain.num_assistant_tokens  # None: no assistant generation
+
+
+def test_a_prompt_lookup_deployment_refuses_n_samples_but_not_guides():
+    n2 = {"num_return_sequences": np.array([[2]], dtype=np.int32)}
+    assert refusals(n2, CPU_ENGINE) == []
+    [(name, reason)] = refusals(n2, CPU_ENGINE_PROMPT_LOOKUP)
+    assert name == "num_return_sequences" and "prompt-lookup decoding" in reason
+    guide = {"guided_decoding_guide_type": np.array([[b"regex"]], dtype=object)}
+    assert refusals(guide, CPU_ENGINE_PROMPT_LOOKUP) == []
