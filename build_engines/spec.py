@@ -100,8 +100,8 @@ class OpenVinoOptions:
     # int8 activations, in groups of this many values, for the matmuls with int8/int4 weights, as
     # llama.cpp's Q8_0 does (0: off; fp16 weights ignore it).  Measured on the default model, int8
     # weights, 2-core AVX-512 VNNI host (docs/examples/bench/peers.md, docs/examples/fidelity/):
-    # 32 decodes 1.24-1.45x faster at concurrency 1 in-process (served: 0.65-0.74x -> 1.03-1.05x
-    # of llama.cpp's Q8_0 server), but mean KLD vs float32 0.0036 -> 0.0062 (top-1 96.7% ->
+    # 32 decodes 1.24-1.45x faster at concurrency 1 in-process (served: 0.65-0.74x -> 0.87-1.05x
+    # of llama.cpp's Q8_0 server; at concurrency 16 0.95x -> 1.6-1.9x of vLLM CPU), but mean KLD vs float32 0.0036 -> 0.0062 (top-1 96.7% ->
     # 95.9%, inside the int8 gate) and greedy answers then change when a prompt's prefix comes
     # from the prefix cache (6 of 12 multi-turn answers differed; 12 of 12 equal with 0), so
     # prefix caching would no longer be exact.  Off by default: exact answers and multi-turn TTFT
