@@ -17,6 +17,8 @@ from pathlib import Path
 from bench.throughput import percentile
 from bench.workload import TOPICS
 from client import AsyncLlmClient, ChatMessage, SamplingParams
+from contract import metrics, names
+from serving import prometheus
 
 SYSTEM_SENTENCE = ("You are the support assistant of a travel company; answer with concrete places, prices and times, "
                    "keep a friendly tone, and never invent bookings. ")
@@ -99,8 +101,6 @@ def run(repository: Path, out: Path, users: int, turns: int, answer_tokens: int,
     from google.protobuf import text_format
 
     from build_engines.render import read_config
-    from contract import metrics, names
-    from serving import prometheus
     from serving.launcher import ServerSettings, TritonServer
 
     out.mkdir(parents=True, exist_ok=True)
@@ -122,17 +122,14 @@ def run(repository: Path, out: Path, users: int, turns: int, answer_tokens: int,
         for r in range(rounds):
             for cached in ((True, False) if r % 2 == 0 else (False, True)):
                 t0 = time.monotonic()
-                timings[cached] += await_round(servers[cached].settings.grpc_url, users, turns, answer_tokens, 100 + r, system)
+                timings[cached] += asyncio.run(run_round(servers[cached].settings.grpc_url, users, turns, answer_tokens,
+                                                         100 + r, system))
                 progress(f"  round {r} prefix caching {'on ' if cached else 'off'}: {time.monotonic() - t0:5.1f} s")
-        samples = prometheus.scrape(on.settings.metrics_url)
-        hit_rate = _hit_rate(samples, prometheus, metrics)
+        hit_rate = _hit_rate(on.settings.metrics_url)
     return turn_rows(timings[True], timings[False]), hit_rate
 
 
-def await_round(url: str, users: int, turns: int, answer_tokens: int, seed: int, system: str) -> list[TurnTiming]:
-    return asyncio.run(run_round(url, users, turns, answer_tokens, seed, system))
-
-
-def _hit_rate(samples, prometheus, metrics) -> float | None:
+def _hit_rate(metrics_url: str) -> float | None:
+    samples = prometheus.scrape(metrics_url)
     queried = prometheus.value(samples, metrics.PREFIX_CACHE_QUERIES.name)
     return prometheus.value(samples, metrics.PREFIX_CACHE_HITS.name) / queried if queried else None

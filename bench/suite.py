@@ -61,6 +61,7 @@ def run_suite(config: SuiteConfig) -> Path:
     tools = ensure_venv("bench-tools", ROOT / "requirements" / "bench-tools.lock")
     engine_dir = _engine_dir(config.repository)
     record = BuildRecord.read(engine_dir)
+    params = engine_parameters(config.repository)
     runs_dir = config.out / "runs"
     fixed = Workload(f"isl{config.input_tokens}-osl{config.output_tokens}", config.input_tokens, config.output_tokens)
     # ShareGPT-like: varied prompt and answer lengths (normal, sd = mean / 4: no empty prompt).
@@ -99,39 +100,35 @@ def run_suite(config: SuiteConfig) -> Path:
             texts = _texts(Path(served.artifacts))
             ours_http = http(config, "ours-openai-front", front.url + "/v1", served_model_name(config.repository), texts, chat)
             results.append(ours_http)
-            tax = pipeline_tax.measure(settings.grpc_url, engine_parameters(config.repository), max(config.concurrency),
-                                       config.output_tokens)
+            tax = pipeline_tax.measure(settings.grpc_url, params, max(config.concurrency), config.output_tokens)
         finally:
             front.stop()
 
     one = next(r for r in results if r.target == "triton-ensemble" and r.load == "c1" and r.workload == fixed.name)
     prompts = _prompts(Path(served.artifacts), engine_dir)[: Load("concurrency", top).request_count]  # those it sent
-    offline = run_offline(engine_parameters(config.repository), prompts, config.output_tokens, top)
+    offline = run_offline(params, prompts, config.output_tokens, top)
     print(f"  {'offline engine':18} {fixed.name:16} {'c%d' % top:>4}: {offline.output_tokens_per_s:7.1f} tok/s", flush=True)
 
     sections = []
     if config.peers:
-        pairs, _ = peer_compare.run(config.repository, config.out / "peers", config.peers, (1, top), config.output_tokens,
-                                    2, config.slo)
+        peer_pairs, _ = peer_compare.run(config.repository, config.out / "peers", config.peers, (1, top),
+                                         config.output_tokens, 2, config.slo)
         sections.append(("Against the CPU peers", [
             "One OpenAI streaming client for every server (not genai-perf), fixed-length answers, pairs (ours, peer) "
-            "in alternating order, new prompts in every run (details: peers/peers.md).", "", *peer_compare.markdown(pairs),
-            "", *[f"- {v}" for v in peer_compare.verdicts(pairs)]]))
+            "in alternating order, new prompts in every run (details: peers/peers.md).", "", *peer_compare.markdown(peer_pairs),
+            "", *[f"- {v}" for v in peer_compare.verdicts(peer_pairs)]]))
 
     sections.append(("Prefix caching: multi-turn chats", [
         "4 users at once, 4 turns each, one ~360-token system prompt shared by all, every turn resending the conversation; "
         "two servers (caching on / off) from this repository, 2 rounds each, alternating (details: multiturn/).", "",
         *multiturn.markdown(*multiturn.run(config.repository, config.out / "multiturn", 4, 4, 32, 2))]))
 
-    params = engine_parameters(config.repository)
-    from transformers import AutoTokenizer
-
-    pairs = speculative.measure(params, AutoTokenizer.from_pretrained(str(engine_dir)), (1, top), config.output_tokens, 2)
+    spec_pairs = speculative.measure(params, _tokenizer(engine_dir), (1, top), config.output_tokens, 2)
     sections.append(("Speculative decoding: prompt lookup", [
         "Input-grounded prompts (repeat / rewrite a passage of the Python docs, copy given code), greedy, the engine's "
         "backend in-process, plain and prompt lookup alternating, new prompts every round (`python -m bench speculative`). "
         "Acceptance is estimated from tokens per engine step: (tokens per step - 1) / num_assistant_tokens.", "",
-        *speculative.markdown(pairs, params.num_assistant_tokens)]))
+        *speculative.markdown(spec_pairs, params.num_assistant_tokens)]))
 
     ratios = [
         pipeline_tax.summary(tax) + "; target >= 0.9",
@@ -177,9 +174,13 @@ def _cpus() -> int:
     return len(os.sched_getaffinity(0))
 
 
-def _prompts(artifacts: Path, engine_dir: Path) -> list[list[int]]:
-    """The exact prompts genai-perf sent, tokenized as preprocessing does."""
+def _tokenizer(engine_dir: Path):
     from transformers import AutoTokenizer
 
-    tok = AutoTokenizer.from_pretrained(str(engine_dir))
+    return AutoTokenizer.from_pretrained(str(engine_dir))
+
+
+def _prompts(artifacts: Path, engine_dir: Path) -> list[list[int]]:
+    """The exact prompts genai-perf sent, tokenized as preprocessing does."""
+    tok = _tokenizer(engine_dir)
     return [tok.encode(text) for text in _texts(artifacts)]
