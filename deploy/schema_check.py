@@ -3,10 +3,11 @@
 Built-in kinds: the strict JSON schemas that kubernetes-validate ships for every minor
 version from 1.25 (no unknown fields, right types, required fields).  We check against the
 oldest version the chart supports (Chart.yaml kubeVersion) and the newest the package has.
-ServiceMonitor and PrometheusRule (Prometheus Operator CRDs): their generated models
-(cloudcoil), which drop unknown fields; a field that does not survive the round trip is an
-unknown field.  InferencePool and HTTPRoute (Gateway API and its Inference Extension): their
-CRD schemas vendored from the pinned releases (deploy/crds/README.md), closed to unknown fields.
+ServiceMonitor and PrometheusRule (Prometheus Operator CRDs) and ScaledObject (KEDA): their
+generated models (cloudcoil), which drop unknown fields; a field that does not survive the
+round trip is an unknown field.  InferencePool and HTTPRoute (Gateway API and its Inference
+Extension): their CRD schemas vendored from the pinned releases (deploy/crds/README.md),
+closed to unknown fields.
 An object of any other kind is an error: nothing passes unchecked.
 """
 
@@ -91,15 +92,17 @@ def _check_name(doc: dict[str, Any]) -> list[str]:
     return []
 
 
-def _operator_kind(kind: str) -> Callable[[dict[str, Any]], list[str]]:
-    """A Prometheus Operator object checked against cloudcoil's generated model of its CRD."""
+def _cloudcoil_kind(module: str, kind: str) -> Callable[[dict[str, Any]], list[str]]:
+    """An object checked against cloudcoil's generated model of its CRD (`module`, e.g.
+    cloudcoil.models.prometheus_operator.v1, pinned in requirements/lock.txt)."""
 
     def check(doc: dict[str, Any]) -> list[str]:
-        from cloudcoil.models.prometheus_operator import v1
+        import importlib
+
         from pydantic import ValidationError
 
         try:
-            model = getattr(v1, kind).model_validate(doc)
+            model = getattr(importlib.import_module(module), kind).model_validate(doc)
         except ValidationError as e:
             return [f"{'.'.join(map(str, err['loc']))}: {err['msg']}" for err in e.errors()]
         kept = model.model_dump(by_alias=True, exclude_unset=True, mode="json")
@@ -159,9 +162,13 @@ def _vendored_crd(file: str) -> Callable[[dict[str, Any]], list[str]]:
     return check
 
 
+PROMETHEUS_OPERATOR = "cloudcoil.models.prometheus_operator.v1"  # Prometheus Operator 0.80.1
+KEDA = "cloudcoil.models.keda.v1alpha1"  # KEDA 2.16.1
+
 CUSTOM_KINDS: dict[tuple[str, str], Callable[[dict[str, Any]], list[str]]] = {
     ("inference.networking.k8s.io/v1", "InferencePool"): _vendored_crd("inferencepool-v1.json"),
     ("gateway.networking.k8s.io/v1", "HTTPRoute"): _vendored_crd("httproute-v1.json"),
-    ("monitoring.coreos.com/v1", "ServiceMonitor"): _operator_kind("ServiceMonitor"),
-    ("monitoring.coreos.com/v1", "PrometheusRule"): _operator_kind("PrometheusRule"),
+    ("monitoring.coreos.com/v1", "ServiceMonitor"): _cloudcoil_kind(PROMETHEUS_OPERATOR, "ServiceMonitor"),
+    ("monitoring.coreos.com/v1", "PrometheusRule"): _cloudcoil_kind(PROMETHEUS_OPERATOR, "PrometheusRule"),
+    ("keda.sh/v1alpha1", "ScaledObject"): _cloudcoil_kind(KEDA, "ScaledObject"),
 }

@@ -1,9 +1,10 @@
 """What the chart's objects mean: GPUs from the engine, Triton's flags, probes, draining,
-exposure, secrets, Prometheus and the autoscaler wiring."""
+exposure, secrets, Prometheus and the autoscaler wiring (HPA + prometheus-adapter, or KEDA)."""
 
 from __future__ import annotations
 
 import base64
+import re
 
 import pytest
 import yaml
@@ -272,8 +273,55 @@ def test_hpa_scales_the_deployment_on_a_metric_the_adapter_defines(tp2):
     assert f'model="{names.TRTLLM_ENGINE}"' in waiting["metricsQuery"]
 
 
+KEDA = chart.CI_VALUES_DIR / "keda-values.yaml"
+
+
+def test_keda_scales_the_deployment_on_the_queue_from_prometheus():
+    from deploy import alerts
+
+    values = chart.load_values([KEDA])
+    objects = [d for r in chart.render(values, release="chat", namespace="llm") for d in r.documents]
+    scaled = one(objects, "ScaledObject")
+    deployment = one(objects, "Deployment")
+    assert not [o for o in objects if o["kind"] == "HorizontalPodAutoscaler"]  # KEDA makes its own
+    assert "replicas" not in deployment["spec"]  # KEDA's HPA owns the count
+    spec = scaled["spec"]
+    assert spec["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment",
+                                      "name": deployment["metadata"]["name"]}
+    keda = values["autoscaling"]["keda"]
+    assert (spec["minReplicaCount"], spec["maxReplicaCount"]) == (2, 8)  # autoscaling.min/maxReplicas
+    assert (spec["pollingInterval"], spec["cooldownPeriod"]) == (keda["pollingInterval"], 300)
+    assert spec["advanced"]["horizontalPodAutoscalerConfig"]["behavior"] == \
+        chart.default_values()["autoscaling"]["behavior"]
+    [trigger] = spec["triggers"]
+    assert trigger["type"] == "prometheus" and trigger["metricType"] == "AverageValue"
+    metadata = trigger["metadata"]
+    assert metadata["serverAddress"] == keda["serverAddress"] and metadata["threshold"] == "6"
+    # the series the adapter's triton_waiting_requests and the alerts read, this release's pods only
+    query = metadata["query"]
+    series, matcher = alerts.TRTLLM_WAITING.rstrip("}").split("{")
+    assert query.startswith(f"sum({series}{{") and matcher in query
+    assert f'model="{names.TRTLLM_ENGINE}"' in query and 'namespace="llm"' in query
+    pods = re.search(r'pod=~"([^"]+)"', query).group(1)
+    name = deployment["metadata"]["name"]
+    assert re.fullmatch(pods, f"{name}-5d8f7c9b6d-x2k4q")  # a Deployment pod: <name>-<hash>-<suffix>
+    assert not re.fullmatch(pods, f"{name}-epp-7f9c6d5b4-abcde")  # the endpoint picker's
+
+
+def test_keda_query_and_threshold_are_values():
+    # the query is rendered with tpl; unset optional fields are left to KEDA's defaults
+    query = 'sum(nv_inference_pending_request_count{namespace="{{ .Release.Namespace }}"})'
+    values = {"autoscaling": {"enabled": True, "behavior": None,
+                              "keda": {"enabled": True, "threshold": 2.5, "cooldownPeriod": None, "query": query}}}
+    scaled = one(render(values), "ScaledObject")["spec"]
+    metadata = scaled["triggers"][0]["metadata"]
+    assert metadata["query"] == 'sum(nv_inference_pending_request_count{namespace="default"})'
+    assert metadata["threshold"] == "2.5"
+    assert "cooldownPeriod" not in scaled and "advanced" not in scaled
+
+
 def test_optional_objects_are_off_by_default(default):
     kinds = {o["kind"] for o in default}
-    assert not kinds & {"HorizontalPodAutoscaler", "ServiceMonitor", "ConfigMap", "PrometheusRule"}
+    assert not kinds & {"HorizontalPodAutoscaler", "ServiceMonitor", "ConfigMap", "PrometheusRule", "ScaledObject"}
     assert {"Deployment", "Service", "PodDisruptionBudget", "PersistentVolumeClaim"} <= kinds
     assert one(default, "PersistentVolumeClaim")["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"

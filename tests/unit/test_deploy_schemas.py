@@ -23,6 +23,12 @@ def test_ci_cases_cover_tp2_hpa_and_servicemonitor():
     assert "tp2-hpa-servicemonitor-values" in CASES and len(CASES) >= 3
 
 
+def test_ci_cases_cover_keda():
+    assert "keda-values" in CASES
+    kinds = {d["kind"] for r in chart.render(chart.load_values(CASES["keda-values"])) for d in r.documents}
+    assert "ScaledObject" in kinds and "HorizontalPodAutoscaler" not in kinds
+
+
 def test_helm_lint_strict_is_clean(case):
     name, values, _ = case
     report = chart.lint(values)
@@ -90,6 +96,43 @@ def test_checker_rejects_an_unknown_prometheusrule_field(full_render):
     assert [p.message for p in _problems(rule)] == ["spec.groups.0.rules.0.firing_for: unknown field"]
 
 
+@pytest.fixture(scope="module")
+def keda_render():
+    return chart.render(chart.load_values([chart.CI_VALUES_DIR / "keda-values.yaml"]))
+
+
+def test_checker_rejects_an_unknown_scaledobject_field(keda_render):
+    scaled = _object(keda_render, "ScaledObject")
+    assert not _problems(scaled)
+    scaled["spec"]["triggers"][0]["metdata"] = scaled["spec"]["triggers"][0]["metadata"]
+    assert [p.message for p in _problems(scaled)] == ["spec.triggers.0.metdata: unknown field"]
+    scaled = _object(keda_render, "ScaledObject")
+    scaled["spec"]["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]["scaleUp"]["window"] = 60
+    assert [p.message for p in _problems(scaled)] == [
+        "spec.advanced.horizontalPodAutoscalerConfig.behavior.scaleUp.window: unknown field"]
+
+
+@pytest.mark.parametrize("path, value", [
+    (("spec", "minReplicaCount"), "two"),
+    (("spec", "triggers", 0, "metadata", "threshold"), 6),  # KEDA's trigger metadata: strings only
+    (("spec", "triggers"), {"type": "prometheus"}),
+])
+def test_checker_rejects_a_bad_scaledobject_type(keda_render, path, value):
+    scaled = _object(keda_render, "ScaledObject")
+    parent = scaled
+    for key in path[:-1]:
+        parent = parent[key]
+    parent[path[-1]] = value
+    problems = _problems(scaled)
+    assert problems and all(p.message.startswith(".".join(map(str, path))) for p in problems), problems
+
+
+def test_checker_rejects_a_scaledobject_without_its_target(keda_render):
+    scaled = _object(keda_render, "ScaledObject")
+    del scaled["spec"]["scaleTargetRef"]["name"]
+    assert [p.message for p in _problems(scaled)] == ["spec.scaleTargetRef.name: Field required"]
+
+
 def test_checker_rejects_unknown_kinds_and_bad_names(full_render):
     unknown = {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}}
     assert any("no schema" in p.message for p in _problems(unknown))
@@ -104,6 +147,9 @@ def test_checker_rejects_unknown_kinds_and_bad_names(full_render):
     {"triton": {"restrictedApi": {"http": ["admin"]}}},
     {"triton": {"ports": {"http": "8000"}}},
     {"storage": {"mountPath": "models"}},
+    {"autoscaling": {"enabled": True, "keda": {"enable": True}}},  # typo: enabled
+    {"autoscaling": {"enabled": True, "keda": {"enabled": True, "threshold": "four"}}},
+    {"autoscaling": {"enabled": True, "keda": {"enabled": True, "pollingInterval": "30s"}}},
 ])
 def test_values_schema_rejects_mistakes(values):
     with pytest.raises(chart.ChartError):
@@ -114,6 +160,14 @@ def test_values_schema_rejects_mistakes(values):
     ({"engineBuild": {"enabled": True}}, "engineBuild.command is required"),
     ({"triton": {"restrictedApi": {"http": ["health", "logging"]}}}, "must not restrict 'health'"),
     ({"autoscaling": {"enabled": True, "minReplicas": 5, "maxReplicas": 2}}, "minReplicas must be <="),
+    ({"autoscaling": {"enabled": False, "keda": {"enabled": True}}},
+     "autoscaling.keda.enabled needs autoscaling.enabled"),
+    ({"autoscaling": {"enabled": True, "keda": {"enabled": True, "serverAddress": None}}},
+     "(?s)/autoscaling/keda.*missing property 'serverAddress'"),
+    ({"autoscaling": {"enabled": True, "keda": {"enabled": True, "query": None, "threshold": None}}},
+     "(?s)/autoscaling/keda.*missing properties 'query', 'threshold'"),
+    ({"autoscaling": {"enabled": True, "keda": {"enabled": True, "serverAddress": "prometheus:9090"}}},
+     "/autoscaling/keda/serverAddress"),
 ])
 def test_inconsistent_values_fail_with_a_message(values, message):
     with pytest.raises(chart.ChartError, match=message):

@@ -135,6 +135,9 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- if and .Values.autoscaling.enabled (gt (int .Values.autoscaling.minReplicas) (int .Values.autoscaling.maxReplicas)) }}
 {{- fail "autoscaling.minReplicas must be <= autoscaling.maxReplicas" }}
 {{- end }}
+{{- if and .Values.autoscaling.keda.enabled (not .Values.autoscaling.enabled) }}
+{{- fail "autoscaling.keda.enabled needs autoscaling.enabled: without it the Deployment keeps a fixed replicaCount that every helm upgrade resets under KEDA's HPA" }}
+{{- end }}
 {{- end }}
 
 {{/* The OpenAI front's API-key Secret. */}}
