@@ -67,6 +67,12 @@ $(STAMP): requirements/lock.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip==26.3
 	$(PY) -m pip install --quiet --no-deps -r requirements/lock.txt
+	@# The pinned torch is a CPU build only where pip finds one for this Python (the 3.11 wheel on
+	@# this project's machines); elsewhere pip took the PyPI build, which is CUDA-linked and
+	@# imports on a CPU only with its nvidia-* libraries: install them (~4 GB; torch.cuda stays off).
+	@$(PY) -c "import torch" 2>/dev/null || { \
+	  echo "torch $$($(PY) -m pip show torch | sed -n 's/^Version: //p') does not import without its dependencies: installing them (the PyPI build's CUDA libraries)"; \
+	  $(PY) -m pip install --quiet -c requirements/lock.txt torch==2.13.0 && $(PY) -c "import torch"; }
 	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
 	@touch $(STAMP)
 
