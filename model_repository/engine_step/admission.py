@@ -1,0 +1,69 @@
+"""Admission order for requests waiting in front of an engine: priority with aging.
+
+Priority follows TensorRT-LLM's executor convention as recalled (a float in [0, 1], higher
+first, 0.5 the default); NOT yet confirmed against the pinned tag's
+cpp/include/tensorrt_llm/executor/executor.h (`Request::kDefaultPriority`) — check before
+wiring it to the ensemble's input name.
+
+Aging: a waiting request's effective priority grows by `aging_per_s` for every second it
+has waited, so a low-priority request is eventually admitted ahead of a stream of newer
+high-priority ones (nothing starves). Ties: first come, first served.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+MIN_PRIORITY = 0.0
+MAX_PRIORITY = 1.0
+DEFAULT_PRIORITY = 0.5
+DEFAULT_AGING_PER_S = 0.1  # a 0.0 request overtakes fresh 1.0 ones after 10 s of waiting
+
+
+def check_priority(value: float) -> float:
+    """The priority, or ValueError naming the field (for an INVALID_ARG response)."""
+    if not MIN_PRIORITY <= value <= MAX_PRIORITY:
+        raise ValueError(f"priority must be in [{MIN_PRIORITY}, {MAX_PRIORITY}], got {value}")
+    return float(value)
+
+
+@dataclass
+class _Waiting(Generic[T]):
+    item: T
+    priority: float
+    arrived: float
+    seq: int
+
+
+@dataclass
+class AgingQueue(Generic[T]):
+    """Waiting requests; `pop(now)` returns the one with the highest aged priority."""
+
+    aging_per_s: float = DEFAULT_AGING_PER_S
+    _waiting: list[_Waiting[T]] = field(default_factory=list)
+    _seq: int = 0
+
+    def push(self, item: T, arrived: float, priority: float = DEFAULT_PRIORITY) -> None:
+        self._waiting.append(_Waiting(item, check_priority(priority), arrived, self._seq))
+        self._seq += 1
+
+    def effective(self, w: _Waiting[T], now: float) -> float:
+        return w.priority + self.aging_per_s * max(0.0, now - w.arrived)
+
+    def pop(self, now: float) -> T:
+        if not self._waiting:
+            raise IndexError("pop from an empty AgingQueue")
+        best = max(self._waiting, key=lambda w: (self.effective(w, now), -w.seq))
+        self._waiting.remove(best)
+        return best.item
+
+    def drain(self) -> list[T]:
+        items = [w.item for w in sorted(self._waiting, key=lambda w: w.seq)]
+        self._waiting.clear()
+        return items
+
+    def __len__(self) -> int:
+        return len(self._waiting)
