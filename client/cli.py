@@ -34,6 +34,8 @@ def sampling_options(f):
         click.option("--json-object", is_flag=True, default=False, help="Guided decoding: any JSON object."),
         click.option("--regex", default=None, help="Guided decoding: the answer matches this regex."),
         click.option("--grammar", default=None, help="Guided decoding: an EBNF grammar (text or @file)."),
+        click.option("--priority", type=float, default=None,
+                     help="0-1, higher is admitted first when the engine is full (default 0.5)."),
         click.option("--timeout", "timeout_s", type=float, default=None, help="Seconds; the request is cancelled after."),
     ]
     for option in reversed(options):

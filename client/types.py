@@ -43,6 +43,9 @@ class SamplingParams:
     n: int = 1  # independent samples (num_return_sequences); chunks carry sequence_index
     guide: Guide | None = None
     skip_special_tokens: bool | None = None
+    # [0, 1], higher admitted first once the engine is full; None: the server's 0.5.  Honoured
+    # by the CPU engine; the TensorRT-LLM layouts refuse any value but 0.5 (contract/features.py).
+    priority: float | None = None
     # Prepend a text prompt to the output.  Done by the client: NVIDIA's ensemble contract never
     # streams the prompt back (exclude_input_in_output=false echoes only a non-streamed answer).
     echo: bool = False

@@ -35,6 +35,7 @@ class Feature(str, enum.Enum):
     ENCODER_DECODER = "encoder-decoder models"
     MULTIMODAL = "image and video inputs"
     DRAFT_MODEL = "draft-model speculative decoding"
+    PRIORITY = "request priorities"
 
 
 def _flat(value: Any) -> np.ndarray:
@@ -93,6 +94,7 @@ INPUT_FEATURES: dict[str, InputUse] = {
         ("video_bytes_input", Feature.MULTIMODAL, _ABSENT),
         ("num_draft_tokens", Feature.DRAFT_MODEL, _ABSENT),
         ("use_draft_logits", Feature.DRAFT_MODEL, _FALSE),
+        ("priority", Feature.PRIORITY, (lambda v: _absent(v) or _equals(0.5)(v), "0.5 or nothing")),
     )
 }
 
@@ -112,6 +114,7 @@ ENGINE_INPUT_FEATURES: dict[str, InputUse] = {
     "lora_config": INPUT_FEATURES["lora_config"],
     "guided_decoding_guide_type": INPUT_FEATURES["guided_decoding_guide_type"],
     "guided_decoding_guide": INPUT_FEATURES["guided_decoding_guide"],
+    "priority": INPUT_FEATURES["priority"],
 }
 
 
@@ -136,13 +139,15 @@ class EngineFeatures:
 
 # The CPU engine: n samples per prompt (OpenVINO GenAI num_return_sequences, multinomial
 # sampling) and guided decoding (StructuredOutputConfig: JSON schema, regex, EBNF grammar).
+# Priorities: the runner admits waiting requests by priority with aging
+# (model_repository/engine_step/admission.py) once max_num_seqs requests run.
 CPU_ENGINE = EngineFeatures("the CPU engine (OpenVINO GenAI)",
-                            frozenset({Feature.MULTIPLE_SEQUENCES, Feature.GUIDED_DECODING}))
+                            frozenset({Feature.MULTIPLE_SEQUENCES, Feature.GUIDED_DECODING, Feature.PRIORITY}))
 # The same with prompt-lookup decoding on: OpenVINO GenAI 2026.4.1 refuses parallel sampling with
 # assistant generation (generation_config.cpp: "Beam search and parallel sampling are not
 # compatible with assistant generation"); guided decoding and log probs work (checked).
 CPU_ENGINE_PROMPT_LOOKUP = EngineFeatures("the CPU engine (OpenVINO GenAI, prompt-lookup decoding)",
-                                          frozenset({Feature.GUIDED_DECODING}))
+                                          frozenset({Feature.GUIDED_DECODING, Feature.PRIORITY}))
 # What the C++ tensorrt_llm backend honours for every engine this kit builds (the logits
 # need engines built to gather them, LoRA a LoRA engine, guided decoding a configured
 # backend: none of which the kit builds yet).  Upstream has n samples (semantics rows
@@ -152,12 +157,19 @@ CPU_ENGINE_PROMPT_LOOKUP = EngineFeatures("the CPU engine (OpenVINO GenAI, promp
 # request with one closing response per prompt, not per sequence, and the renderer writes no
 # guided-decoding backend: both refused until they are wired (return_log_probs is honoured:
 # rows input.return_log_probs, output.output_log_probs).
+# Priorities: TensorRT-LLM's executor has a per-request priority (executor.h Request
+# `priority`, kDefaultPriority 0.5) but NVIDIA's Triton backend never sets it: its
+# createRequestsFromInputTensors builds every executor::Request without one and declares no
+# priority input (NVIDIA/TensorRT-LLM triton_backend/inflight_batcher_llm/src/utils.cc at
+# c8c6df08bd0ead54cd47f7973e1e425c28a174cd, the v1.1.0 source of the semantics table; not
+# confirmed at the tag itself).  Refused there rather than silently ignored.
 TRTLLM_ENGINE = EngineFeatures("TensorRT-LLM (engine flow)",
                                frozenset({Feature.PERF_METRICS, Feature.EMBEDDING_BIAS, Feature.BAD_WORDS}))
 # What tensorrt_llm_pytorch maps onto the LLM API (model_repository/engines/pytorch/sampling.py):
 # bad words of one token each (SamplingParams.bad_token_ids; longer ones are refused by the
 # engine model, naming the input).  Logit bias, perf metrics, logits, beams, n > 1, LoRA and
-# guided decoding exist in the LLM API but are not wired to our contract yet: refused.
+# guided decoding exist in the LLM API but are not wired to our contract yet: refused
+# (priorities too: whether the LLM API at the pinned versions takes one was not read).
 PYTORCH_ENGINE = EngineFeatures("TensorRT-LLM's PyTorch backend (LLM API)", frozenset({Feature.BAD_WORDS}))
 
 

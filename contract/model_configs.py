@@ -64,6 +64,9 @@ class OpenVinoEngineParameters:
     enable_prefix_caching: bool = True  # measured: build_engines/spec.py (OpenVinoOptions)
     inference_threads: int = 0  # 0 = OpenVINO's default (all cores)
     max_queue_size: int = 64  # requests waiting beyond the running batch; more are refused (UNAVAILABLE)
+    # Requests beyond max_num_seqs wait in front of the engine and are admitted by priority
+    # (input `priority`), each waiting second adding this much so nothing starves (0: strict).
+    priority_aging_per_s: float = 0.1
     queue_timeout_s: float = 60.0  # no first token after this long: fail (UNAVAILABLE); 0 = wait forever
     # Tokens per streamed response after the first; 0 = by batch size (1 up to 4 running
     # requests, 2 up to 8, then 4): fewer trips through the pipeline when the CPU is busiest.
@@ -92,8 +95,8 @@ class OpenVinoEngineParameters:
             raise ValueError(f"'kv_cache_precision' must be one of {list(KV_CACHE_PRECISIONS)}, got {self.kv_cache_precision!r}")
         if self.dynamic_quantization_group_size < 0:
             raise ValueError(f"'dynamic_quantization_group_size' must be >= 0 (0: off), got {self.dynamic_quantization_group_size}")
-        if self.max_queue_size < 0 or self.queue_timeout_s < 0 or self.stream_interval < 0:
-            raise ValueError("'max_queue_size', 'queue_timeout_s' and 'stream_interval' must be >= 0")
+        if self.max_queue_size < 0 or self.queue_timeout_s < 0 or self.stream_interval < 0 or self.priority_aging_per_s < 0:
+            raise ValueError("'max_queue_size', 'queue_timeout_s', 'stream_interval' and 'priority_aging_per_s' must be >= 0")
         if self.max_num_seqs < 1 or self.max_num_batched_tokens < 1:
             raise ValueError("'max_num_seqs' and 'max_num_batched_tokens' must be >= 1")
         if self.kv_cache_size_gb < 0:
@@ -177,6 +180,9 @@ class PyTorchEngineParameters:
     kv_cache_dtype: KvCacheDtype = KvCacheDtype.AUTO  # KvCacheConfig.dtype
     enable_chunked_prefill: bool = True  # LLM(enable_chunked_prefill=...)
     max_queue_size: int = 64  # requests waiting beyond the running batch; more are refused (UNAVAILABLE)
+    # Requests beyond max_num_seqs wait in front of the engine and are admitted by priority
+    # (input `priority`), each waiting second adding this much so nothing starves (0: strict).
+    priority_aging_per_s: float = 0.1
     queue_timeout_s: float = 60.0  # no first token after this long: fail (UNAVAILABLE); 0 = wait forever
     cancel_check_period_ms: int = 50  # how often requests whose client went away are looked for
     stats_period_s: float = 1.0  # how often the LLM's iteration stats (KV-cache usage) are read

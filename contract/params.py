@@ -60,6 +60,7 @@ RULES: dict[str, NumberRule] = {
         NumberRule("presence_penalty", low=-2.0, high=2.0),
         NumberRule("frequency_penalty", low=-2.0, high=2.0),
         NumberRule("seed", low=0, high=UINT64_MAX, integer=True),
+        NumberRule("priority", low=0.0, high=1.0),  # engine_step/admission.py: higher first, 0.5 default
     )
 }
 

@@ -119,6 +119,8 @@ ENSEMBLE_INPUTS: tuple[TensorSpec, ...] = (
     # ours
     _scalar("messages", DType.STRING, "chat messages as a JSON list of {role, content}", extra=True),
     _scalar("skip_special_tokens", DType.BOOL, "drop special tokens from the text (default true)", extra=True),
+    _scalar("priority", DType.FP32, "admission order when the engine is full: [0, 1], higher first, 0.5 default "
+            "(TensorRT-LLM's executor scale; the CPU engine honours it)", extra=True),
     dataclasses.replace(STOP, extra=True),  # NVIDIA's ensemble has none; their BLS and engine do
 )
 
@@ -219,7 +221,7 @@ ENGINE_PASSTHROUGH: dict[str, str] = {
     "return_perf_metrics": "return_perf_metrics", "prompt_embedding_table": "prompt_embedding_table",
     "prompt_vocab_size": "prompt_vocab_size", "lora_task_id": "lora_task_id", "lora_weights": "lora_weights",
     "lora_config": "lora_config", "guided_decoding_guide_type": "guided_decoding_guide_type",
-    "guided_decoding_guide": "guided_decoding_guide",
+    "guided_decoding_guide": "guided_decoding_guide", "priority": "priority",
 }
 _ENSEMBLE_BY_NAME = {t.name: t for t in ENSEMBLE_INPUTS}
 ENGINE_PASSTHROUGH_INPUTS: tuple[TensorSpec, ...] = tuple(
@@ -233,9 +235,10 @@ ENGINE_OUTPUTS: tuple[TensorSpec, ...] = (
 ) + ENGINE_CLIENT_OUTPUTS + (DETOKENIZE_PARAMS,)
 
 # What the relays send to the C++ `tensorrt_llm` model and ask back from it (a subset of
-# NVIDIA's declaration, which its config carries as it is): the engine contract without
-# detokenize_params, which the C++ model cannot echo; the `engine_relay` in front adds it.
-TRTLLM_INPUTS: tuple[TensorSpec, ...] = tuple(t for t in ENGINE_INPUTS if t is not DETOKENIZE_PARAMS)
+# NVIDIA's declaration, which its config carries as it is): the engine contract without our
+# own tensors: detokenize_params, which the C++ model cannot echo (the `engine_relay` in
+# front adds it), and priority, which it does not declare (refused on that layout).
+TRTLLM_INPUTS: tuple[TensorSpec, ...] = tuple(t for t in ENGINE_INPUTS if not t.extra)
 TRTLLM_OUTPUTS: tuple[TensorSpec, ...] = tuple(t for t in ENGINE_OUTPUTS if t is not DETOKENIZE_PARAMS)
 
 # --- preprocessing / postprocessing -------------------------------------------------------

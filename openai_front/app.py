@@ -23,7 +23,8 @@ from openai_front.logprobs import TokenTexts
 from openai_front.metrics import FrontMetrics, MetricsMiddleware
 from openai_front.tools import tool_plan
 from openai_front.schemas import ChatCompletionRequest, CompletionRequest
-from openai_front.translate import ResponseShaper, chat_input, completion_input, new_id
+from openai_front.translate import (PRIORITY_HEADER, ResponseShaper, chat_input, completion_input, new_id,
+                                    with_priority_header)
 
 
 @dataclass(frozen=True)
@@ -206,6 +207,7 @@ def create_app(settings: FrontSettings) -> FastAPI:
     async def completions(req: CompletionRequest, request: Request):
         check_model(req.model)
         prompt, sampling = completion_input(req)
+        sampling = with_priority_header(sampling, request.headers.get(PRIORITY_HEADER))
         include_usage = bool(req.stream_options and req.stream_options.include_usage)
         return await respond(request, prompt, sampling, req.stream, include_usage, chat=False)
 
@@ -213,6 +215,7 @@ def create_app(settings: FrontSettings) -> FastAPI:
     async def chat_completions(req: ChatCompletionRequest, request: Request):
         check_model(req.model)
         messages, sampling = chat_input(req)
+        sampling = with_priority_header(sampling, request.headers.get(PRIORITY_HEADER))
         include_usage = bool(req.stream_options and req.stream_options.include_usage)
         return await respond(request, messages, sampling, req.stream, include_usage, chat=True,
                              tools=tool_plan(req.tools, req.tool_choice))

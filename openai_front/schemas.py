@@ -35,6 +35,9 @@ class _Request(BaseModel):
     guided_json: dict | str | None = None
     guided_regex: str | None = None
     guided_grammar: str | None = None
+    # Ours: admission order when the engine is full, [0, 1], higher first (TensorRT-LLM's
+    # executor scale, default 0.5); also the X-Request-Priority header (the body wins).
+    priority: float | None = Field(default=None, ge=0.0, le=1.0)
 
 
 class StreamOptions(BaseModel):

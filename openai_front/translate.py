@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import uuid
 
@@ -53,7 +54,26 @@ def _sampling(req: _Request, max_tokens: int | None, echo: bool = False, *, log_
         max_tokens=max_tokens, temperature=temperature, n=req.n, return_log_probs=log_probs, guide=guide, top_p=req.top_p, top_k=req.top_k, min_tokens=min_tokens,
         seed=req.seed, repetition_penalty=req.repetition_penalty, presence_penalty=req.presence_penalty,
         frequency_penalty=req.frequency_penalty, stop=stop, skip_special_tokens=req.skip_special_tokens, echo=echo,
+        priority=req.priority,
     )
+
+
+PRIORITY_HEADER = "x-request-priority"
+
+
+def with_priority_header(sampling: SamplingParams, header: str | None) -> SamplingParams:
+    """The X-Request-Priority header, where the body has no `priority` (a proxy or gateway can
+    set it per route or per tenant without touching bodies)."""
+    if header is None or sampling.priority is not None:
+        return sampling
+    try:
+        value = float(header)
+    except ValueError:
+        value = float("nan")
+    if not 0.0 <= value <= 1.0:
+        raise invalid(f"header X-Request-Priority must be a number in [0, 1] (higher first), got {header!r}",
+                      "priority")
+    return dataclasses.replace(sampling, priority=value)
 
 
 def completion_input(req: CompletionRequest) -> tuple[str, SamplingParams]:

@@ -1,9 +1,11 @@
 """Admission order for requests waiting in front of an engine: priority with aging.
 
-Priority follows TensorRT-LLM's executor convention as recalled (a float in [0, 1], higher
-first, 0.5 the default); NOT yet confirmed against the pinned tag's
-cpp/include/tensorrt_llm/executor/executor.h (`Request::kDefaultPriority`) — check before
-wiring it to the ensemble's input name.
+The scale is TensorRT-LLM's executor request priority: a float, default 0.5
+(`Request::kDefaultPriority = 0.5`, "Sets the execution priority of this request":
+NVIDIA/TensorRT-LLM cpp/include/tensorrt_llm/executor/executor.h, read at stored commit
+0165bd7ac275dae69796767cdbb71ce1963506f3, not confirmed at the v1.1.0 tag).  We take it in
+[0, 1], higher first; the executor's own ordering was not read (which way it sorts is not
+confirmed), and the Triton backend never sets it (contract/features.py, Feature.PRIORITY).
 
 Aging: a waiting request's effective priority grows by `aging_per_s` for every second it
 has waited, so a low-priority request is eventually admitted ahead of a stream of newer
@@ -13,7 +15,7 @@ high-priority ones (nothing starves). Ties: first come, first served.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from typing import Callable, Generic, TypeVar
 
 T = TypeVar("T")
 
@@ -26,7 +28,8 @@ DEFAULT_AGING_PER_S = 0.1  # a 0.0 request overtakes fresh 1.0 ones after 10 s o
 def check_priority(value: float) -> float:
     """The priority, or ValueError naming the field (for an INVALID_ARG response)."""
     if not MIN_PRIORITY <= value <= MAX_PRIORITY:
-        raise ValueError(f"priority must be in [{MIN_PRIORITY}, {MAX_PRIORITY}], got {value}")
+        raise ValueError(f"'priority' must be in [{MIN_PRIORITY}, {MAX_PRIORITY}] (higher is admitted first, "
+                         f"{DEFAULT_PRIORITY} the default), got {value}")
     return float(value)
 
 
@@ -59,6 +62,18 @@ class AgingQueue(Generic[T]):
         best = max(self._waiting, key=lambda w: (self.effective(w, now), -w.seq))
         self._waiting.remove(best)
         return best.item
+
+    def remove_if(self, predicate: Callable[[T], bool]) -> list[T]:
+        """Take out (in arrival order) and return the waiting items `predicate` selects."""
+        kept: list[_Waiting[T]] = []
+        taken: list[T] = []
+        for w in self._waiting:
+            if predicate(w.item):
+                taken.append(w.item)
+            else:
+                kept.append(w)
+        self._waiting = kept
+        return taken
 
     def drain(self) -> list[T]:
         items = [w.item for w in sorted(self._waiting, key=lambda w: w.seq)]

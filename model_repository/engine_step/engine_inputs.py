@@ -11,6 +11,7 @@ from typing import Mapping
 import numpy as np
 
 from contract.tensors import ENGINE_CORE_INPUTS, DType, by_name
+from model_repository.engine_step.admission import DEFAULT_PRIORITY, check_priority
 from model_repository.engine_step.word_lists import from_word_list, to_word_list
 
 _SPECS = by_name(ENGINE_CORE_INPUTS)
@@ -29,6 +30,7 @@ class GenerationOptions:
     num_return_sequences: int = 1
     guided_decoding_guide_type: str = ""  # "" | one of GUIDE_TYPES
     guided_decoding_guide: str = ""  # the JSON schema, regex or EBNF grammar
+    priority: float = DEFAULT_PRIORITY  # admission order when the engine is full (engine_step/admission.py)
 
     @classmethod
     def from_arrays(cls, arrays: Mapping[str, np.ndarray]) -> "GenerationOptions":
@@ -37,8 +39,10 @@ class GenerationOptions:
         for f in dataclasses.fields(cls):
             if f.name in arrays and np.asarray(arrays[f.name]).size:
                 item = np.asarray(arrays[f.name]).reshape(-1)[0]
-                values[f.name] = _scalar_value(f.name, DType.STRING if f.type == "str" else DType.INT32, item)
+                kind = {"str": DType.STRING, "float": DType.FP32}.get(f.type, DType.INT32)
+                values[f.name] = _scalar_value(f.name, kind, item)
         options = cls(**values)
+        check_priority(options.priority)
         if options.num_return_sequences < 1:
             raise ValueError(f"'num_return_sequences' must be >= 1, got {options.num_return_sequences}")
         kind = options.guided_decoding_guide_type

@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Protocol, Sequence
 
+from model_repository.engine_step.admission import DEFAULT_AGING_PER_S, AgingQueue
 from model_repository.engine_step.engine_inputs import EngineInputs
 from model_repository.engine_step.sequences import SampleState, SequenceView, read_sequences
 
@@ -128,13 +129,16 @@ def ends_with_stop(generated: Sequence[int], stops: tuple[tuple[int, ...], ...])
 
 class EngineRunner:
     def __init__(self, backend: GenerationBackend, observer: RunnerObserver | None = None, clock=time.monotonic, *,
-                 capacity: int | None = None, queue_timeout_s: float | None = None, stream_interval: int = 1) -> None:
+                 capacity: int | None = None, queue_timeout_s: float | None = None, stream_interval: int = 1,
+                 max_running: int | None = None, aging_per_s: float = DEFAULT_AGING_PER_S) -> None:
         """`capacity`: requests in the engine (running + waiting) beyond which new ones are
         refused at once; `queue_timeout_s`: a request without its first token after this
         long is failed instead of waiting on."""
         self._backend = backend
         self._capacity = capacity
         self._queue_timeout_s = queue_timeout_s
+        self._max_running = max_running  # None: every request goes straight to the engine (FIFO)
+        self._waiting: AgingQueue[tuple[EngineInputs, ResponseSink, float, str]] = AgingQueue(aging_per_s)
         self._stream_interval = stream_interval  # tokens per streamed response; 0: by batch size
         self._observer = observer or _NoObserver()
         self._clock = clock
@@ -165,7 +169,7 @@ class EngineRunner:
             if self._stopping:
                 sink.fail("the engine is shutting down", FailCode.UNAVAILABLE)
                 return
-            load = len(self._active) + len(self._incoming)
+            load = len(self._active) + len(self._incoming) + len(self._waiting)
             if self._capacity is not None and load >= self._capacity:
                 sink.fail(f"the engine is full ({load} requests running or queued); retry later", FailCode.UNAVAILABLE)
                 return
@@ -195,13 +199,14 @@ class EngineRunner:
     def counts(self) -> tuple[int, int]:
         """(running, waiting) requests."""
         with self._cond:
-            return len(self._active), len(self._incoming)
+            return len(self._active), len(self._incoming) + len(self._waiting)
 
     # --- the step thread --------------------------------------------------------------------
     def _loop(self) -> None:
         while True:
             with self._cond:
-                while not self._incoming and not self._active and not self._stops and not self._stopping:
+                while (not self._incoming and not self._active and not len(self._waiting) and not self._stops
+                       and not self._stopping):
                     self._cond.wait()
                 if self._stopping:
                     break
@@ -219,8 +224,12 @@ class EngineRunner:
 
     def run_once(self, incoming: list[tuple[EngineInputs, ResponseSink, float, str]], stops: set[str] = frozenset()) -> None:
         """Admit new requests, drop cancelled ones, advance the batch one step, deliver tokens."""
-        for request, sink, arrived, request_id in incoming:
-            self._admit(request, sink, arrived, request_id)
+        for entry in incoming:
+            self._waiting.push(entry, entry[2], entry[0].options.priority)
+        self._drop_cancelled_waiting(stops)
+        now = self._clock()
+        while len(self._waiting) and (self._max_running is None or len(self._active) < self._max_running):
+            self._admit(*self._waiting.pop(now))
         self._drop_cancelled(stops)
         if self._backend.has_unfinished():
             self._backend.step()
@@ -250,6 +259,22 @@ class EngineRunner:
         self._active[key] = _Active(request, sink, handle, arrived, request_id, last_token_at=arrived,
                                     sequences=[SampleState() for _ in range(n)],
                                     multi_token_stops=multi_token_stops(request) if n == 1 else ())
+
+    def _drop_cancelled_waiting(self, stops: set[str]) -> None:
+        """Requests still waiting for admission: stopped (an empty final per sequence, as a
+        cancelled request ends in the engine), cancelled by the client, or past the queue timeout."""
+        now = self._clock()
+        for request, sink, arrived, request_id in self._waiting.remove_if(
+                lambda e: (bool(e[3]) and e[3] in stops) or e[1].is_cancelled()
+                or (self._queue_timeout_s is not None and now - e[2] > self._queue_timeout_s)):
+            if request_id and request_id in stops:
+                for index in range(request.options.num_return_sequences):
+                    sink.send([], [], 0.0, True, index)
+            elif sink.is_cancelled():
+                sink.fail("cancelled before it started", FailCode.CANCELLED)
+            else:
+                sink.fail(f"no first token after {now - arrived:.0f}s in the queue; the server is overloaded, "
+                          "retry later", FailCode.UNAVAILABLE)
 
     def _drop_cancelled(self, stops: set[str]) -> None:
         now = self._clock()
@@ -331,6 +356,8 @@ class EngineRunner:
         return 1 if running <= 4 else 2 if running <= 8 else 4
 
     def _fail_all(self, message: str) -> None:
+        for _, sink, _, _ in self._waiting.drain():
+            sink.fail(message)
         for a in list(self._active.values()):
             try:
                 a.handle.cancel()

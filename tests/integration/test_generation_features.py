@@ -195,6 +195,10 @@ def test_standin_layout_refuses_n_and_guides_naming_the_input(standin_server):
             client.generate_n("Hi", SamplingParams(max_tokens=4, n=2, temperature=1.0))
         with pytest.raises(InvalidRequestError, match=r"'guided_decoding_guide_type'.*TensorRT-LLM"):
             client.generate("Hi", SamplingParams(max_tokens=4, guide=Guide("regex", "[a-z]+")))
+        # NVIDIA's backend never sets the executor's request priority (contract/features.py)
+        with pytest.raises(InvalidRequestError, match=r"'priority'.*request priorities.*TensorRT-LLM \(engine flow\)"):
+            client.generate("Hi", SamplingParams(max_tokens=4, priority=0.9))
+        assert client.generate("Hi", SamplingParams(max_tokens=2, priority=0.5)).completion_tokens == 2
         # log probs: the stand-in returns the chosen tokens' log probs as the backend does
         result = client.generate(LOGPROB_PROMPT, SamplingParams(max_tokens=8, temperature=0, return_log_probs=True))
     assert len(result.log_probs) == len(result.token_ids) and all(lp <= 0 for lp in result.log_probs)
@@ -322,6 +326,8 @@ def test_pytorch_layout_refuses_n_and_guides_and_returns_log_probs(pytorch_serve
             client.generate_n("Hi", SamplingParams(max_tokens=4, n=2, temperature=1.0))
         with pytest.raises(InvalidRequestError, match=r"'guided_decoding_guide_type'.*PyTorch backend"):
             client.generate("Hi", SamplingParams(max_tokens=4, guide=Guide("regex", "[a-z]+")))
+        with pytest.raises(InvalidRequestError, match=r"'priority'.*PyTorch backend"):
+            client.generate("Hi", SamplingParams(max_tokens=4, priority=0.1))
         result = client.generate(LOGPROB_PROMPT, SamplingParams(max_tokens=8, temperature=0, return_log_probs=True))
     assert len(result.log_probs) == len(result.token_ids) and any(lp < 0 for lp in result.log_probs)
 

@@ -65,7 +65,7 @@ def test_engine_passthrough_inputs_keep_the_tensorrt_llm_declarations():
             assert spec.dims == decl.dims, spec.name
 
 
-OUR_EXTRAS = {"messages", "skip_special_tokens", "stop", "finish_reason", "output_ids"}
+OUR_EXTRAS = {"messages", "skip_special_tokens", "priority", "stop", "finish_reason", "output_ids"}
 
 
 def test_typed_objects_mirror_the_tables():

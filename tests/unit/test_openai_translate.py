@@ -124,3 +124,21 @@ def test_tool_requests_we_cannot_honour(kwargs, param):
     with pytest.raises(ApiError) as e:
         chat_input(chat(**kwargs))
     assert e.value.status == 400 and e.value.param == param
+
+
+def test_priority_from_the_body_or_the_header():
+    from openai_front.translate import with_priority_header
+
+    req = ChatCompletionRequest(model="m", messages=[{"role": "user", "content": "hi"}], priority=0.9)
+    _, sampling = chat_input(req)
+    assert sampling.priority == 0.9
+    assert with_priority_header(sampling, "0.1").priority == 0.9  # the body wins
+    _, plain = completion_input(CompletionRequest(model="m", prompt="hi"))
+    assert plain.priority is None and with_priority_header(plain, None).priority is None
+    assert with_priority_header(plain, "0.25").priority == 0.25
+    for bad in ("high", "1.5", "nan"):
+        with pytest.raises(ApiError) as e:
+            with_priority_header(plain, bad)
+        assert e.value.status == 400 and e.value.param == "priority"
+    with pytest.raises(ValueError):
+        CompletionRequest(model="m", prompt="hi", priority=2.0)

@@ -331,3 +331,62 @@ def test_a_failed_step_fails_the_batch_and_lets_the_backend_recover():
     assert sink.done.wait(5)
     runner.shutdown()
     assert "engine step failed: grammar does not compile" in sink.error and backend.recovered >= 1
+
+
+def _prioritized(k, priority):
+    from model_repository.engine_step.engine_inputs import GenerationOptions
+
+    return dataclasses.replace(request(k), options=GenerationOptions(priority=priority))
+
+
+def test_priority_admission_with_a_running_limit():
+    backend = FakeBackend({0: [1, 1, 1, 2], 1: [3, 2], 2: [4, 2], 3: [5, 2]})
+    clock = [0.0]
+    runner = EngineRunner(backend, clock=lambda: clock[0], max_running=1, aging_per_s=0.0)
+    sinks = [Sink() for _ in range(4)]
+    runner.run_once([(request(0), sinks[0], 0.0, "")])  # running
+    runner.run_once([(_prioritized(1, 0.1), sinks[1], 0.0, ""), (_prioritized(2, 0.1), sinks[2], 0.0, ""),
+                     (_prioritized(3, 0.9), sinks[3], 0.0, "")])
+    assert runner.counts() == (1, 3)  # the three wait: running limit 1
+    order = []
+    for _ in range(20):
+        runner.run_once([])
+        for k, s in enumerate(sinks):
+            if s.done.is_set() and k not in order:
+                order.append(k)
+    assert order == [0, 3, 1, 2]
+    assert all(s.error is None for s in sinks)
+
+
+def test_aging_admits_an_old_low_priority_request_before_newer_high_ones():
+    backend = FakeBackend({k: [k + 10, 2] for k in range(6)})
+    clock = [0.0]
+    runner = EngineRunner(backend, clock=lambda: clock[0], max_running=1, aging_per_s=0.1)
+    sinks = [Sink() for _ in range(6)]
+    runner.run_once([(request(0), sinks[0], 0.0, ""), (_prioritized(1, 0.0), sinks[1], 0.0, "")])
+    order = []
+    for k in range(2, 6):  # a fresh priority-1.0 request arrives every 4 s
+        clock[0] += 4.0
+        runner.run_once([(_prioritized(k, 1.0), sinks[k], clock[0], "")])
+        for _ in range(3):
+            runner.run_once([])
+            order += [j for j, s in enumerate(sinks) if s.done.is_set() and j not in order]
+    # waiting 0.0 + 0.1/s overtakes a fresh 1.0 after 10 s: admitted before the later high ones
+    assert order.index(1) < order.index(5)
+
+
+def test_waiting_requests_are_stopped_cancelled_or_timed_out_without_reaching_the_engine():
+    backend = FakeBackend({k: [k + 10, 11, 12, 2] for k in range(4)})
+    clock = [0.0]
+    runner = EngineRunner(backend, clock=lambda: clock[0], max_running=1, queue_timeout_s=5.0)
+    sinks = [Sink() for _ in range(4)]
+    runner.run_once([(request(0), sinks[0], 0.0, "run"), (request(1), sinks[1], 0.0, "stop-me"),
+                     (request(2), sinks[2], 0.0, "cancel-me"), (request(3), sinks[3], 0.0, "slow")])
+    sinks[2].cancelled = True
+    runner.run_once([], stops={"stop-me"})
+    assert sinks[1].done.is_set() and sinks[1].error is None and sinks[1].tokens == []  # an empty final
+    assert sinks[2].error and "cancelled" in sinks[2].error
+    clock[0] = 6.0
+    runner.run_once([])
+    assert sinks[3].error and "in the queue" in sinks[3].error
+    assert sorted(backend.handles) == [0]  # only the running one ever reached the engine

@@ -33,7 +33,8 @@ class TritonPythonModel:
         backend.warm_up()
         queue_timeout = params.queue_timeout_s if params.queue_timeout_s > 0 else None
         self.runner = EngineRunner(backend, observer=recorder, capacity=params.max_num_seqs + params.max_queue_size,
-                                   queue_timeout_s=queue_timeout, stream_interval=params.stream_interval)
+                                   queue_timeout_s=queue_timeout, stream_interval=params.stream_interval,
+                                   max_running=params.max_num_seqs, aging_per_s=params.priority_aging_per_s)
         self.runner.start()
         self.metrics = TritonMetricsPublisher(args["model_name"], metrics.ENGINE_METRICS + metrics.PREFIX_CACHE_METRICS, self._gauges, recorder,
                                               aliases=True)
@@ -50,8 +51,8 @@ class TritonPythonModel:
         return None
 
     def _gauges(self):
-        # Handed to the pipeline is not running: OpenVINO's scheduler batches at most
-        # max_num_seqs and queues the rest; its last step's batch is what runs.
+        # Handed to the pipeline (at most max_num_seqs requests; the rest wait in the runner,
+        # by priority) is not all running: its last step's batch is what runs.
         handed, incoming = self.runner.counts()
         stats = self.runner.backend_stats
         running = min(handed, int(stats.get("scheduled_requests", handed))) if handed else 0
