@@ -201,6 +201,31 @@ def multiturn(repository: Path, out: Path, users: int, turns: int, answer_tokens
 @main.command()
 @click.option("--repository", type=click.Path(exists=True, file_okay=False, path_type=Path), default=Path("build/repository"),
               show_default=True)
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("build/bench/priorities"),
+              show_default=True)
+@click.option("--batch-clients", type=int, default=12, show_default=True, help="Long generations kept in flight.")
+@click.option("--batch-tokens", type=int, default=192, show_default=True)
+@click.option("--interactive-rate", type=float, default=0.5, show_default=True, help="Interactive chats per second.")
+@click.option("--interactive-tokens", type=int, default=24, show_default=True)
+@click.option("--phase-s", type=float, default=40.0, show_default=True, help="Seconds per phase.")
+@click.option("--rounds", type=int, default=2, show_default=True, help="Phases with and without priorities, each.")
+@click.option("--max-num-seqs", type=int, default=8, show_default=True, help="The engine's running batch for this run.")
+@click.option("--slo-ttft-ms", type=float, default=1000.0, show_default=True)
+def priorities(repository: Path, out: Path, batch_clients: int, batch_tokens: int, interactive_rate: float,
+               interactive_tokens: int, phase_s: float, rounds: int, max_num_seqs: int, slo_ttft_ms: float) -> None:
+    """Interactive chats beside batch traffic that fills the engine: TTFT with and without priorities."""
+    from bench.priorities import Workload, markdown, run
+
+    workload = Workload(batch_clients, batch_tokens, interactive_rate, interactive_tokens, phase_s)
+    table = run(repository, out, workload, rounds, max_num_seqs, progress=click.echo)
+    text = "\n".join(markdown(table, slo_ttft_ms / 1000, workload, max_num_seqs))
+    (out / "priorities.md").write_text(text + "\n")
+    click.echo(text)
+
+
+@main.command()
+@click.option("--repository", type=click.Path(exists=True, file_okay=False, path_type=Path), default=Path("build/repository"),
+              show_default=True)
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("build/bench/speculative"),
               show_default=True)
 @click.option("--concurrency", "levels", multiple=True, type=int, default=(1, 16), show_default=True)

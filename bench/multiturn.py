@@ -96,24 +96,13 @@ def markdown(rows: list[TurnRow], hit_rate: float | None = None) -> list[str]:
 def run(repository: Path, out: Path, users: int, turns: int, answer_tokens: int, rounds: int,
         progress=print) -> tuple[list[TurnRow], float | None]:
     """Two servers (prefix caching on / off) from copies of `repository`, rounds alternating."""
-    import shutil
-
-    from google.protobuf import text_format
-
-    from build_engines.render import read_config
+    from build_engines.render import copy_repository
     from serving.launcher import ServerSettings, TritonServer
 
     out.mkdir(parents=True, exist_ok=True)
-    repos = {}
-    for cached in (True, False):
-        repo = out / ("repository-cached" if cached else "repository-uncached")
-        shutil.rmtree(repo, ignore_errors=True)
-        shutil.copytree(repository, repo, symlinks=True)
-        path = repo / names.OPENVINO_ENGINE / "config.pbtxt"
-        config = read_config(path)
-        config.parameters["enable_prefix_caching"].string_value = str(cached).lower()
-        path.write_text(text_format.MessageToString(config))
-        repos[cached] = repo
+    repos = {cached: copy_repository(repository, out / ("repository-cached" if cached else "repository-uncached"),
+                                     names.OPENVINO_ENGINE, {"enable_prefix_caching": str(cached).lower()})
+             for cached in (True, False)}
     system = system_prompt()
     timings: dict[bool, list[TurnTiming]] = {True: [], False: []}
     with TritonServer(ServerSettings.on_free_ports(repos[True], out / "tritonserver-cached.log")) as on, \

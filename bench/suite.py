@@ -17,7 +17,7 @@ from bench.environments import BUILD, ROOT, ensure_venv
 from bench.genai_perf import Endpoint, Load, RunResult, Slo, Target, Workload, run
 from bench.http_load import run_http
 from bench.offline import engine_parameters, run_offline
-from bench import multiturn, peer_compare, pipeline_tax, speculative
+from bench import multiturn, peer_compare, pipeline_tax, priorities, speculative
 from bench.report import write
 from build_engines.render import read_config
 from contract import metrics, names
@@ -122,6 +122,14 @@ def run_suite(config: SuiteConfig) -> Path:
         "4 users at once, 4 turns each, one ~360-token system prompt shared by all, every turn resending the conversation; "
         "two servers (caching on / off) from this repository, 2 rounds each, alternating (details: multiturn/).", "",
         *multiturn.markdown(*multiturn.run(config.repository, config.out / "multiturn", 4, 4, 32, 2))]))
+
+    mixed = priorities.Workload()
+    sections.append(("Request priorities: interactive beside batch", [
+        "One server (max_num_seqs 8), batch clients keeping more long generations in flight than it runs, interactive "
+        "chats at random times; phases with priorities (interactive 0.9, batch 0.1) and without, alternating, 2 each "
+        "(`python -m bench priorities`; details: priorities/).", "",
+        *priorities.markdown(priorities.run(config.repository, config.out / "priorities", mixed, 2, 8), config.slo.ttft_s,
+                             mixed, 8)]))
 
     spec_pairs = speculative.measure(params, _tokenizer(engine_dir), (1, top), config.output_tokens, 2)
     sections.append(("Speculative decoding: prompt lookup", [

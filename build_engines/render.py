@@ -123,6 +123,23 @@ def read_config(path: Path) -> mc.ModelConfig:
     return text_format.Parse(path.read_text(), mc.ModelConfig())
 
 
+def set_parameters(repository: Path, model: str, values: dict[str, str]) -> None:
+    """Set string parameters of one model's config.pbtxt in a rendered repository."""
+    path = repository / model / "config.pbtxt"
+    config = read_config(path)
+    for key, value in values.items():
+        config.parameters[key].string_value = value
+    path.write_text(text_format.MessageToString(config))
+
+
+def copy_repository(repository: Path, dest: Path, model: str, values: dict[str, str]) -> Path:
+    """A copy of a rendered repository (engines linked, not copied) with `values` set on `model`."""
+    shutil.rmtree(dest, ignore_errors=True)
+    shutil.copytree(repository, dest, symlinks=True)
+    set_parameters(dest, model, values)
+    return dest
+
+
 def check_ensemble_wiring(configs: list[mc.ModelConfig]) -> None:
     """What Triton checks when it loads an ensemble, checked before anything is written:
     every step input is an ensemble input or an earlier step's output, with the same dtype;

@@ -67,6 +67,14 @@ class OpenVinoEngineParameters:
     # Requests beyond max_num_seqs wait in front of the engine and are admitted by priority
     # (input `priority`), each waiting second adding this much so nothing starves (0: strict).
     priority_aging_per_s: float = 0.1
+    # Seats of max_num_seqs that requests below the default priority (batch work marked low)
+    # never take, so default and high-priority requests find one free at once; -1: a quarter
+    # of max_num_seqs.  Deployments that send no low priorities lose nothing.
+    priority_reserved_seqs: int = -1
+
+    @property
+    def reserved_from_low_priority(self) -> int:
+        return self.max_num_seqs // 4 if self.priority_reserved_seqs < 0 else self.priority_reserved_seqs
     queue_timeout_s: float = 60.0  # no first token after this long: fail (UNAVAILABLE); 0 = wait forever
     # Tokens per streamed response after the first; 0 = by batch size (1 up to 4 running
     # requests, 2 up to 8, then 4): fewer trips through the pipeline when the CPU is busiest.
@@ -99,6 +107,9 @@ class OpenVinoEngineParameters:
             raise ValueError("'max_queue_size', 'queue_timeout_s', 'stream_interval' and 'priority_aging_per_s' must be >= 0")
         if self.max_num_seqs < 1 or self.max_num_batched_tokens < 1:
             raise ValueError("'max_num_seqs' and 'max_num_batched_tokens' must be >= 1")
+        if not -1 <= self.priority_reserved_seqs < self.max_num_seqs:
+            raise ValueError(f"'priority_reserved_seqs' must be -1 (a quarter of max_num_seqs) or 0 to max_num_seqs - 1 "
+                             f"({self.max_num_seqs - 1}), got {self.priority_reserved_seqs}")
         if self.kv_cache_size_gb < 0:
             raise ValueError(f"'kv_cache_size_gb' must be >= 0 (0: grows on demand), got {self.kv_cache_size_gb}")
         if self.inference_threads < 0:

@@ -56,10 +56,15 @@ class AgingQueue(Generic[T]):
     def effective(self, w: _Waiting[T], now: float) -> float:
         return w.priority + self.aging_per_s * max(0.0, now - w.arrived)
 
-    def pop(self, now: float) -> T:
+    def pop(self, now: float, eligible: Callable[[float], bool] | None = None) -> T | None:
+        """The waiting item with the highest aged priority among those whose (own, not aged)
+        priority `eligible` accepts; None when none is."""
         if not self._waiting:
             raise IndexError("pop from an empty AgingQueue")
-        best = max(self._waiting, key=lambda w: (self.effective(w, now), -w.seq))
+        candidates = [w for w in self._waiting if eligible is None or eligible(w.priority)]
+        if not candidates:
+            return None
+        best = max(candidates, key=lambda w: (self.effective(w, now), -w.seq))
         self._waiting.remove(best)
         return best.item
 

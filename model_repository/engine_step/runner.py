@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Protocol, Sequence
 
-from model_repository.engine_step.admission import DEFAULT_AGING_PER_S, AgingQueue
+from model_repository.engine_step.admission import DEFAULT_AGING_PER_S, DEFAULT_PRIORITY, AgingQueue
 from model_repository.engine_step.engine_inputs import EngineInputs
 from model_repository.engine_step.sequences import SampleState, SequenceView, read_sequences
 
@@ -130,7 +130,8 @@ def ends_with_stop(generated: Sequence[int], stops: tuple[tuple[int, ...], ...])
 class EngineRunner:
     def __init__(self, backend: GenerationBackend, observer: RunnerObserver | None = None, clock=time.monotonic, *,
                  capacity: int | None = None, queue_timeout_s: float | None = None, stream_interval: int = 1,
-                 max_running: int | None = None, aging_per_s: float = DEFAULT_AGING_PER_S) -> None:
+                 max_running: int | None = None, aging_per_s: float = DEFAULT_AGING_PER_S,
+                 reserved_from_low_priority: int = 0) -> None:
         """`capacity`: requests in the engine (running + waiting) beyond which new ones are
         refused at once; `queue_timeout_s`: a request without its first token after this
         long is failed instead of waiting on."""
@@ -138,6 +139,9 @@ class EngineRunner:
         self._capacity = capacity
         self._queue_timeout_s = queue_timeout_s
         self._max_running = max_running  # None: every request goes straight to the engine (FIFO)
+        # Seats of max_running that requests below the default priority never take, so a
+        # request at or above it finds one free without waiting for a long low one to end.
+        self._reserved = reserved_from_low_priority if max_running is not None else 0
         self._waiting: AgingQueue[tuple[EngineInputs, ResponseSink, float, str]] = AgingQueue(aging_per_s)
         self._stream_interval = stream_interval  # tokens per streamed response; 0: by batch size
         self._observer = observer or _NoObserver()
@@ -228,8 +232,14 @@ class EngineRunner:
             self._waiting.push(entry, entry[2], entry[0].options.priority)
         self._drop_cancelled_waiting(stops)
         now = self._clock()
-        while len(self._waiting) and (self._max_running is None or len(self._active) < self._max_running):
-            self._admit(*self._waiting.pop(now))
+        while len(self._waiting):
+            free = self._max_running - len(self._active) if self._max_running is not None else len(self._waiting)
+            if free <= 0:
+                break
+            entry = self._waiting.pop(now, lambda priority: priority >= DEFAULT_PRIORITY or free > self._reserved)
+            if entry is None:
+                break
+            self._admit(*entry)
         self._drop_cancelled(stops)
         if self._backend.has_unfinished():
             self._backend.step()

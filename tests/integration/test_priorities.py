@@ -9,9 +9,8 @@ import threading
 import time
 
 import pytest
-from google.protobuf import text_format
-
-from build_engines.render import read_config
+from build_engines.render import copy_repository
+from contract import names
 from client import InvalidRequestError, LlmClient, SamplingParams
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]
@@ -19,16 +18,9 @@ pytestmark = [pytest.mark.server, pytest.mark.slow]
 
 @pytest.fixture(scope="module")
 def one_seat_server(repository, serve, tmp_path_factory):
-    import shutil
-
-    repo = tmp_path_factory.mktemp("priorities") / "repository"
-    shutil.copytree(repository, repo, symlinks=True)
-    path = repo / "openvino_llm" / "config.pbtxt"
-    config = read_config(path)
-    config.parameters["max_num_seqs"].string_value = "1"
-    config.parameters["priority_aging_per_s"].string_value = "0"
-    path.write_text(text_format.MessageToString(config))
-    return serve(repo)
+    dest = tmp_path_factory.mktemp("priorities") / "repository"
+    return serve(copy_repository(repository, dest, names.OPENVINO_ENGINE,
+                                 {"max_num_seqs": "1", "priority_aging_per_s": "0"}))
 
 
 def _first_token_order(url: str, priorities: tuple[float | None, float | None]) -> list[str]:

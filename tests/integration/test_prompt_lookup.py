@@ -9,9 +9,8 @@ from __future__ import annotations
 import time
 
 import pytest
-from google.protobuf import text_format
-
-from build_engines.render import read_config
+from build_engines.render import copy_repository
+from contract import names
 from client import ChatMessage, InvalidRequestError, LlmClient, SamplingParams
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]
@@ -23,15 +22,8 @@ PROMPT = [ChatMessage("user", f"Repeat this text exactly, twice:\n\n{PASSAGE}")]
 
 @pytest.fixture(scope="module")
 def lookup_server(repository, serve, tmp_path_factory):
-    import shutil
-
-    repo = tmp_path_factory.mktemp("prompt_lookup") / "repository"
-    shutil.copytree(repository, repo, symlinks=True)
-    path = repo / "openvino_llm" / "config.pbtxt"
-    config = read_config(path)
-    config.parameters["prompt_lookup"].string_value = "true"
-    path.write_text(text_format.MessageToString(config))
-    return serve(repo)
+    dest = tmp_path_factory.mktemp("prompt_lookup") / "repository"
+    return serve(copy_repository(repository, dest, names.OPENVINO_ENGINE, {"prompt_lookup": "true"}))
 
 
 @pytest.fixture(scope="module")

@@ -37,3 +37,11 @@ def test_out_of_range_priority_names_the_field():
         check_priority(1.5)
     with pytest.raises(IndexError):
         AgingQueue().pop(0.0)
+
+
+def test_pop_among_the_eligible_only():
+    q: AgingQueue[str] = AgingQueue(aging_per_s=0.0)
+    q.push("low", 0.0, 0.1)
+    assert q.pop(0.0, lambda p: p >= 0.5) is None and len(q) == 1
+    q.push("high", 0.0, 0.9)
+    assert q.pop(0.0, lambda p: p >= 0.5) == "high"

@@ -390,3 +390,20 @@ def test_waiting_requests_are_stopped_cancelled_or_timed_out_without_reaching_th
     runner.run_once([])
     assert sinks[3].error and "in the queue" in sinks[3].error
     assert sorted(backend.handles) == [0]  # only the running one ever reached the engine
+
+
+def test_low_priority_requests_leave_the_reserved_seats_free():
+    backend = FakeBackend({k: [k + 10] * 6 + [2] for k in range(6)})
+    runner = EngineRunner(backend, clock=lambda: 0.0, max_running=4, reserved_from_low_priority=1)
+    sinks = [Sink() for _ in range(6)]
+    runner.run_once([(_prioritized(k, 0.1), sinks[k], 0.0, "") for k in range(5)])  # five low ones
+    assert runner.counts() == (3, 2)  # three run, the fourth seat stays free for a default or high one
+    runner.run_once([(request(5), sinks[5], 0.0, "")])  # default priority: takes it at once
+    assert runner.counts() == (4, 2)
+
+
+def test_the_reserve_is_off_without_a_running_limit():
+    backend = FakeBackend({k: [k + 10, 2] for k in range(3)})
+    runner = EngineRunner(backend, clock=lambda: 0.0, reserved_from_low_priority=2)
+    runner.run_once([(_prioritized(k, 0.0), Sink(), 0.0, "") for k in range(3)])
+    assert sorted(backend.handles) == [0, 1, 2]
