@@ -76,6 +76,9 @@ _OPTIONS = [
                  help="[openvino] prompt lookup: draft tokens per step."),
     click.option("--max-ngram-size", type=int, default=_OV.max_ngram_size, show_default=True,
                  help="[openvino] prompt lookup: longest n-gram matched in the prompt."),
+    click.option("--draft-checkpoint", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
+                 help="[openvino] draft-model speculative decoding: a smaller HF checkpoint with the same tokenizer "
+                      "(num_assistant_tokens drafts per step); n > 1 is then refused."),
     click.option("--int4-group-size", type=int, default=_INT4.group_size, show_default=True,
                  help="[openvino int4] weights per scale; must divide the hidden and MLP sizes."),
     click.option("--int4-ratio", type=float, default=_INT4.ratio, show_default=True,
@@ -169,7 +172,8 @@ def make_spec(checkpoint: Path, backend: str, precision: str | None, max_batch_s
               int4_calibration_samples: int = _INT4.calibration_samples, fidelity_evaluation: str = "quick",
               gate_max_mean_kld: float | None = None, gate_max_ppl_change: float | None = None,
               gate_min_top1: float | None = None, prompt_lookup: bool = _OV.prompt_lookup,
-              num_assistant_tokens: int = _OV.num_assistant_tokens, max_ngram_size: int = _OV.max_ngram_size) -> BuildSpec:
+              num_assistant_tokens: int = _OV.num_assistant_tokens, max_ngram_size: int = _OV.max_ngram_size,
+              draft_checkpoint: Path | None = None) -> BuildSpec:
     engine_backend = EngineBackend(backend)
     trtllm = TrtLlmOptions()
     if engine_backend == EngineBackend.TENSORRT_LLM:
@@ -211,7 +215,8 @@ def make_spec(checkpoint: Path, backend: str, precision: str | None, max_batch_s
                                  dynamic_quantization_group_size,
                                  Int4Recipe(int4_mode, int4_group_size, int4_ratio, int4_sensitivity_metric, int4_awq,
                                             int4_scale_estimation, int4_gptq, int4_calibration_samples),
-                                 prompt_lookup, num_assistant_tokens, max_ngram_size),
+                                 prompt_lookup, num_assistant_tokens, max_ngram_size,
+                                 str(draft_checkpoint.resolve()) if draft_checkpoint else ""),
         trtllm=trtllm,
         fidelity=FidelityOptions(fidelity_evaluation, gate_max_mean_kld, gate_max_ppl_change, gate_min_top1),
     )

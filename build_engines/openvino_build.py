@@ -23,6 +23,7 @@ from build_engines.process import BuildError, run_streaming
 from build_engines.progress import StepProgress
 from build_engines.spec import BuildSpec, EngineBackend, Precision
 from contract.build_record import BUILD_RECORD_FILE, BuildRecord, installed_versions
+from contract.model_configs import DRAFT_SUBDIR
 
 BUILD_PACKAGES = ("openvino", "openvino-genai", "openvino-tokenizers", "optimum-intel", "optimum", "nncf",
                   "transformers", "torch")
@@ -33,12 +34,28 @@ REJECTED_SUFFIX = ".rejected"
 __all__ = ["BuildError", "build_openvino_engine", "compress_command", "engine_is_built", "export_command"]
 
 
-def export_command(spec: BuildSpec, info: CheckpointInfo, out_dir: Path) -> list[str]:
-    """The exact optimum-cli invocation for this spec (int4: float32, compressed afterwards)."""
-    weight_format = "fp32" if spec.precision == Precision.INT4 else spec.precision.value
+def export_command(spec: BuildSpec, info: CheckpointInfo, out_dir: Path, checkpoint: Path | None = None) -> list[str]:
+    """The exact optimum-cli invocation for this spec (int4: float32, compressed afterwards).
+    `checkpoint`: another one to export the same way (the draft model; int4: int8)."""
+    if checkpoint is not None:
+        weight_format = "int8" if spec.precision == Precision.INT4 else spec.precision.value
+    else:
+        weight_format = "fp32" if spec.precision == Precision.INT4 else spec.precision.value
     return [sys.executable, "-m", "optimum.commands.optimum_cli", "export", "openvino",
-            "--model", str(spec.checkpoint), "--task", "text-generation-with-past",
+            "--model", str(checkpoint or spec.checkpoint), "--task", "text-generation-with-past",
             "--weight-format", weight_format, str(out_dir)]
+
+
+def draft_problems(checkpoint: Path, draft: Path) -> list[str]:
+    """A draft model must speak the target's tokens: the same vocabulary, id for id."""
+    from transformers import AutoTokenizer
+
+    if not (draft / "config.json").is_file():
+        return [f"'draft_checkpoint' {draft} is not a Hugging Face checkpoint (no config.json)"]
+    if AutoTokenizer.from_pretrained(draft).get_vocab() != AutoTokenizer.from_pretrained(checkpoint).get_vocab():
+        return [f"'draft_checkpoint' {draft} has another tokenizer vocabulary than {checkpoint}; "
+                "a draft model must share the target's tokenizer"]
+    return []
 
 
 def compress_command(spec: BuildSpec, ir_dir: Path) -> list[str]:
@@ -64,10 +81,14 @@ def engine_is_built(engine_dir: Path) -> bool:
 def build_openvino_engine(spec: BuildSpec, engine_dir: Path, *, log_file: Path | None = None) -> BuildRecord:
     compressing = spec.precision == Precision.INT4
     evaluating = spec.fidelity.evaluation != "off"
-    progress = StepProgress(total=3 + compressing + evaluating)
+    drafting = bool(spec.openvino.draft_checkpoint)
+    progress = StepProgress(total=3 + compressing + evaluating + drafting)
     with progress.step(f"inspect checkpoint {spec.checkpoint}"):
         info = validated_checkpoint(spec, EngineBackend.OPENVINO)
         digest = checkpoint_hash(spec.checkpoint)
+        problems = draft_problems(spec.checkpoint, Path(spec.openvino.draft_checkpoint)) if drafting else []
+        if problems:
+            raise BuildError("; ".join(problems))
 
     staging = staging_dir(engine_dir)
     t0 = time.monotonic()
@@ -77,6 +98,10 @@ def build_openvino_engine(spec: BuildSpec, engine_dir: Path, *, log_file: Path |
         if not (staging / IR_MODEL_FILE).is_file():
             raise BuildError(f"the exporter finished but wrote no {IR_MODEL_FILE} in {staging}")
         copy_tokenizer_files(spec.checkpoint, staging)
+    if drafting:
+        draft = Path(spec.openvino.draft_checkpoint)
+        with progress.step(f"export the draft model {draft}"):
+            run_streaming(export_command(spec, info, staging / DRAFT_SUBDIR, draft), log_file, what="draft export")
     compression = {}
     if compressing:
         r = spec.openvino.int4

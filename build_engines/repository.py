@@ -80,6 +80,7 @@ def openvino_engine_model(engine_dir: Path, spec: BuildSpec) -> RenderedModel:
         prompt_lookup=spec.openvino.prompt_lookup,
         num_assistant_tokens=spec.openvino.num_assistant_tokens,
         max_ngram_size=spec.openvino.max_ngram_size,
+        draft_model=bool(spec.openvino.draft_checkpoint),
     )
     config = python_model_config(
         names.OPENVINO_ENGINE, ENGINE_INPUTS, ENGINE_OUTPUTS, max_batch_size=spec.limits.max_batch_size,

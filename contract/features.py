@@ -148,6 +148,9 @@ CPU_ENGINE = EngineFeatures("the CPU engine (OpenVINO GenAI)",
 # compatible with assistant generation"); guided decoding and log probs work (checked).
 CPU_ENGINE_PROMPT_LOOKUP = EngineFeatures("the CPU engine (OpenVINO GenAI, prompt-lookup decoding)",
                                           frozenset({Feature.GUIDED_DECODING, Feature.PRIORITY}))
+# Draft-model speculative decoding: the same assistant-generation restriction.
+CPU_ENGINE_DRAFT_MODEL = EngineFeatures("the CPU engine (OpenVINO GenAI, draft-model speculative decoding)",
+                                        frozenset({Feature.GUIDED_DECODING, Feature.PRIORITY}))
 # What the C++ tensorrt_llm backend honours for every engine this kit builds (the logits
 # need engines built to gather them, LoRA a LoRA engine, guided decoding a configured
 # backend: none of which the kit builds yet).  Upstream has n samples (semantics rows

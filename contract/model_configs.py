@@ -47,6 +47,7 @@ class PostprocessingParameters:
 
 # The CPU engine's numerics (OpenVINO INFERENCE_PRECISION_HINT and KV_CACHE_PRECISION values).
 ACTIVATION_PRECISIONS = ("f32", "bf16", "f16")
+DRAFT_SUBDIR = "draft"  # a CPU engine's draft model (speculative decoding), inside its engine directory
 KV_CACHE_PRECISIONS = ("u8", "f16", "bf16", "f32")
 
 
@@ -92,9 +93,22 @@ class OpenVinoEngineParameters:
     prompt_lookup: bool = False
     num_assistant_tokens: int = 5
     max_ngram_size: int = 3
+    # Draft-model speculative decoding: the draft's IR in <engine_dir>/draft (OpenVINO GenAI's
+    # `draft_model` pipeline property); num_assistant_tokens draft tokens per step.
+    draft_model: bool = False
+
+    @property
+    def draft_dir(self) -> Path:
+        return Path(self.engine_dir) / DRAFT_SUBDIR
+
+    @property
+    def speculative(self) -> bool:
+        return self.prompt_lookup or self.draft_model
 
     def validate(self) -> None:
         problems = prompt_lookup_problems(self.num_assistant_tokens, self.max_ngram_size)
+        if self.prompt_lookup and self.draft_model:
+            problems.append("'prompt_lookup' and 'draft_model' are exclusive: one kind of speculative decoding per engine")
         if problems:
             raise ValueError("; ".join(problems))
         if self.activation_precision not in ACTIVATION_PRECISIONS:

@@ -48,6 +48,8 @@ def generation_config(request: EngineInputs, params: OpenVinoEngineParameters | 
     gc = og.GenerationConfig()
     if params is not None and params.prompt_lookup:  # every request of such a pipeline must say them
         gc.num_assistant_tokens, gc.max_ngram_size = params.num_assistant_tokens, params.max_ngram_size
+    elif params is not None and params.draft_model:
+        gc.num_assistant_tokens = params.num_assistant_tokens
     gc.max_new_tokens = request.request_output_len
     gc.min_new_tokens = request.min_tokens
     gc.repetition_penalty = request.repetition_penalty
@@ -143,6 +145,8 @@ class OpenVinoBackend:
         properties = engine_properties(params)
         if params.prompt_lookup:
             properties["prompt_lookup"] = True
+        if params.draft_model:  # compiled with the same pinned numerics as the main model
+            properties["draft_model"] = og.draft_model(str(params.draft_dir), "CPU", **engine_properties(params))
         self._params = params
         self._prefix = PrefixHitEstimator() if params.enable_prefix_caching and on_prefix_lookup else None
         self._on_prefix_lookup = on_prefix_lookup

@@ -27,7 +27,8 @@ class TritonPythonModel:
         vocab_size = json.loads((params.engine_dir / "config.json").read_text())["vocab_size"]
         self.check = EngineRequestCheck(limits["max_input_len"], limits["max_seq_len"], vocab_size)
         guided.warm_up()
-        self.features = features.CPU_ENGINE_PROMPT_LOOKUP if params.prompt_lookup else features.CPU_ENGINE
+        self.features = (features.CPU_ENGINE_PROMPT_LOOKUP if params.prompt_lookup else
+                         features.CPU_ENGINE_DRAFT_MODEL if params.draft_model else features.CPU_ENGINE)
         recorder = MetricsRecorder()
         backend = OpenVinoBackend(params, on_prefix_lookup=recorder.on_prefix_lookup)
         backend.warm_up()
@@ -43,7 +44,8 @@ class TritonPythonModel:
         triton_io.logger().log_info(
             f"openvino_llm: {record.spec['precision']} engine from {params.engine_dir}, "
             f"max_num_seqs={params.max_num_seqs}, prefix caching {'on' if params.enable_prefix_caching else 'off'}, "
-            f"prompt lookup {'on' if params.prompt_lookup else 'off'}, kv_cache="
+            f"prompt lookup {'on' if params.prompt_lookup else 'off'}, "
+            f"draft model {params.draft_dir if params.draft_model else 'none'}, kv_cache="
             + (f"{params.kv_cache_size_gb}GB" if params.kv_cache_size_gb else "on demand")
         )
 
