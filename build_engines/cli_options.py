@@ -17,6 +17,7 @@ from build_engines.trtllm_versions import TrtllmTargetError, resolve_target
 from contract.upstream.trtllm_build import supported_versions
 from build_engines.trtllm_spec import (
     KvCacheDtype,
+    LookaheadConfig,
     SchedulerPolicy,
     SpeculativeDecoding,
     TrtLlmOptions,
@@ -127,8 +128,25 @@ _OPTIONS = [
                  show_default=True),
     click.option("--max-queue-delay-us", type=int, default=_SERVING.max_queue_delay_microseconds, show_default=True),
     click.option("--speculative-decoding", type=_choice(SpeculativeDecoding), default=SpeculativeDecoding.NONE.value,
-                 show_default=True, help="[tensorrt_llm] extension point; only 'none' today."),
+                 show_default=True, help="[tensorrt_llm] lookahead_decoding: the engine drafts and verifies its own "
+                                         "n-grams (no draft model); the other upstream modes are not wired."),
+    click.option("--lookahead", "lookahead", default=None, metavar="W,N,G",
+                 help="[tensorrt_llm lookahead] window, n-gram and verification-set sizes (upstream default 4,3,4); "
+                      "the engine's --max_draft_len follows from them."),
 ]
+
+
+def lookahead_config(value: str | None, mode: SpeculativeDecoding) -> LookaheadConfig:
+    """`--lookahead W,N,G`, or upstream's defaults; refused without lookahead decoding."""
+    if value is None:
+        return LookaheadConfig()
+    if mode != SpeculativeDecoding.LOOKAHEAD:
+        raise SpecError("'lookahead' needs 'speculative_decoding' lookahead_decoding")
+    try:
+        w, n, g = (int(v) for v in value.split(","))
+    except ValueError:
+        raise SpecError(f"'lookahead' must be three integers W,N,G (window, n-gram, verification set), got {value!r}") from None
+    return LookaheadConfig(w, n, g)
 
 
 def spec_options(f):
@@ -162,7 +180,8 @@ def make_spec(checkpoint: Path, backend: str, precision: str | None, max_batch_s
               calib_size: int = _TRT.calib_size, paged_context_fmha: bool = True,
               kv_cache_fraction: float = _SERVING.kv_cache_free_gpu_mem_fraction, kv_cache_reuse: bool = True,
               chunked_context: bool = True, scheduler_policy: str = _SERVING.batch_scheduler_policy.value,
-              max_queue_delay_us: int = 0, speculative_decoding: str = "none", trtllm_version: str | None = None,
+              max_queue_delay_us: int = 0, speculative_decoding: str = "none", lookahead: str | None = None,
+              trtllm_version: str | None = None,
               triton_image: str | None = None, detect=detect_gpus, activation_precision: str = _OV.activation_precision,
               kv_cache_precision: str = _OV.kv_cache_precision,
               dynamic_quantization_group_size: int = _OV.dynamic_quantization_group_size, int4_group_size: int = _INT4.group_size,
@@ -187,6 +206,7 @@ def make_spec(checkpoint: Path, backend: str, precision: str | None, max_batch_s
             use_paged_context_fmha=paged_context_fmha, calib_dataset=calib_dataset, calib_size=calib_size,
             gpu=resolve_gpu(gpu, gpu_count, gpu_sm, gpu_memory_gib, tp_size * pp_size, detect),
             speculative_decoding=SpeculativeDecoding(speculative_decoding),
+            lookahead=lookahead_config(lookahead, SpeculativeDecoding(speculative_decoding)),
             serving=TrtLlmServing(kv_cache_free_gpu_mem_fraction=kv_cache_fraction, enable_kv_cache_reuse=kv_cache_reuse,
                                   enable_chunked_context=chunked_context,
                                   batch_scheduler_policy=SchedulerPolicy(scheduler_policy),
@@ -204,7 +224,7 @@ def make_spec(checkpoint: Path, backend: str, precision: str | None, max_batch_s
             kv_cache_fraction=kv_cache_fraction, kv_cache_reuse=kv_cache_reuse, chunked_context=chunked_context,
             max_queue_size=max_queue_size, queue_timeout_s=queue_timeout_s, paged_context_fmha=paged_context_fmha,
             scheduler_policy=scheduler_policy, max_queue_delay_us=max_queue_delay_us,
-            speculative_decoding=speculative_decoding)
+            speculative_decoding=speculative_decoding, lookahead=lookahead)
     spec = BuildSpec(
         checkpoint=checkpoint.resolve(),
         backend=engine_backend,

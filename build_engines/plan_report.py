@@ -10,7 +10,8 @@ from build_engines.checkpoint import CheckpointInfo
 from build_engines.spec import BuildSpec, EngineBackend, Precision
 from build_engines.trtllm_plan import BuildPaths, find_examples_dir, plan_steps
 from build_engines.trtllm_rules import EffectiveConfig
-from build_engines.trtllm_spec import KvCacheDtype, effective
+from build_engines.trtllm_spec import KvCacheDtype, SpeculativeDecoding, effective
+from contract.model_configs import DRAFT_SUBDIR
 from contract.upstream.trtllm_build import load_build_table
 
 
@@ -37,6 +38,8 @@ def _openvino_lines(spec: BuildSpec, info: CheckpointInfo, engine_dir: Path) -> 
     element = spec.kv_bytes_per_element(info)
     per_token = info.kv_cache_bytes_per_token(element)
     steps = [export_command(spec, info, engine_dir)]
+    if ov.draft_checkpoint:
+        steps.append(export_command(spec, info, engine_dir / DRAFT_SUBDIR, Path(ov.draft_checkpoint)))
     if spec.precision == Precision.INT4:
         steps.append(compress_command(spec, engine_dir))
     lines = [f"step {n}: " + shlex.join(cmd) for n, cmd in enumerate(steps, 1)]
@@ -77,6 +80,10 @@ def _trtllm_lines(spec: BuildSpec, info: CheckpointInfo, engine_dir: Path) -> li
         lines += spec_capacity_lines(spec, info)
     except CapacityError as e:
         lines.append(f"does not fit: {e}")
+    if t.speculative_decoding == SpeculativeDecoding.LOOKAHEAD:
+        la = t.lookahead
+        lines.append(f"speculative decoding: lookahead (W={la.window_size}, N={la.ngram_size}, G={la.verification_set_size}) "
+                     f"-> --max_draft_len {la.max_draft_len}; model parameters decoding_mode=lookahead and lookahead_*")
     if spec.precision == Precision.FP8 and t.kv_cache_dtype == KvCacheDtype.AUTO:
         lines.append("hint: --kv-cache-dtype fp8 halves the KV cache (NVIDIA's FP8 recipe quantizes both)")
     return lines

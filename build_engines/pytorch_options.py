@@ -13,7 +13,8 @@ from build_engines.trtllm_versions import TrtllmTargetError, resolve_target
 ENGINE_ONLY = {"--no-paged-context-fmha": ("paged_context_fmha", TrtLlmOptions().use_paged_context_fmha),
                "--scheduler-policy": ("scheduler_policy", TrtLlmServing().batch_scheduler_policy.value),
                "--max-queue-delay-us": ("max_queue_delay_us", TrtLlmServing().max_queue_delay_microseconds),
-               "--speculative-decoding": ("speculative_decoding", SpeculativeDecoding.NONE.value)}
+               "--speculative-decoding": ("speculative_decoding", SpeculativeDecoding.NONE.value),
+               "--lookahead": ("lookahead", None)}
 
 
 def pytorch_options(*, triton_image: str | None, trtllm_version: str | None, tp_size: int, pp_size: int,

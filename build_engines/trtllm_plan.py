@@ -25,7 +25,7 @@ from build_engines.capacity import TOKENS_PER_BLOCK
 from build_engines.checkpoint import CheckpointInfo
 from build_engines.spec import BuildSpec, Precision
 from build_engines.trtllm_rules import WEIGHT_FORMAT
-from build_engines.trtllm_spec import CALIBRATED_PRECISIONS, KvCacheDtype, effective
+from build_engines.trtllm_spec import CALIBRATED_PRECISIONS, KvCacheDtype, SpeculativeDecoding, effective
 from contract.upstream.trtllm_build import load_build_table
 
 # Where the TensorRT-LLM examples live inside the image (tensorrtllm_backend's Dockerfile
@@ -128,6 +128,9 @@ def engine_step(spec: BuildSpec, paths: BuildPaths) -> Step:
             "--use_fused_mlp", _switch(p.use_fused_mlp), "--multiple_profiles", _switch(p.multiple_profiles))
     if eff.reduce_fusion:
         argv += ("--reduce_fusion", "enable")
+    if t.speculative_decoding == SpeculativeDecoding.LOOKAHEAD:  # trtllm_spec.LOOKAHEAD_CITATIONS
+        argv += ("--speculative_decoding_mode", t.speculative_decoding.value,
+                 "--max_draft_len", str(t.lookahead.max_draft_len))
     argv += ("--workers", str(t.world_size))
     return Step(f"compile the engine for {t.gpu.describe()}", argv, TOOL_BUILD)
 

@@ -15,7 +15,7 @@ from tritonclient.grpc import model_config_pb2 as mc
 
 from build_engines.render import RenderedModel, io_message, python_model_config
 from build_engines.spec import BuildSpec
-from build_engines.trtllm_spec import effective
+from build_engines.trtllm_spec import SpeculativeDecoding, effective
 from contract import names
 from contract.model_configs import EngineRelayParameters, TensorRtLlmParameters
 from contract.model_parameters import to_parameters
@@ -73,7 +73,20 @@ def tensorrt_llm_config(engine_dir: Path, spec: BuildSpec) -> mc.ModelConfig:
     config.instance_group.add(kind=mc.ModelInstanceGroup.KIND_CPU, count=1)  # the executor owns the GPUs
     for key, value in to_parameters(tensorrt_llm_parameters(engine_dir, spec)).items():
         config.parameters[key].string_value = value
+    for key, value in speculative_parameters(spec).items():
+        config.parameters[key].string_value = value
     return config
+
+
+def speculative_parameters(spec: BuildSpec) -> dict[str, str]:
+    """The tensorrt_llm model's speculative-decoding parameters (trtllm_spec.LOOKAHEAD_CITATIONS);
+    none without speculative decoding, so the backend's defaults stand."""
+    t = spec.trtllm
+    if t.speculative_decoding != SpeculativeDecoding.LOOKAHEAD:
+        return {}
+    return {"decoding_mode": "lookahead", "lookahead_window_size": str(t.lookahead.window_size),
+            "lookahead_ngram_size": str(t.lookahead.ngram_size),
+            "lookahead_verification_set_size": str(t.lookahead.verification_set_size)}
 
 
 def _relaying_model(name: str, inputs, outputs, engine_dir: Path, target_model: str,

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from build_engines.gpus import FP8_MIN_SM, MIN_SM, GpuTarget, known_gpu, DEFAULT_GPU
 from build_engines.trtllm_rules import WEIGHT_FORMAT, EffectiveConfig, effective_config, kv_head_problems
 from build_engines.trtllm_versions import default_target
+from contract.upstream.citation import Citation, Source
 from contract.upstream.trtllm_build import load_build_table, supported_versions
 
 if TYPE_CHECKING:
@@ -36,12 +37,62 @@ class SchedulerPolicy(str, enum.Enum):
 
 
 class SpeculativeDecoding(str, enum.Enum):
-    """Extension point.  trtllm-build's --speculative_decoding_mode also knows
-    draft_tokens_external, medusa, eagle, lookahead_decoding and explicit_draft_tokens
-    (tensorrt_llm/commands/build.py); each needs draft models or heads and serving
-    parameters that this kit does not render yet."""
+    """trtllm-build's --speculative_decoding_mode (table row flag --speculative_decoding_mode:
+    draft_tokens_external, lookahead_decoding, medusa, explicit_draft_tokens, eagle).  Wired:
+    lookahead, which needs no second model (the engine drafts its own n-grams).  Not wired:
+    draft_tokens_external (a draft engine and the BLS's draft loop), eagle and medusa (heads
+    from a converted checkpoint), explicit_draft_tokens (ReDrafter)."""
 
     NONE = "none"
+    LOOKAHEAD = "lookahead_decoding"
+
+
+_EXECUTOR_H = Source("NVIDIA/TensorRT-LLM", "v1.1.0", "cpp/include/tensorrt_llm/executor/executor.h",
+                     "0165bd7ac275dae69796767cdbb71ce1963506f3")
+_DECODING_CONFIG = Source("NVIDIA/TensorRT-LLM", "v1.1.0", "cpp/tensorrt_llm/executor/decodingConfig.cpp",
+                          "97e36d0b1ebd0cbaf13c560b4ef819119ba13009")
+_NOT_AT_TAG = "read at a stored commit of unidentified version; the index holds no copy at v1.1.0"
+# Each lookahead fact this kit relies on, with where it was read.
+LOOKAHEAD_CITATIONS = {
+    "defaults W=4 N=3 G=4 (kDefaultLookaheadDecoding{Window,Ngram,VerificationSet})":
+        Citation(_EXECUTOR_H, "", False, _NOT_AT_TAG),
+    "legal: N >= 1, W >= 1, G >= 0; N == 1 needs W == 1 and G == 0 (LookaheadDecodingConfig::isLegal)":
+        Citation(_DECODING_CONFIG, "", False, _NOT_AT_TAG),
+    "draft tokens per step = (N == 1 ? 0 : N - 2) + (W - 1 + G) * (N - 1) (calculateSpeculativeResourceTuple)":
+        Citation(_DECODING_CONFIG, "", False, _NOT_AT_TAG),
+    "model parameters lookahead_window_size / lookahead_ngram_size / lookahead_verification_set_size":
+        Citation(Source("NVIDIA/TensorRT-LLM", "v1.1.0",
+                        "triton_backend/all_models/inflight_batcher_llm/tensorrt_llm/config.pbtxt",
+                        "2a9abd9536aa62ad3e4b9314be9286b1b1be523b"), "804-821", False,
+                 "read at 2a9abd9536 (triton_models_1.1.0.json rows); no stored copy at the r25.12 pin"),
+    "model parameter decoding_mode: lookahead":
+        Citation(Source("triton-inference-server/tensorrtllm_backend", "r25.12", "docs/model_config.md"), "160"),
+}
+
+
+@dataclass(frozen=True)
+class LookaheadConfig:
+    """TensorRT-LLM's LookaheadDecodingConfig (W, N, G), defaults as upstream's."""
+
+    window_size: int = 4  # W: n-grams in the lookahead branch per step
+    ngram_size: int = 3  # N: tokens per n-gram
+    verification_set_size: int = 4  # G: n-grams verified per step
+
+    def problems(self) -> list[str]:
+        w, n, g = self.window_size, self.ngram_size, self.verification_set_size
+        out = []
+        if n < 1 or w < 1 or g < 0:
+            out.append(f"'lookahead' (window, ngram, verification set) = ({w}, {n}, {g}): window and ngram must be "
+                       ">= 1, verification set >= 0")
+        elif n == 1 and (w != 1 or g != 0):
+            out.append(f"'lookahead' ngram size 1 needs window size 1 and verification set size 0, got ({w}, {n}, {g})")
+        return out
+
+    @property
+    def max_draft_len(self) -> int:
+        """The draft tokens per step this config needs: the engine's --max_draft_len."""
+        w, n, g = self.window_size, self.ngram_size, self.verification_set_size
+        return (0 if n == 1 else n - 2) + (w - 1 + g) * (n - 1)
 
 
 @dataclass(frozen=True)
@@ -101,6 +152,7 @@ class TrtLlmOptions:
     awq_block_size: int = 128
     gpu: GpuTarget = field(default_factory=lambda: known_gpu(DEFAULT_GPU))
     speculative_decoding: SpeculativeDecoding = SpeculativeDecoding.NONE
+    lookahead: LookaheadConfig = field(default_factory=LookaheadConfig)  # with speculative_decoding lookahead
     serving: TrtLlmServing = field(default_factory=TrtLlmServing)
 
     @property
@@ -155,8 +207,8 @@ def trtllm_problems(precision: str, o: TrtLlmOptions, limits, info: "CheckpointI
                       "'cancellation_check_period_ms' >= 1")
     if o.plugins.reduce_fusion and o.tp_size == 1:
         errors.append("'reduce_fusion' fuses the AllReduce of tensor parallelism: it needs 'tp_size' > 1")
-    if o.speculative_decoding != SpeculativeDecoding.NONE:
-        errors.append(f"'speculative_decoding' {o.speculative_decoding.value!r} is not implemented yet")
+    if o.speculative_decoding == SpeculativeDecoding.LOOKAHEAD:
+        errors += o.lookahead.problems()
     if precision in WEIGHT_FORMAT:  # the rest is BuildSpec.validate's error
         errors += list(effective(precision, o, limits).refusals)
     return errors
@@ -199,6 +251,7 @@ def trtllm_options_from_dict(data: dict) -> TrtLlmOptions:
     d = dict(data)
     d["kv_cache_dtype"] = KvCacheDtype(d["kv_cache_dtype"])
     d["speculative_decoding"] = SpeculativeDecoding(d["speculative_decoding"])
+    d["lookahead"] = LookaheadConfig(**d.get("lookahead", {}))
     d["plugins"] = TrtLlmPlugins(**d["plugins"])
     d["gpu"] = GpuTarget(**d["gpu"])
     serving = dict(d["serving"])

@@ -55,8 +55,76 @@ def test_chunked_context_off_needs_room_for_a_whole_prompt(ckpt):
         spec.validate(info_of(ckpt))
 
 
-def test_speculative_decoding_is_an_extension_point():
-    assert [m.value for m in SpeculativeDecoding] == ["none"]
+def test_speculative_modes_are_upstreams_and_lookahead_is_wired():
+    from contract.upstream.trtllm_build import load_build_table
+
+    modes = {m.value for m in SpeculativeDecoding} - {"none"}
+    for version in ("1.1.0", "1.2.1"):  # every mode is a value trtllm-build accepts
+        flag = load_build_table(version).flags[("trtllm-build", "--speculative_decoding_mode")]
+        assert modes <= set(flag.values), version
+    assert modes == {"lookahead_decoding"}
+
+
+@pytest.mark.parametrize("w,n,g,draft", [(4, 3, 4, 15), (1, 1, 0, 0), (7, 7, 7, 83), (1, 2, 0, 0), (2, 4, 1, 8)])
+def test_lookahead_draft_length_is_upstreams_formula(w, n, g, draft):
+    """calculateSpeculativeResourceTuple: (N == 1 ? 0 : N - 2) + (W - 1 + G) * (N - 1)."""
+    from build_engines.trtllm_spec import LookaheadConfig
+
+    assert LookaheadConfig(w, n, g).max_draft_len == draft and LookaheadConfig(w, n, g).problems() == []
+
+
+@pytest.mark.parametrize("w,n,g,message", [(0, 3, 4, "window and ngram must be >= 1"), (4, 3, -1, "verification set >= 0"),
+                                           (2, 1, 0, "ngram size 1 needs window size 1"), (1, 1, 2, "ngram size 1")])
+def test_illegal_lookahead_configs_are_refused_naming_the_field(ckpt, w, n, g, message):
+    from build_engines.trtllm_spec import LookaheadConfig
+
+    spec = trtllm_spec(ckpt, Precision.FP16, speculative_decoding=SpeculativeDecoding.LOOKAHEAD,
+                       lookahead=LookaheadConfig(w, n, g))
+    with pytest.raises(SpecError, match=f"'lookahead'.*{message}"):
+        spec.validate(info_of(ckpt))
+
+
+def test_lookahead_plan_renders_the_build_flags_and_model_parameters(ckpt, tmp_path):
+    from build_engines.trtllm_plan import BuildPaths, engine_step
+    from build_engines.trtllm_repository import tensorrt_llm_config
+    from build_engines.trtllm_spec import LOOKAHEAD_CITATIONS, LookaheadConfig
+    from contract.upstream.trtllm_build import load_build_table
+
+    spec = trtllm_spec(ckpt, Precision.FP16, speculative_decoding=SpeculativeDecoding.LOOKAHEAD,
+                       lookahead=LookaheadConfig(5, 4, 3))
+    spec.validate(info_of(ckpt))
+    paths = BuildPaths(tmp_path / "ckpt", tmp_path / "engine", tmp_path / "examples")
+    argv = engine_step(spec, paths).argv
+    assert load_build_table(spec.trtllm.trtllm_version).check_argv("trtllm-build", argv[1:]) == []
+    assert argv[argv.index("--speculative_decoding_mode") + 1] == "lookahead_decoding"
+    assert argv[argv.index("--max_draft_len") + 1] == str(2 + (5 - 1 + 3) * 3)
+    params = {k: v.string_value for k, v in tensorrt_llm_config(tmp_path, spec).parameters.items()}
+    assert {k: params[k] for k in ("decoding_mode", "lookahead_window_size", "lookahead_ngram_size",
+                                   "lookahead_verification_set_size")} == \
+        {"decoding_mode": "lookahead", "lookahead_window_size": "5", "lookahead_ngram_size": "4",
+         "lookahead_verification_set_size": "3"}
+    plain = trtllm_spec(ckpt, Precision.FP16)
+    assert "--speculative_decoding_mode" not in engine_step(plain, paths).argv
+    assert "decoding_mode" not in tensorrt_llm_config(tmp_path, plain).parameters
+    assert all(c.source.path and c.source.repo for c in LOOKAHEAD_CITATIONS.values())
+
+
+def test_lookahead_options_from_the_command_line(ckpt):
+    spec = make_spec(ckpt, backend="tensorrt_llm", precision="fp16", max_batch_size=8, max_input_len=1024,
+                     max_seq_len=2048, max_num_tokens=2048, default_max_tokens=64, kv_cache_size_gb=None,
+                     prefix_caching=False, inference_threads=0, gpu="H100-SXM",
+                     speculative_decoding="lookahead_decoding", lookahead="7,7,7")
+    assert (spec.trtllm.lookahead.window_size, spec.trtllm.lookahead.max_draft_len) == (7, 83)
+    assert BuildSpec.from_dict(json.loads(json.dumps(spec.to_dict()))).trtllm.lookahead == spec.trtllm.lookahead
+    with pytest.raises(SpecError, match="'lookahead' needs 'speculative_decoding'"):
+        make_spec(ckpt, backend="tensorrt_llm", precision="fp16", max_batch_size=8, max_input_len=1024,
+                  max_seq_len=2048, max_num_tokens=2048, default_max_tokens=64, kv_cache_size_gb=None,
+                     prefix_caching=False, inference_threads=0, gpu="H100-SXM", lookahead="4,3,4")
+    with pytest.raises(SpecError, match="three integers"):
+        make_spec(ckpt, backend="tensorrt_llm", precision="fp16", max_batch_size=8, max_input_len=1024,
+                  max_seq_len=2048, max_num_tokens=2048, default_max_tokens=64, kv_cache_size_gb=None,
+                     prefix_caching=False, inference_threads=0, gpu="H100-SXM",
+                  speculative_decoding="lookahead_decoding", lookahead="4,3")
 
 
 @pytest.mark.parametrize("precision,gpu,options", [
