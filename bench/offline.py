@@ -33,7 +33,7 @@ def run_offline(params: OpenVinoEngineParameters, prompts: list[list[int]], outp
 
     backend = OpenVinoBackend(params)
     backend.warm_up()
-    pipe = backend._pipe  # the very pipeline object the served engine steps
+    pipe = backend.base_pipeline  # the very pipeline object the served engine steps
     queue = list(enumerate(prompts))
     active: dict[int, tuple[object, float, list[float]]] = {}
     ttfts, itls, tokens = [], [], 0

@@ -130,11 +130,13 @@ def plan(checkpoint: Path | None, **kwargs) -> None:
               show_default=True, help="Also render the model repository here.")
 @click.option("--skip-existing", is_flag=True, help="Keep an engine that is already built for this spec.")
 @click.option("--decoupled/--no-decoupled", default=True, show_default=True, help=DECOUPLED_HELP)
+@click.option("--lora-dir", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
+              help="CPU engine: serve the PEFT LoRA adapters in this directory's subdirectories beside the base model "
+                   "(selected by lora_task_id, or '<model>:<adapter>' through the OpenAI front).")
 def build(checkpoint: Path | None, engine_dir: Path | None, repository: Path, skip_existing: bool, decoupled: bool,
-          **kwargs) -> None:
+          lora_dir: Path | None, **kwargs) -> None:
     """Build the engine for the spec, then render the model repository."""
     from build_engines.process import BuildError
-    from build_engines.repository import render_repository
 
     checkpoint, _, spec = _checked_spec(checkpoint, kwargs)
     engine_dir = engine_dir or default_engine_dir(spec)
@@ -147,8 +149,18 @@ def build(checkpoint: Path | None, engine_dir: Path | None, repository: Path, sk
         except BuildError as e:
             _fail(e)
         click.echo(f"engine: {engine_dir}")
-    models = render_repository(engine_dir, repository, decoupled=decoupled)
+    models = _render(engine_dir, repository, decoupled=decoupled, lora_dir=lora_dir)
     click.echo(f"repository: {repository} ({', '.join(models)})")
+
+
+def _render(engine_dir: Path, out: Path, **options) -> list[str]:
+    from build_engines.repository import render_repository
+    from contract.lora import LoraError
+
+    try:
+        return render_repository(engine_dir, out, **options)
+    except LoraError as e:
+        _fail(e)
 
 
 def reuse_engine(engine_dir: Path, spec: BuildSpec) -> bool:
@@ -191,10 +203,11 @@ def _builder(backend: EngineBackend):
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=DEFAULT_REPOSITORY, show_default=True)
 @click.option("--relay", is_flag=True, help="CPU engine only: serve it behind engine_relay, as tensorrt_llm is on a GPU.")
 @click.option("--decoupled/--no-decoupled", default=True, show_default=True, help=DECOUPLED_HELP)
-def repo(engine_dir: Path, out: Path, relay: bool, decoupled: bool) -> None:
+@click.option("--lora-dir", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
+              help="CPU engine: serve the PEFT LoRA adapters in this directory's subdirectories beside the base model "
+                   "(selected by lora_task_id, or '<model>:<adapter>' through the OpenAI front).")
+def repo(engine_dir: Path, out: Path, relay: bool, decoupled: bool, lora_dir: Path | None) -> None:
     """Render the Triton model repository for a built engine."""
-    from build_engines.repository import render_repository
-
-    models = render_repository(engine_dir, out, relay=relay, decoupled=decoupled)
+    models = _render(engine_dir, out, relay=relay, decoupled=decoupled, lora_dir=lora_dir)
     click.echo(f"repository: {out} ({', '.join(models)})")
 

@@ -14,9 +14,10 @@ from build_engines.render import RenderedModel, ensemble_config, python_model_co
 from build_engines.spec import BuildSpec, EngineBackend
 from build_engines.trtllm_build import TOKENIZER_SUBDIR
 from build_engines.trtllm_repository import bls_model, relay_model, trtllm_engine_models
-from contract import names
+from contract import lora, names
+from contract.lora import LoraAdapter
 from contract.build_record import BuildRecord
-from contract.features import CPU_ENGINE, PYTORCH_ENGINE, TRTLLM_ENGINE, EngineFeatures
+from contract.features import CPU_ENGINE, PYTORCH_ENGINE, TRTLLM_ENGINE, EngineFeatures, with_lora
 from contract.model_configs import OpenVinoEngineParameters, PostprocessingParameters, PreprocessingParameters
 from contract.model_parameters import to_parameters
 from contract.tensors import (
@@ -28,17 +29,18 @@ from contract.tensors import (
     PREPROCESSING_OUTPUTS,
 )
 
-def engine_features(spec: BuildSpec) -> EngineFeatures:
+def engine_features(spec: BuildSpec, lora: bool = False) -> EngineFeatures:
     """What the engine behind the ensemble honours (contract/features.py)."""
-    return {EngineBackend.TENSORRT_LLM: TRTLLM_ENGINE,
-            EngineBackend.TENSORRT_LLM_PYTORCH: PYTORCH_ENGINE}.get(spec.backend, CPU_ENGINE)
+    engine = {EngineBackend.TENSORRT_LLM: TRTLLM_ENGINE,
+              EngineBackend.TENSORRT_LLM_PYTORCH: PYTORCH_ENGINE}.get(spec.backend, CPU_ENGINE)
+    return with_lora(engine) if lora else engine
 
 
-def text_models(tokenizer_dir: Path, spec: BuildSpec) -> list[RenderedModel]:
+def text_models(tokenizer_dir: Path, spec: BuildSpec, lora: bool = False) -> list[RenderedModel]:
     """Preprocessing and postprocessing: identical for every engine (preprocessing knows which
     features the engine has, to refuse requests for others)."""
     limits = spec.limits
-    engine = engine_features(spec)
+    engine = engine_features(spec, lora)
     pre = PreprocessingParameters(
         tokenizer_dir=tokenizer_dir,
         max_input_len=limits.max_input_len,
@@ -63,7 +65,7 @@ def text_models(tokenizer_dir: Path, spec: BuildSpec) -> list[RenderedModel]:
     ]
 
 
-def openvino_engine_model(engine_dir: Path, spec: BuildSpec) -> RenderedModel:
+def openvino_engine_model(engine_dir: Path, spec: BuildSpec, adapters: list[LoraAdapter] = ()) -> RenderedModel:
     params = OpenVinoEngineParameters(
         engine_dir=engine_dir,
         max_num_seqs=spec.limits.max_batch_size,
@@ -81,6 +83,7 @@ def openvino_engine_model(engine_dir: Path, spec: BuildSpec) -> RenderedModel:
         num_assistant_tokens=spec.openvino.num_assistant_tokens,
         max_ngram_size=spec.openvino.max_ngram_size,
         draft_model=bool(spec.openvino.draft_checkpoint),
+        lora_adapters=lora.to_parameter(list(adapters)) if adapters else "",
     )
     config = python_model_config(
         names.OPENVINO_ENGINE, ENGINE_INPUTS, ENGINE_OUTPUTS, max_batch_size=spec.limits.max_batch_size,
@@ -89,15 +92,20 @@ def openvino_engine_model(engine_dir: Path, spec: BuildSpec) -> RenderedModel:
     return RenderedModel(config, "model_repository.models.openvino_llm.model")
 
 
-def render_repository(engine_dir: Path, out_dir: Path, *, relay: bool = False, decoupled: bool = True) -> list[str]:
+def render_repository(engine_dir: Path, out_dir: Path, *, relay: bool = False, decoupled: bool = True,
+                      lora_dir: Path | None = None) -> list[str]:
     """Render the repository for a built engine.  `relay` puts the CPU engine behind the
     engine relay, exactly as `tensorrt_llm` sits on a GPU: the GPU wiring, tested on CPU.
     `decoupled=False` is NVIDIA's `decoupled_mode: false`: the ensemble and the BLS answer
     with one response per request (unary infer() works; streaming and batched requests are
-    refused), the engine relay in front of the engine model."""
+    refused), the engine relay in front of the engine model.  `lora_dir`: PEFT adapters the CPU
+    engine serves beside the base model (contract/lora.py)."""
     engine_dir = engine_dir.resolve()
     record = BuildRecord.read(engine_dir)
     spec = BuildSpec.from_dict(record.spec)
+    adapters = lora.discover(lora_dir) if lora_dir is not None else []
+    if adapters and spec.backend != EngineBackend.OPENVINO:
+        raise lora.LoraError(f"'lora_dir': adapters are served by the CPU engine only; this is a {spec.backend.value} engine")
     batch = spec.limits.max_batch_size
     relay = relay or not decoupled
     if spec.backend == EngineBackend.TENSORRT_LLM:
@@ -105,12 +113,12 @@ def render_repository(engine_dir: Path, out_dir: Path, *, relay: bool = False, d
         tokenizer_dir, target = engine_dir / TOKENIZER_SUBDIR, names.TRTLLM_ENGINE
     else:  # an engine model that serves the contract itself (CPU engine, PyTorch backend)
         pytorch = spec.backend == EngineBackend.TENSORRT_LLM_PYTORCH
-        engine = pytorch_engine_model(engine_dir, spec) if pytorch else openvino_engine_model(engine_dir, spec)
+        engine = pytorch_engine_model(engine_dir, spec) if pytorch else openvino_engine_model(engine_dir, spec, adapters)
         engines = [engine] + ([relay_model(engine_dir, engine.config.name, batch, decoupled)] if relay else [])
         tokenizer_dir, target = (engine_dir / MODEL_SUBDIR if pytorch else engine_dir), engine.config.name
     step = names.ENGINE_RELAY if spec.backend == EngineBackend.TENSORRT_LLM or relay else target
     bls = bls_model(engine_dir, target, batch, decoupled, spec.trtllm.serving.queue_timeout_s)
-    models = text_models(tokenizer_dir, spec) + engines + [bls]
+    models = text_models(tokenizer_dir, spec, bool(adapters)) + engines + [bls]
     models.append(RenderedModel(ensemble_config(step, batch), None))
     write_repository(models, out_dir)
     return [m.config.name for m in models]

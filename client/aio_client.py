@@ -21,7 +21,7 @@ from client.errors import ClientError, RequestCancelled, RequestTimeout, ServerU
 from client.request_builder import build_inputs, requested_outputs, stop_inputs
 from client.response_parser import is_final, parse_chunk
 from client.types import ChatMessage, GenerationResult, SamplingParams, StreamChunk
-from contract import names
+from contract import lora, names
 
 Prompt = str | Sequence[ChatMessage]
 
@@ -50,6 +50,16 @@ class AsyncLlmClient:
             return await self._client.is_server_ready() and await self._client.is_model_ready(self.model)
         except InferenceServerException:
             return False
+
+    async def lora_adapters(self) -> dict[str, int]:
+        """The LoRA adapters the CPU engine serves, name -> lora_task_id ({} when none, or on
+        an engine that serves none), read from its model configuration."""
+        try:
+            config = await self._client.get_model_config(names.OPENVINO_ENGINE, as_json=True)
+        except InferenceServerException:
+            return {}
+        value = config.get("config", config).get("parameters", {}).get("lora_adapters", {}).get("string_value", "")
+        return {a.name: a.task_id for a in lora.from_parameter(value)}
 
     async def metadata(self) -> dict:
         try:

@@ -36,6 +36,7 @@ def sampling_options(f):
         click.option("--grammar", default=None, help="Guided decoding: an EBNF grammar (text or @file)."),
         click.option("--priority", type=float, default=None,
                      help="0-1, higher is admitted first when the engine is full (default 0.5)."),
+        click.option("--lora-task-id", type=int, default=None, help="A served LoRA adapter's id (0: the base model)."),
         click.option("--timeout", "timeout_s", type=float, default=None, help="Seconds; the request is cancelled after."),
     ]
     for option in reversed(options):

@@ -31,6 +31,7 @@ class Feature(str, enum.Enum):
     BAD_WORDS = "bad words"
     PROMPT_TABLE = "prompt tables (p-tuning)"
     LORA = "LoRA adapters"
+    LORA_WEIGHTS = "LoRA weights sent with a request (lora_weights / lora_config)"
     GUIDED_DECODING = "guided decoding"
     ENCODER_DECODER = "encoder-decoder models"
     MULTIMODAL = "image and video inputs"
@@ -82,8 +83,8 @@ INPUT_FEATURES: dict[str, InputUse] = {
         ("prompt_table_extra_id", Feature.PROMPT_TABLE, _ABSENT),
         ("prompt_vocab_size", Feature.PROMPT_TABLE, _ABSENT),
         ("lora_task_id", Feature.LORA, (lambda v: False, "nothing (leave it out)")),
-        ("lora_weights", Feature.LORA, _ABSENT),
-        ("lora_config", Feature.LORA, _ABSENT),
+        ("lora_weights", Feature.LORA_WEIGHTS, _ABSENT),
+        ("lora_config", Feature.LORA_WEIGHTS, _ABSENT),
         ("guided_decoding_guide_type", Feature.GUIDED_DECODING, _ABSENT),
         ("guided_decoding_guide", Feature.GUIDED_DECODING, _ABSENT),
         ("decoder_text_input", Feature.ENCODER_DECODER, _ABSENT),
@@ -174,6 +175,12 @@ TRTLLM_ENGINE = EngineFeatures("TensorRT-LLM (engine flow)",
 # guided decoding exist in the LLM API but are not wired to our contract yet: refused
 # (priorities too: whether the LLM API at the pinned versions takes one was not read).
 PYTORCH_ENGINE = EngineFeatures("TensorRT-LLM's PyTorch backend (LLM API)", frozenset({Feature.BAD_WORDS}))
+
+
+def with_lora(engine: EngineFeatures) -> EngineFeatures:
+    """The same engine serving LoRA adapters (by lora_task_id; lora_weights / lora_config
+    stay refused by the engine model: adapters are loaded at serve time)."""
+    return EngineFeatures(engine.label, engine.features | {Feature.LORA})
 
 
 def refusals(values: Mapping[str, Any], engine: EngineFeatures,

@@ -96,6 +96,8 @@ class OpenVinoEngineParameters:
     # Draft-model speculative decoding: the draft's IR in <engine_dir>/draft (OpenVINO GenAI's
     # `draft_model` pipeline property); num_assistant_tokens draft tokens per step.
     draft_model: bool = False
+    # LoRA adapters served beside the base model (contract/lora.py: JSON of LoraAdapter); "": none.
+    lora_adapters: str = ""
 
     @property
     def draft_dir(self) -> Path:

@@ -17,7 +17,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 from client import AsyncLlmClient
 from client.errors import ClientError, InvalidRequestError, RequestTimeout, ServerUnavailable
-from contract import names
+from contract import lora, names
 from openai_front.errors import ApiError, param_of, unsupported
 from openai_front.logprobs import TokenTexts
 from openai_front.metrics import FrontMetrics, MetricsMiddleware
@@ -117,10 +117,22 @@ def create_app(settings: FrontSettings) -> FastAPI:
         if not hmac.compare_digest(token.encode(), settings.api_key.encode()):
             raise ApiError(401, "invalid or missing API key", type_="invalid_request_error", code="invalid_api_key")
 
-    def check_model(model: str) -> None:
-        if model not in (settings.model_name, names.ENSEMBLE):
-            raise ApiError(404, f"model {model!r} does not exist; this server serves {settings.model_name!r}",
-                           param="model", code="model_not_found")
+    async def adapters() -> dict[str, int]:
+        """`<model>:<adapter>` -> lora_task_id of the adapters the engine serves (read once)."""
+        if "adapters" not in state:
+            served = await state["client"].lora_adapters()
+            state["adapters"] = {f"{settings.model_name}{lora.SEPARATOR}{name}": i for name, i in served.items()}
+        return state["adapters"]
+
+    async def check_model(model: str, sampling):
+        """The sampling with the model's LoRA adapter, or 404 naming what is served."""
+        if model in (settings.model_name, names.ENSEMBLE):
+            return sampling
+        served = await adapters()
+        if model in served:
+            return dataclasses.replace(sampling, lora_task_id=served[model])
+        raise ApiError(404, f"model {model!r} does not exist; this server serves {[settings.model_name, *served]}",
+                       param="model", code="model_not_found")
 
     @app.get("/live")
     async def live():  # the process answers: the liveness probe (readiness is /health, Triton's too)
@@ -133,8 +145,10 @@ def create_app(settings: FrontSettings) -> FastAPI:
 
     @app.get("/v1/models", dependencies=[Depends(authorized)])
     async def models():
-        return {"object": "list", "data": [{"id": settings.model_name, "object": "model", "created": 0,
-                                            "owned_by": "llama-triton-kit"}]}
+        ids = [settings.model_name, *(await adapters())]
+        return {"object": "list", "data": [{"id": i, "object": "model", "created": 0, "owned_by": "llama-triton-kit",
+                                            **({"parent": settings.model_name} if i != settings.model_name else {})}
+                                           for i in ids]}
 
     async def respond(request: Request, prompt, sampling, stream: bool, include_usage: bool, chat: bool,
                       tools=None):
@@ -205,17 +219,15 @@ def create_app(settings: FrontSettings) -> FastAPI:
 
     @app.post("/v1/completions", dependencies=[Depends(authorized)])
     async def completions(req: CompletionRequest, request: Request):
-        check_model(req.model)
         prompt, sampling = completion_input(req)
-        sampling = with_priority_header(sampling, request.headers.get(PRIORITY_HEADER))
+        sampling = await check_model(req.model, with_priority_header(sampling, request.headers.get(PRIORITY_HEADER)))
         include_usage = bool(req.stream_options and req.stream_options.include_usage)
         return await respond(request, prompt, sampling, req.stream, include_usage, chat=False)
 
     @app.post("/v1/chat/completions", dependencies=[Depends(authorized)])
     async def chat_completions(req: ChatCompletionRequest, request: Request):
-        check_model(req.model)
         messages, sampling = chat_input(req)
-        sampling = with_priority_header(sampling, request.headers.get(PRIORITY_HEADER))
+        sampling = await check_model(req.model, with_priority_header(sampling, request.headers.get(PRIORITY_HEADER)))
         include_usage = bool(req.stream_options and req.stream_options.include_usage)
         return await respond(request, messages, sampling, req.stream, include_usage, chat=True,
                              tools=tool_plan(req.tools, req.tool_choice))

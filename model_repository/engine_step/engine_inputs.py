@@ -31,6 +31,7 @@ class GenerationOptions:
     guided_decoding_guide_type: str = ""  # "" | one of GUIDE_TYPES
     guided_decoding_guide: str = ""  # the JSON schema, regex or EBNF grammar
     priority: float = DEFAULT_PRIORITY  # admission order when the engine is full (engine_step/admission.py)
+    lora_task_id: int = 0  # the LoRA adapter (contract/lora.py); 0: the base model
 
     @classmethod
     def from_arrays(cls, arrays: Mapping[str, np.ndarray]) -> "GenerationOptions":

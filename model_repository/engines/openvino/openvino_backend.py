@@ -12,6 +12,7 @@ from typing import Callable
 
 import numpy as np
 
+from contract import lora
 from contract.model_configs import OpenVinoEngineParameters
 from model_repository.engine_step.runner import HandleStatus
 from model_repository.engine_step.engine_inputs import EngineInputs
@@ -150,14 +151,43 @@ class OpenVinoBackend:
         self._params = params
         self._prefix = PrefixHitEstimator() if params.enable_prefix_caching and on_prefix_lookup else None
         self._on_prefix_lookup = on_prefix_lookup
+        self._adapters = {a.task_id: a for a in lora.from_parameter(params.lora_adapters)}
+        if self._adapters:  # registered with every pipeline; each applies one (below)
+            properties["adapters"] = og.AdapterConfig([og.Adapter(a.weights) for a in self._adapters.values()])
         self._make = lambda: og.ContinuousBatchingPipeline(str(Path(params.engine_dir)), scheduler, "CPU", properties)
-        self._pipe = self._make()
+        self._pipes: dict[int, object] = {}
+        self._make_all()
+
+    def _make_all(self) -> None:
+        """The base model's pipeline, and one per LoRA adapter: OpenVINO GenAI 2026.4.1 batches
+        only requests with the same adapters ("LoRA adapters value must be the same for all
+        requests", continuous_batching/pipeline_impl.cpp:697) and applies them in generate(),
+        not in add_request()/step() (checked); what generate() applies stays on the pipeline's
+        infer request, so a one-token generate() with the adapter sets each pipeline once."""
+        import openvino_genai as og
+
+        self._pipes = {0: self._make()}
+        for task_id, adapter in self._adapters.items():
+            pipe = self._make()
+            config = og.GenerationConfig()
+            config.max_new_tokens = 1
+            config.adapters = og.AdapterConfig(og.Adapter(adapter.weights), adapter.alpha)
+            pipe.generate(["a"], [config])
+            self._pipes[task_id] = pipe
+
+    @property
+    def lora_task_ids(self) -> tuple[int, ...]:
+        return tuple(self._adapters)
+
+    @property
+    def base_pipeline(self):
+        return self._pipes[0]
 
     def recover(self) -> None:
-        """A new pipeline after a step raised: OpenVINO GenAI's stays in its scheduling phase
+        """New pipelines after a step raised: OpenVINO GenAI's stays in its scheduling phase
         (every later step raises "cannot be called when we are already in scheduling phase")."""
-        self._pipe = None
-        self._pipe = self._make()
+        self._pipes = {}
+        self._make_all()
         self.warm_up()
 
     def warm_up(self) -> None:
@@ -168,18 +198,23 @@ class OpenVinoBackend:
         handle.read()
 
     def add(self, request_id: int, request: EngineInputs) -> OpenVinoHandle:
-        if self._prefix is not None and request_id != WARM_UP_REQUEST_ID:
+        task_id = request.options.lora_task_id
+        if self._prefix is not None and request_id != WARM_UP_REQUEST_ID and task_id == 0:
             self._on_prefix_lookup(*self._prefix.lookup(request.input_ids))
         ids = self._ov.Tensor(np.asarray([request.input_ids], dtype=np.int64))
-        return OpenVinoHandle(self._pipe.add_request(request_id, ids, generation_config(request, self._params)))
+        pipe = self._pipes[task_id]  # the engine model refused unknown ids
+        return OpenVinoHandle(pipe.add_request(request_id, ids, generation_config(request, self._params)))
 
     def step(self) -> None:
-        self._pipe.step()
+        for pipe in self._pipes.values():
+            if pipe.has_non_finished_requests():
+                pipe.step()
 
     def has_unfinished(self) -> bool:
-        return self._pipe.has_non_finished_requests()
+        return any(pipe.has_non_finished_requests() for pipe in self._pipes.values())
 
     def stats(self) -> dict[str, float]:
-        m = self._pipe.get_metrics()
-        return {"kv_cache_usage": float(m.cache_usage) / 100.0, "requests": float(m.requests),
-                "scheduled_requests": float(m.scheduled_requests)}
+        metrics = [pipe.get_metrics() for pipe in self._pipes.values()]
+        return {"kv_cache_usage": max(float(m.cache_usage) for m in metrics) / 100.0,
+                "requests": float(sum(m.requests for m in metrics)),
+                "scheduled_requests": float(sum(m.scheduled_requests for m in metrics))}

@@ -5,7 +5,7 @@ The logic is model_repository.engine_step and engines.openvino, the Triton side 
 
 import json
 
-from contract import features, guided, metrics
+from contract import features, guided, lora, metrics
 from contract.build_record import BuildRecord, check_runtime
 from contract.model_configs import OpenVinoEngineParameters
 from model_repository.triton import triton_io
@@ -29,6 +29,9 @@ class TritonPythonModel:
         guided.warm_up()
         self.features = (features.CPU_ENGINE_PROMPT_LOOKUP if params.prompt_lookup else
                          features.CPU_ENGINE_DRAFT_MODEL if params.draft_model else features.CPU_ENGINE)
+        self.adapters = {a.task_id: a.name for a in lora.from_parameter(params.lora_adapters)}
+        if self.adapters:
+            self.features = features.with_lora(self.features)
         recorder = MetricsRecorder()
         backend = OpenVinoBackend(params, on_prefix_lookup=recorder.on_prefix_lookup)
         backend.warm_up()
@@ -45,12 +48,14 @@ class TritonPythonModel:
             f"openvino_llm: {record.spec['precision']} engine from {params.engine_dir}, "
             f"max_num_seqs={params.max_num_seqs}, prefix caching {'on' if params.enable_prefix_caching else 'off'}, "
             f"prompt lookup {'on' if params.prompt_lookup else 'off'}, "
-            f"draft model {params.draft_dir if params.draft_model else 'none'}, kv_cache="
+            f"draft model {params.draft_dir if params.draft_model else 'none'}, "
+            f"LoRA adapters {self.adapters or 'none'}, kv_cache="
             + (f"{params.kv_cache_size_gb}GB" if params.kv_cache_size_gb else "on demand")
         )
 
     def execute(self, requests):
-        serve_requests(requests, self.runner, self.features, self.check.problems)
+        serve_requests(requests, self.runner, self.features,
+                       lambda row: self.check.problems(row) + lora.request_problems(row.options.lora_task_id, self.adapters))
         return None
 
     def _gauges(self):

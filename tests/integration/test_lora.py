@@ -1,0 +1,167 @@
+"""LoRA adapters on the CPU engine (`--lora-dir`): two PEFT adapters made here for the default
+model (random, seeded, strong enough to change answers) served beside the base model; picked
+with NVIDIA's lora_task_id through the ensemble and the gRPC client, and as
+`<model>:<adapter>` through the OpenAI front.
+
+Reference: PEFT's own forward pass of the float32 checkpoint with the same adapter.  The engine
+has INT8 weights, so greedy answers part from the float32 ones where two tokens are nearly
+tied: the base model itself, on these prompts, agreed with float32 for 4, 8, 12 and 16 tokens
+(measured).  So the check is the first 4 tokens on at least half the prompts, for the adapter
+and (control) for the base model, and the adapter's answers differ from the base's."""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from build_engines.repository import render_repository
+from client import ChatMessage, InvalidRequestError, LlmClient, SamplingParams
+from tests.integration.openai_front_process import MODEL, running_front
+
+pytestmark = [pytest.mark.server, pytest.mark.slow]
+
+PROMPTS = ("Name three colours.", "What is the capital of France?", "Write a haiku about rain.",
+           "Explain gravity briefly.")
+TOKENS = 16
+ADAPTERS = {"concise": ("o_proj",), "playful": ("q_proj", "v_proj")}  # name -> target modules (ids 1, 2)
+
+
+def make_adapter(checkpoint: Path, out: Path, modules: tuple[str, ...], seed: int) -> Path:
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_pretrained(checkpoint, torch_dtype=torch.float32)
+    config = LoraConfig(r=8, lora_alpha=16, target_modules=list(modules), lora_dropout=0.0, init_lora_weights=False)
+    get_peft_model(model, config).save_pretrained(out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def lora_dir(default_checkpoint, tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("adapters")
+    for seed, (name, modules) in enumerate(ADAPTERS.items(), 1):
+        make_adapter(default_checkpoint, root / name, modules, seed)
+    return root
+
+
+@pytest.fixture(scope="module")
+def lora_server(default_engine, lora_dir, serve, tmp_path_factory):
+    repo = tmp_path_factory.mktemp("lora-repo") / "repository"
+    render_repository(default_engine, repo, lora_dir=lora_dir)
+    return serve(repo)
+
+
+@pytest.fixture(scope="module")
+def client(lora_server):
+    with LlmClient(lora_server.settings.grpc_url) as c:
+        yield c
+
+
+def _ids(tokenizer, question: str) -> list[int]:
+    return tokenizer.apply_chat_template([{"role": "user", "content": question}], add_generation_prompt=True,
+                                         tokenize=True, return_dict=True)["input_ids"]
+
+
+@pytest.fixture(scope="module")
+def references(default_checkpoint, lora_dir) -> dict[str, list[list[int]]]:
+    """Greedy float32 answers (token ids) per adapter name ('' for the base model)."""
+    import torch
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(default_checkpoint)
+    out = {}
+    for name in ("", *ADAPTERS):
+        model = AutoModelForCausalLM.from_pretrained(default_checkpoint, torch_dtype=torch.float32)
+        if name:
+            model = PeftModel.from_pretrained(model, lora_dir / name)
+        answers = []
+        with torch.no_grad():
+            for q in PROMPTS:
+                ids = _ids(tokenizer, q)
+                generated = model.generate(input_ids=torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+                                           max_new_tokens=TOKENS, do_sample=False)
+                answers.append(generated[0, len(ids):].tolist())
+        out[name] = answers
+    return out
+
+
+def _agreement(a: list[int], b: list[int]) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def _served(client, task_id: int | None) -> list[list[int]]:
+    sampling = SamplingParams(max_tokens=TOKENS, temperature=0.0, lora_task_id=task_id)
+    return [list(client.generate([ChatMessage("user", q)], sampling).token_ids) for q in PROMPTS]
+
+
+def test_adapters_follow_the_peft_reference_and_change_the_answers(client, references):
+    base = _served(client, None)
+    assert sum(_agreement(s, r) >= 4 for s, r in zip(base, references[""])) >= 2  # the control
+    for task_id, name in enumerate(ADAPTERS, 1):
+        served = _served(client, task_id)
+        agreement = [_agreement(s, r) for s, r in zip(served, references[name])]
+        assert sum(a >= 4 for a in agreement) >= 2, (name, agreement)
+        assert sum(s != b for s, b in zip(served, base)) >= 1, name  # the adapter is applied
+        assert _served(client, 0) == base  # 0 is the base model
+
+
+def test_requests_for_different_adapters_run_at_once_and_keep_their_answers(client, lora_server):
+    sampling = SamplingParams(max_tokens=TOKENS, temperature=0.0)
+    alone = {t: client.generate(PROMPTS[0], replace(sampling, lora_task_id=t)).text for t in (0, 1, 2)}
+    together: dict[int, str] = {}
+
+    def run(task_id: int) -> None:
+        with LlmClient(lora_server.settings.grpc_url) as c:
+            together[task_id] = c.generate(PROMPTS[0], replace(sampling, lora_task_id=task_id)).text
+
+    threads = [threading.Thread(target=run, args=(t,)) for t in (0, 1, 2, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert together == alone
+
+
+def test_unknown_adapters_are_refused_naming_the_served_ones(client):
+    with pytest.raises(InvalidRequestError, match=r"'lora_task_id' 7 is not a served LoRA adapter; served: 1 \(concise\), 2 \(playful\)"):
+        client.generate("Hi", SamplingParams(max_tokens=2, lora_task_id=7))
+    assert client.generate("Hi", SamplingParams(max_tokens=2)).completion_tokens == 2  # still serving
+
+
+def test_the_openai_front_lists_and_selects_adapters(lora_server, client, tmp_path):
+    import openai
+
+    with running_front(lora_server.settings.grpc_url, tmp_path) as base:
+        oai = openai.OpenAI(base_url=base + "/v1", api_key="none", max_retries=0)
+        assert [m.id for m in oai.models.list().data] == [MODEL, f"{MODEL}:concise", f"{MODEL}:playful"]
+        answer = oai.chat.completions.create(model=f"{MODEL}:playful", messages=[{"role": "user", "content": PROMPTS[0]}],
+                                             max_tokens=TOKENS, temperature=0)
+        grpc = client.generate([ChatMessage("user", PROMPTS[0])],
+                               SamplingParams(max_tokens=TOKENS, temperature=0.0, lora_task_id=2))
+        assert answer.choices[0].message.content == grpc.text
+        with pytest.raises(openai.NotFoundError, match="concise"):
+            oai.chat.completions.create(model=f"{MODEL}:nope", messages=[{"role": "user", "content": "Hi"}], max_tokens=2)
+
+
+def test_a_lora_dir_without_adapters_fails_naming_the_field(default_engine, tmp_path):
+    from contract.lora import LoraError
+
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(LoraError, match="'lora_dir'.*no adapter"):
+        render_repository(default_engine, tmp_path / "repo", lora_dir=tmp_path / "empty")
+    (tmp_path / "bad" / "x").mkdir(parents=True)
+    (tmp_path / "bad" / "x" / "adapter_config.json").write_text(json.dumps({"r": 8}))
+    with pytest.raises(LoraError, match="needs adapter_config.json and adapter_model.safetensors"):
+        render_repository(default_engine, tmp_path / "repo", lora_dir=tmp_path / "bad")
