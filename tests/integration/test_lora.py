@@ -134,6 +134,23 @@ def test_requests_for_different_adapters_run_at_once_and_keep_their_answers(clie
     assert together == alone
 
 
+def test_streaming_with_an_adapter_gives_the_unstreamed_answer(client, lora_server, tmp_path):
+    """gRPC: the adapter's streamed deltas (several chunks) join to its non-streamed answer; the
+    OpenAI front's SSE stream for `<model>:<adapter>` gives the same text."""
+    import openai
+
+    sampling = SamplingParams(max_tokens=TOKENS, temperature=0.0, lora_task_id=1)
+    messages = [ChatMessage("user", PROMPTS[1])]
+    whole = client.generate(messages, sampling, stream=False)
+    chunks = list(client.stream(messages, sampling))
+    assert len(chunks) > 1 and "".join(c.text for c in chunks) == whole.text
+    with running_front(lora_server.settings.grpc_url, tmp_path) as base:
+        oai = openai.OpenAI(base_url=base + "/v1", api_key="none", max_retries=0)
+        events = list(oai.chat.completions.create(model=f"{MODEL}:concise", messages=[{"role": "user", "content": PROMPTS[1]}],
+                                                  max_tokens=TOKENS, temperature=0, stream=True))
+        assert "".join(e.choices[0].delta.content or "" for e in events if e.choices) == whole.text
+
+
 def test_unknown_adapters_are_refused_naming_the_served_ones(client):
     with pytest.raises(InvalidRequestError, match=r"'lora_task_id' 7 is not a served LoRA adapter; served: 1 \(concise\), 2 \(playful\)"):
         client.generate("Hi", SamplingParams(max_tokens=2, lora_task_id=7))
