@@ -162,7 +162,8 @@ class OpenVinoBackend:
         """The base model's pipeline, and one per LoRA adapter: OpenVINO GenAI 2026.4.1 batches
         only requests with the same adapters ("LoRA adapters value must be the same for all
         requests", continuous_batching/pipeline_impl.cpp:697) and applies them in generate(),
-        not in add_request()/step() (checked); what generate() applies stays on the pipeline's
+        not in add_request()/step() (checked); a generate() with two adapters gave both requests
+        the first one's tokens, no error (checked 2026-11-24); what generate() applies stays on the pipeline's
         infer request, so a one-token generate() with the adapter sets each pipeline once."""
         import openvino_genai as og
 
