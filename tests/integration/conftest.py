@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
 
 import pytest
@@ -30,15 +29,25 @@ def repository(default_engine, tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def serve(tmp_path_factory):
-    """start(repository) -> a ready server on free loopback ports, stopped when the session ends."""
-    with contextlib.ExitStack() as servers:
-        def start(repository: Path, environment: tuple[tuple[str, str], ...] = ()) -> TritonServer:
-            settings = ServerSettings.on_free_ports(repository, tmp_path_factory.mktemp("logs") / "tritonserver.log",
-                                                    server_dir=ROOT / "build" / "tritonserver", exit_timeout_s=10,
-                                                    environment=environment)
-            return servers.enter_context(TritonServer(settings))
+    """start(repository) -> a ready server on free loopback ports; every one is stopped when the
+    session ends, all at once (one by one, each drain and exit took ~10 s: minutes in all)."""
+    from concurrent.futures import ThreadPoolExecutor
 
+    started: list[TritonServer] = []
+
+    def start(repository: Path, environment: tuple[tuple[str, str], ...] = ()) -> TritonServer:
+        settings = ServerSettings.on_free_ports(repository, tmp_path_factory.mktemp("logs") / "tritonserver.log",
+                                                server_dir=ROOT / "build" / "tritonserver", exit_timeout_s=10,
+                                                environment=environment)
+        server = TritonServer(settings)
+        started.append(server)  # before it is ready: a server that fails to start is stopped too
+        return server.__enter__()
+
+    try:
         yield start
+    finally:
+        with ThreadPoolExecutor(max_workers=max(1, len(started))) as pool:
+            list(pool.map(lambda s: s.__exit__(None, None, None), started))
 
 
 @pytest.fixture(scope="session")

@@ -159,12 +159,14 @@ class OpenVinoBackend:
         self._make_all()
 
     def _make_all(self) -> None:
-        """The base model's pipeline, and one per LoRA adapter: OpenVINO GenAI 2026.4.1 batches
-        only requests with the same adapters ("LoRA adapters value must be the same for all
-        requests", continuous_batching/pipeline_impl.cpp:697) and applies them in generate(),
-        not in add_request()/step() (checked); a generate() with two adapters gave both requests
-        the first one's tokens, no error (checked 2026-11-24); what generate() applies stays on the pipeline's
-        infer request, so a one-token generate() with the adapter sets each pipeline once."""
+        """The base model's pipeline, and one per LoRA adapter.  OpenVINO GenAI 2026.4.1 cannot
+        batch different adapters (checked 2026-11-24): generate() with one request on no adapter
+        and one on an adapter raised "LoRA adapters value must be the same for all requests"
+        (continuous_batching/pipeline_impl.cpp:697); with two different adapters it raised
+        nothing and gave both the first one's tokens.  It applies adapters in generate(), not in
+        add_request()/step() (GenerationConfig.adapters there is ignored), and what generate()
+        applies stays on the pipeline's infer request: a one-token generate() with the adapter
+        sets each pipeline once."""
         import openvino_genai as og
 
         self._pipes = {0: self._make()}
