@@ -137,3 +137,22 @@ def test_every_mode_has_a_class_and_citations():
 def _re(text: str) -> str:
     import re
     return re.escape(text)
+
+
+def test_the_rendered_engine_model_carries_the_config(default_checkpoint, tmp_path):
+    from build_engines.pytorch_build import build_pytorch_engine
+    from build_engines.render import read_config
+    from build_engines.repository import render_repository
+    from contract import names
+    from contract.model_parameters import from_parameters
+
+    spec = validated(default_checkpoint, pt_speculative_decoding="ngram", max_draft_len=3)
+    engine = tmp_path / "engine"
+    build_pytorch_engine(spec, engine)
+    render_repository(engine, tmp_path / "repository")
+    config = read_config(tmp_path / "repository" / names.PYTORCH_ENGINE / "config.pbtxt")
+    params = from_parameters(PyTorchEngineParameters, names.PYTORCH_ENGINE,
+                             {k: v.string_value for k, v in config.parameters.items()})
+    assert llm_kwargs(params, lambda **kv: kv, _factory)["speculative_config"] == {
+        "class": "NGramDecodingConfig", "max_draft_len": 3, "max_matching_ngram_size": 2, "is_keep_all": True,
+        "is_use_oldest": True, "is_public_pool": True}
