@@ -11,6 +11,7 @@ import click
 from build_engines.gpus import DEFAULT_GPU, GpuError, GpuTarget, detect_gpus, known_gpu
 from build_engines.fidelity.options import EVALUATIONS, FidelityOptions
 from build_engines.openvino_compress import MODES, SENSITIVITY_METRICS, Int4Recipe
+from build_engines.pytorch_speculative import PyTorchSpecMode, PyTorchSpeculative
 from build_engines.spec import DEFAULT_PRECISION, BuildSpec, EngineBackend, EngineLimits, OpenVinoOptions, Precision, SpecError
 from contract.model_configs import ACTIVATION_PRECISIONS, KV_CACHE_PRECISIONS
 from build_engines.trtllm_versions import TrtllmTargetError, resolve_target
@@ -133,6 +134,16 @@ _OPTIONS = [
     click.option("--lookahead", "lookahead", default=None, metavar="W,N,G",
                  help="[tensorrt_llm lookahead] window, n-gram and verification-set sizes (upstream default 4,3,4); "
                       "the engine's --max_draft_len follows from them."),
+    click.option("--pt-speculative-decoding", type=_choice(PyTorchSpecMode), default=PyTorchSpecMode.NONE.value,
+                 show_default=True, help="[tensorrt_llm_pytorch] the LLM API's speculative_config: ngram (prompt "
+                                         "lookup), draft_target (--speculative-model-dir: a draft model with the "
+                                         "target's tokenizer) or eagle3 (--speculative-model-dir: Eagle3 heads)."),
+    click.option("--max-draft-len", type=int, default=PyTorchSpeculative().max_draft_len, show_default=True,
+                 help="[tensorrt_llm_pytorch speculative] draft tokens per step."),
+    click.option("--max-matching-ngram-size", type=int, default=PyTorchSpeculative().max_matching_ngram_size,
+                 show_default=True, help="[tensorrt_llm_pytorch ngram] longest n-gram matched in the prompt."),
+    click.option("--speculative-model-dir", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
+                 help="[tensorrt_llm_pytorch draft_target/eagle3] the draft model or the Eagle3 heads checkpoint."),
 ]
 
 
@@ -192,7 +203,10 @@ def make_spec(checkpoint: Path, backend: str, precision: str | None, max_batch_s
               gate_max_mean_kld: float | None = None, gate_max_ppl_change: float | None = None,
               gate_min_top1: float | None = None, prompt_lookup: bool = _OV.prompt_lookup,
               num_assistant_tokens: int = _OV.num_assistant_tokens, max_ngram_size: int = _OV.max_ngram_size,
-              draft_checkpoint: Path | None = None) -> BuildSpec:
+              draft_checkpoint: Path | None = None, pt_speculative_decoding: str = PyTorchSpecMode.NONE.value,
+              max_draft_len: int = PyTorchSpeculative().max_draft_len,
+              max_matching_ngram_size: int = PyTorchSpeculative().max_matching_ngram_size,
+              speculative_model_dir: Path | None = None) -> BuildSpec:
     engine_backend = EngineBackend(backend)
     trtllm = TrtLlmOptions()
     if engine_backend == EngineBackend.TENSORRT_LLM:
@@ -224,7 +238,16 @@ def make_spec(checkpoint: Path, backend: str, precision: str | None, max_batch_s
             kv_cache_fraction=kv_cache_fraction, kv_cache_reuse=kv_cache_reuse, chunked_context=chunked_context,
             max_queue_size=max_queue_size, queue_timeout_s=queue_timeout_s, paged_context_fmha=paged_context_fmha,
             scheduler_policy=scheduler_policy, max_queue_delay_us=max_queue_delay_us,
-            speculative_decoding=speculative_decoding, lookahead=lookahead)
+            speculative_decoding=speculative_decoding, lookahead=lookahead,
+            speculative=PyTorchSpeculative(PyTorchSpecMode(pt_speculative_decoding), max_draft_len,
+                                           max_matching_ngram_size,
+                                           str(speculative_model_dir.resolve()) if speculative_model_dir else ""))
+    elif (pt_speculative_decoding != PyTorchSpecMode.NONE.value or speculative_model_dir is not None
+          or max_draft_len != PyTorchSpeculative().max_draft_len
+          or max_matching_ngram_size != PyTorchSpeculative().max_matching_ngram_size):
+        raise SpecError("'pt_speculative_decoding', 'max_draft_len', 'max_matching_ngram_size' and "
+                        "'speculative_model_dir' configure --backend tensorrt_llm_pytorch; on tensorrt_llm use "
+                        "--speculative-decoding lookahead_decoding --lookahead W,N,G")
     spec = BuildSpec(
         checkpoint=checkpoint.resolve(),
         backend=engine_backend,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from build_engines.gpus import GpuTarget
 from build_engines.pytorch_spec import PyTorchOptions, PyTorchServing
+from build_engines.pytorch_speculative import PyTorchSpeculative
 from build_engines.spec import SpecError
 from build_engines.trtllm_spec import KvCacheDtype, SchedulerPolicy, SpeculativeDecoding, TrtLlmOptions, TrtLlmServing
 from build_engines.trtllm_versions import TrtllmTargetError, resolve_target
@@ -20,7 +21,8 @@ ENGINE_ONLY = {"--no-paged-context-fmha": ("paged_context_fmha", TrtLlmOptions()
 def pytorch_options(*, triton_image: str | None, trtllm_version: str | None, tp_size: int, pp_size: int,
                     kv_cache_dtype: str, calib_dataset: str | None, calib_size: int, gpu: GpuTarget,
                     kv_cache_fraction: float, kv_cache_reuse: bool, chunked_context: bool, max_queue_size: int,
-                    queue_timeout_s: float, **engine_only) -> PyTorchOptions:
+                    queue_timeout_s: float, speculative: PyTorchSpeculative | None = None,
+                    **engine_only) -> PyTorchOptions:
     set_ = [flag for flag, (key, default) in ENGINE_ONLY.items() if engine_only.get(key, default) != default]
     if set_:
         raise SpecError(f"{set_} configure a compiled engine; --backend tensorrt_llm_pytorch compiles none")
@@ -31,6 +33,7 @@ def pytorch_options(*, triton_image: str | None, trtllm_version: str | None, tp_
     return PyTorchOptions(
         trtllm_version=target.version, triton_release=target.release, tp_size=tp_size, pp_size=pp_size,
         kv_cache_dtype=KvCacheDtype(kv_cache_dtype), calib_dataset=calib_dataset, calib_size=calib_size, gpu=gpu,
+        speculative=speculative or PyTorchSpeculative(),
         serving=PyTorchServing(kv_cache_free_gpu_mem_fraction=kv_cache_fraction, enable_block_reuse=kv_cache_reuse,
                                enable_chunked_prefill=chunked_context, max_queue_size=max_queue_size,
                                queue_timeout_s=queue_timeout_s))

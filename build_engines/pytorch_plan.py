@@ -14,6 +14,7 @@ on the GPUs, and the memory arithmetic.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 from pathlib import Path
 
@@ -95,7 +96,12 @@ def pytorch_plan_lines(spec: BuildSpec, info: CheckpointInfo, engine_dir: Path) 
         lines.append(f"step {n}: {step.title}" + (f"\n    {step.command_line()}" if step.argv else ""))
     params = pytorch_parameters(engine_dir, spec, engine_dir / MODEL_SUBDIR)
     params = dataclasses.replace(params, kv_cache_dtype=type(params.kv_cache_dtype)("fp8" if fp8_kv else "auto"))
-    lines.append("engine model tensorrt_llm_pytorch: " + _kwargs_text(llm_kwargs(params, lambda **kv: kv)))
+    lines.append("engine model tensorrt_llm_pytorch: " + _kwargs_text(
+        llm_kwargs(params, lambda **kv: kv, lambda name, **kv: {"class": name, **kv})))
+    lines.append(p.speculative.describe())
+    if p.speculative.llm_api_options():  # the same settings as trtllm-serve's extra_llm_api_options YAML
+        lines.append("extra_llm_api_options (YAML flow mapping): "
+                     + json.dumps(p.speculative.llm_api_options(), sort_keys=True))
     lines.append(f"serve: python -m serving gpu-up starts one tritonserver; the LLM starts its {p.world_size} GPU "
                  "worker(s) itself through mpi4py (NVIDIA's llmapi workflow: upstream rows triton.mpi_world, "
                  "doc.llmapi_workflow)")

@@ -45,7 +45,8 @@ def pytorch_parameters(engine_dir: Path, spec: BuildSpec, model_dir: Path | None
         kv_cache_free_gpu_mem_fraction=s.kv_cache_free_gpu_mem_fraction, enable_block_reuse=s.enable_block_reuse,
         kv_cache_dtype=KvCacheDtype.FP8 if fp8_kv else KvCacheDtype.AUTO,
         enable_chunked_prefill=s.enable_chunked_prefill, max_queue_size=s.max_queue_size,
-        queue_timeout_s=s.queue_timeout_s, cancel_check_period_ms=s.cancel_check_period_ms)
+        queue_timeout_s=s.queue_timeout_s, cancel_check_period_ms=s.cancel_check_period_ms,
+        speculative_config=json.dumps(p.speculative.llm_api_options().get("speculative_config", {}), sort_keys=True))
 
 
 def pytorch_engine_model(engine_dir: Path, spec: BuildSpec) -> RenderedModel:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from build_engines.checkpoint_quant import CheckpointQuantization
+from build_engines.pytorch_speculative import PyTorchSpecMode, PyTorchSpeculative, speculative_from_dict
 from build_engines.gpus import DEFAULT_GPU, FP8_MIN_SM, GpuTarget, known_gpu
 from build_engines.trtllm_spec import KvCacheDtype, _default_release, _default_version, gpu_problems, parallelism_problems
 from contract.upstream.citation import UpstreamTableError
@@ -57,6 +58,7 @@ class PyTorchOptions:
     awq_block_size: int = 128
     gpu: GpuTarget = field(default_factory=lambda: known_gpu(DEFAULT_GPU))
     serving: PyTorchServing = field(default_factory=PyTorchServing)
+    speculative: PyTorchSpeculative = field(default_factory=PyTorchSpeculative)  # build_engines/pytorch_speculative.py
 
     @property
     def world_size(self) -> int:
@@ -123,6 +125,9 @@ def pytorch_problems(precision: str, o: PyTorchOptions, limits, info: "Checkpoin
         errors.append(f"'kv_cache_free_gpu_mem_fraction' must be in (0, 1], got {s.kv_cache_free_gpu_mem_fraction}")
     if s.max_queue_size < 0 or s.queue_timeout_s < 0 or s.cancel_check_period_ms < 1:
         errors.append("'max_queue_size' and 'queue_timeout_s' must be >= 0, 'cancel_check_period_ms' >= 1")
+    errors += o.speculative.problems(info)
+    if o.speculative.mode != PyTorchSpecMode.NONE and o.speculative.max_draft_len >= limits.max_seq_len:
+        errors.append(f"'max_draft_len' {o.speculative.max_draft_len} must be < 'max_seq_len' {limits.max_seq_len}")
     return errors
 
 
@@ -183,4 +188,5 @@ def pytorch_options_from_dict(data: dict) -> PyTorchOptions:
     d["kv_cache_dtype"] = KvCacheDtype(d["kv_cache_dtype"])
     d["gpu"] = GpuTarget(**d["gpu"])
     d["serving"] = PyTorchServing(**d["serving"])
+    d["speculative"] = speculative_from_dict(d.get("speculative"))
     return PyTorchOptions(**d)

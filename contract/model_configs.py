@@ -213,6 +213,9 @@ class PyTorchEngineParameters:
     queue_timeout_s: float = 60.0  # no first token after this long: fail (UNAVAILABLE); 0 = wait forever
     cancel_check_period_ms: int = 50  # how often requests whose client went away are looked for
     stats_period_s: float = 1.0  # how often the LLM's iteration stats (KV-cache usage) are read
+    # LLM(speculative_config=...) as JSON: {"decoding_type": ..., fields of its DecodingConfig}, "{}" for none
+    # (build_engines/pytorch_speculative.py renders it; the model builds the tensorrt_llm.llmapi class by name).
+    speculative_config: str = "{}"
 
     def validate(self) -> None:
         for name in ("max_batch_size", "max_num_tokens", "max_seq_len", "max_input_len", "tensor_parallel_size",

@@ -7,6 +7,7 @@ class is handed in (tensorrt_llm.llmapi.KvCacheConfig in the image, the stand-in
 
 from __future__ import annotations
 
+import json
 from typing import Any, Callable
 
 from contract.model_configs import KvCacheDtype, PyTorchEngineParameters
@@ -20,7 +21,35 @@ def kv_cache_kwargs(p: PyTorchEngineParameters) -> dict[str, Any]:
     return kwargs
 
 
-def llm_kwargs(p: PyTorchEngineParameters, kv_cache_config: Callable[..., Any]) -> dict[str, Any]:
+# decoding_type -> the tensorrt_llm.llmapi class (build_engines/pytorch_speculative.py CONFIG_CLASS).
+SPECULATIVE_CLASSES = {"NGram": "NGramDecodingConfig", "Draft_Target": "DraftTargetDecodingConfig",
+                       "Eagle": "EagleDecodingConfig"}
+
+
+def speculative_kwargs(p: PyTorchEngineParameters) -> tuple[str, dict[str, Any]] | None:
+    """(class name, its keywords) of the speculative config, or None without one."""
+    data = json.loads(p.speculative_config or "{}")
+    if not data:
+        return None
+    decoding_type = data.pop("decoding_type")
+    if decoding_type not in SPECULATIVE_CLASSES:
+        raise ValueError(f"'speculative_config' decoding_type {decoding_type!r}; allowed: {sorted(SPECULATIVE_CLASSES)}")
+    return SPECULATIVE_CLASSES[decoding_type], data
+
+
+def llm_kwargs(p: PyTorchEngineParameters, kv_cache_config: Callable[..., Any],
+               speculative_config: Callable[..., Any] | None = None) -> dict[str, Any]:
+    """`speculative_config(class_name, **fields)` builds the decoding config (getattr(tensorrt_llm.llmapi, name))."""
+    kwargs = _base_kwargs(p, kv_cache_config)
+    spec = speculative_kwargs(p)
+    if spec is not None:
+        if speculative_config is None:
+            raise ValueError("'speculative_config' is set but no factory was given to build it")
+        kwargs["speculative_config"] = speculative_config(spec[0], **spec[1])
+    return kwargs
+
+
+def _base_kwargs(p: PyTorchEngineParameters, kv_cache_config: Callable[..., Any]) -> dict[str, Any]:
     return {
         "model": str(p.model_dir),
         "backend": "pytorch",  # as NVIDIA's model.yaml says it (row triton.model_yaml)

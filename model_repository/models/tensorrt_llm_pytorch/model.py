@@ -37,7 +37,9 @@ class TritonPythonModel:
             triton_io.logger().log_info(f"tensorrt_llm_pytorch: rank {place.rank} of {place.size} serves the leader")
             mpi_world.serve_as_worker()
             return
-        kwargs = llm_kwargs(params, KvCacheConfig)
+        import tensorrt_llm.llmapi as llmapi
+
+        kwargs = llm_kwargs(params, KvCacheConfig, lambda name, **fields: getattr(llmapi, name)(**fields))
         if place.role == mpi_world.Role.LEADER:
             kwargs["_mpi_session"] = mpi_world.leader_session(place.size)
         vocab_size = json.loads((params.model_dir / "config.json").read_text())["vocab_size"]
