@@ -17,6 +17,7 @@ from contract.model_configs import ACTIVATION_PRECISIONS, KV_CACHE_PRECISIONS
 from build_engines.trtllm_versions import TrtllmTargetError, resolve_target
 from contract.upstream.trtllm_build import supported_versions
 from build_engines.trtllm_spec import (
+    GuidedDecodingBackend,
     KvCacheDtype,
     LookaheadConfig,
     SchedulerPolicy,
@@ -128,6 +129,9 @@ _OPTIONS = [
     click.option("--scheduler-policy", type=_choice(SchedulerPolicy), default=_SERVING.batch_scheduler_policy.value,
                  show_default=True),
     click.option("--max-queue-delay-us", type=int, default=_SERVING.max_queue_delay_microseconds, show_default=True),
+    click.option("--guided-decoding", type=_choice(GuidedDecodingBackend), default=_SERVING.guided_decoding_backend.value,
+                 show_default=True, help="[tensorrt_llm] guided_decoding_backend: structured output (JSON schema, "
+                                         "regex, EBNF grammar) by the executor's xgrammar decoder; none: refused."),
     click.option("--speculative-decoding", type=_choice(SpeculativeDecoding), default=SpeculativeDecoding.NONE.value,
                  show_default=True, help="[tensorrt_llm] lookahead_decoding: the engine drafts and verifies its own "
                                          "n-grams (no draft model); the other upstream modes are not wired."),
@@ -192,7 +196,7 @@ def make_spec(checkpoint: Path, backend: str, precision: str | None, max_batch_s
               kv_cache_fraction: float = _SERVING.kv_cache_free_gpu_mem_fraction, kv_cache_reuse: bool = True,
               chunked_context: bool = True, scheduler_policy: str = _SERVING.batch_scheduler_policy.value,
               max_queue_delay_us: int = 0, speculative_decoding: str = "none", lookahead: str | None = None,
-              trtllm_version: str | None = None,
+              guided_decoding: str = _SERVING.guided_decoding_backend.value, trtllm_version: str | None = None,
               triton_image: str | None = None, detect=detect_gpus, activation_precision: str = _OV.activation_precision,
               kv_cache_precision: str = _OV.kv_cache_precision,
               dynamic_quantization_group_size: int = _OV.dynamic_quantization_group_size, int4_group_size: int = _INT4.group_size,
@@ -225,7 +229,8 @@ def make_spec(checkpoint: Path, backend: str, precision: str | None, max_batch_s
                                   enable_chunked_context=chunked_context,
                                   batch_scheduler_policy=SchedulerPolicy(scheduler_policy),
                                   max_queue_delay_microseconds=max_queue_delay_us, max_queue_size=max_queue_size,
-                                  queue_timeout_s=queue_timeout_s),
+                                  queue_timeout_s=queue_timeout_s,
+                                  guided_decoding_backend=GuidedDecodingBackend(guided_decoding)),
         )
     pytorch = None
     if engine_backend == EngineBackend.TENSORRT_LLM_PYTORCH:  # build_engines/pytorch_options.py
@@ -238,7 +243,7 @@ def make_spec(checkpoint: Path, backend: str, precision: str | None, max_batch_s
             kv_cache_fraction=kv_cache_fraction, kv_cache_reuse=kv_cache_reuse, chunked_context=chunked_context,
             max_queue_size=max_queue_size, queue_timeout_s=queue_timeout_s, paged_context_fmha=paged_context_fmha,
             scheduler_policy=scheduler_policy, max_queue_delay_us=max_queue_delay_us,
-            speculative_decoding=speculative_decoding, lookahead=lookahead,
+            speculative_decoding=speculative_decoding, lookahead=lookahead, guided_decoding=guided_decoding,
             speculative=PyTorchSpeculative(PyTorchSpecMode(pt_speculative_decoding), max_draft_len,
                                            max_matching_ngram_size,
                                            str(speculative_model_dir.resolve()) if speculative_model_dir else ""))

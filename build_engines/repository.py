@@ -13,11 +13,19 @@ from build_engines.pytorch_repository import MODEL_SUBDIR, pytorch_engine_model
 from build_engines.render import RenderedModel, ensemble_config, python_model_config, write_repository
 from build_engines.spec import BuildSpec, EngineBackend
 from build_engines.trtllm_build import TOKENIZER_SUBDIR
+from build_engines.trtllm_spec import GuidedDecodingBackend
 from build_engines.trtllm_repository import bls_model, relay_model, trtllm_engine_models
 from contract import lora, names
 from contract.lora import LoraAdapter
 from contract.build_record import BuildRecord
-from contract.features import CPU_ENGINE, PYTORCH_ENGINE, TRTLLM_ENGINE, EngineFeatures, with_lora
+from contract.features import (
+    CPU_ENGINE,
+    PYTORCH_ENGINE,
+    TRTLLM_ENGINE,
+    EngineFeatures,
+    with_guided_decoding,
+    with_lora,
+)
 from contract.model_configs import OpenVinoEngineParameters, PostprocessingParameters, PreprocessingParameters
 from contract.model_parameters import to_parameters
 from contract.tensors import (
@@ -33,6 +41,8 @@ def engine_features(spec: BuildSpec, lora: bool = False) -> EngineFeatures:
     """What the engine behind the ensemble honours (contract/features.py)."""
     engine = {EngineBackend.TENSORRT_LLM: TRTLLM_ENGINE,
               EngineBackend.TENSORRT_LLM_PYTORCH: PYTORCH_ENGINE}.get(spec.backend, CPU_ENGINE)
+    if spec.backend == EngineBackend.TENSORRT_LLM and spec.trtllm.serving.guided_decoding_backend != GuidedDecodingBackend.NONE:
+        engine = with_guided_decoding(engine)
     return with_lora(engine) if lora else engine
 
 
@@ -109,8 +119,8 @@ def render_repository(engine_dir: Path, out_dir: Path, *, relay: bool = False, d
     batch = spec.limits.max_batch_size
     relay = relay or not decoupled
     if spec.backend == EngineBackend.TENSORRT_LLM:
-        engines = trtllm_engine_models(engine_dir, spec, decoupled)
         tokenizer_dir, target = engine_dir / TOKENIZER_SUBDIR, names.TRTLLM_ENGINE
+        engines = trtllm_engine_models(engine_dir, spec, tokenizer_dir, decoupled)
     else:  # an engine model that serves the contract itself (CPU engine, PyTorch backend)
         pytorch = spec.backend == EngineBackend.TENSORRT_LLM_PYTORCH
         engine = pytorch_engine_model(engine_dir, spec) if pytorch else openvino_engine_model(engine_dir, spec, adapters)

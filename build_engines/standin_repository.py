@@ -45,7 +45,7 @@ def standin_spec(engine_dir: Path, serving: TrtLlmServing | None = None) -> Buil
 def standin_engine_models(engine_dir: Path, spec: BuildSpec) -> list[RenderedModel]:
     """The GPU's engine step (engine_relay + tensorrt_llm), the latter served by the stand-in."""
     models = []
-    for model in trtllm_engine_models(engine_dir, spec):
+    for model in trtllm_engine_models(engine_dir, spec, engine_dir):  # the CPU engine holds its tokenizer
         if model.config.name == names.TRTLLM_ENGINE:
             config = type(model.config)()
             config.CopyFrom(model.config)

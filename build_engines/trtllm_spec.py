@@ -36,6 +36,16 @@ class SchedulerPolicy(str, enum.Enum):
     GUARANTEED_NO_EVICT = "guaranteed_no_evict"
 
 
+class GuidedDecodingBackend(str, enum.Enum):
+    """guided_decoding_backend of the tensorrt_llm model: upstream accepts only "xgrammar" (any
+    other non-empty value fails the load) and leaves guided decoding off when the parameter or
+    xgrammar_tokenizer_info_path is empty (rows guided.config, guided.backend_invalid of
+    contract/upstream/data/trtllm_backend_semantics_<version>.json).  NONE renders them empty."""
+
+    XGRAMMAR = "xgrammar"
+    NONE = "none"
+
+
 class SpeculativeDecoding(str, enum.Enum):
     """trtllm-build's --speculative_decoding_mode (table row flag --speculative_decoding_mode:
     draft_tokens_external, lookahead_decoding, medusa, explicit_draft_tokens, eagle).  Wired:
@@ -122,6 +132,9 @@ class TrtLlmServing:
     max_queue_size: int = 64
     queue_timeout_s: float = 60.0  # no first token after this long: UNAVAILABLE (the relay's); 0: never
     cancellation_check_period_ms: int = 100
+    # Structured output (JSON schema, regex, EBNF) constrained by the executor's xgrammar
+    # guided decoder; the tokenizer info it needs is written beside the engine at render time.
+    guided_decoding_backend: GuidedDecodingBackend = GuidedDecodingBackend.XGRAMMAR
 
 
 def _default_version() -> str:
@@ -256,5 +269,7 @@ def trtllm_options_from_dict(data: dict) -> TrtLlmOptions:
     d["gpu"] = GpuTarget(**d["gpu"])
     serving = dict(d["serving"])
     serving["batch_scheduler_policy"] = SchedulerPolicy(serving["batch_scheduler_policy"])
+    if "guided_decoding_backend" in serving:  # older records lack it: this version's default
+        serving["guided_decoding_backend"] = GuidedDecodingBackend(serving["guided_decoding_backend"])
     d["serving"] = TrtLlmServing(**serving)
     return TrtLlmOptions(**d)

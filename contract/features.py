@@ -153,14 +153,14 @@ CPU_ENGINE_PROMPT_LOOKUP = EngineFeatures("the CPU engine (OpenVINO GenAI, promp
 CPU_ENGINE_DRAFT_MODEL = EngineFeatures("the CPU engine (OpenVINO GenAI, draft-model speculative decoding)",
                                         frozenset({Feature.GUIDED_DECODING, Feature.PRIORITY}))
 # What the C++ tensorrt_llm backend honours for every engine this kit builds (the logits
-# need engines built to gather them, LoRA a LoRA engine, guided decoding a configured
-# backend: none of which the kit builds yet).  Upstream has n samples (semantics rows
-# input.num_return_sequences -> SamplingConfig.numReturnSequences, output.sequence_index) and
-# guided decoding (row param.guided_decoding_backend with xgrammar_tokenizer_info_path; the
-# stand-in's settings refuse a configured backend), but the relays here end a streamed
-# request with one closing response per prompt, not per sequence, and the renderer writes no
-# guided-decoding backend: both refused until they are wired (return_log_probs is honoured:
-# rows input.return_log_probs, output.output_log_probs).
+# need engines built to gather them, LoRA a LoRA engine: neither of which the kit builds yet).
+# Guided decoding is added by with_guided_decoding where the renderer configures the backend's
+# xgrammar decoder (the default: build_engines/trtllm_spec.GuidedDecodingBackend; rows
+# guided.config, input.guided_decoding_guide_type).  Upstream has n samples (semantics rows
+# input.num_return_sequences -> SamplingConfig.numReturnSequences, output.sequence_index), but
+# the relays here end a streamed request with one closing response per prompt, not per
+# sequence: refused until that is wired (return_log_probs is honoured: rows
+# input.return_log_probs, output.output_log_probs).
 # Priorities: TensorRT-LLM's executor has a per-request priority (executor.h Request
 # `priority`, kDefaultPriority 0.5) but NVIDIA's Triton backend never sets it: its
 # createRequestsFromInputTensors builds every executor::Request without one and declares no
@@ -175,6 +175,12 @@ TRTLLM_ENGINE = EngineFeatures("TensorRT-LLM (engine flow)",
 # guided decoding exist in the LLM API but are not wired to our contract yet: refused
 # (priorities too: whether the LLM API at the pinned versions takes one was not read).
 PYTORCH_ENGINE = EngineFeatures("TensorRT-LLM's PyTorch backend (LLM API)", frozenset({Feature.BAD_WORDS}))
+
+
+def with_guided_decoding(engine: EngineFeatures) -> EngineFeatures:
+    """The same engine with its guided decoder configured (TensorRT-LLM: the tensorrt_llm
+    model's guided_decoding_backend xgrammar and its tokenizer info)."""
+    return EngineFeatures(engine.label, engine.features | {Feature.GUIDED_DECODING})
 
 
 def with_lora(engine: EngineFeatures) -> EngineFeatures:

@@ -9,9 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from contract.model_configs import PreprocessingParameters
-from contract.features import refusals
+from contract.features import Feature, refusals
+from contract.guided import guide_problems
 from contract.params import InvalidParameter
-from model_repository.engine_step.engine_inputs import EngineInputs
+from model_repository.engine_step.engine_inputs import EngineInputs, GenerationOptions
 from model_repository.text.generate_request import GenerateRequest
 from model_repository.text.generation_defaults import GenerationDefaults
 from model_repository.text.postprocess_params import PostprocessParams
@@ -82,6 +83,8 @@ class Preprocessor:
             return EngineInputs.stop_request()
         for name, reason in refusals(dict(req.feature_inputs), self.engine):
             raise InvalidParameter(name, reason)
+        if Feature.GUIDED_DECODING in self.engine.features:
+            check_guide(dict(req.feature_inputs))
         limits = self.params
         ids = self.prompt_ids(req)
         if not ids:
@@ -154,6 +157,23 @@ class Preprocessor:
             for token in self.tokenizer.encode(word, add_special_tokens=False):
                 bias[token] += weight
         return tuple(bias)
+
+
+def check_guide(feature_inputs: dict) -> None:
+    """A guide the engine cannot enforce (an unknown guide type, a schema keyword the grammar
+    would drop, a regex or grammar that does not compile) is refused here, naming it, for
+    every engine: TensorRT-LLM's backend would decode a request with an unknown guide type
+    unguided (row input.guided_decoding_guide_type) and its xgrammar ignores keywords it cannot
+    express (contract/guided.py)."""
+    guide_inputs = {k: v for k, v in feature_inputs.items() if k.startswith("guided_decoding_")}
+    try:
+        options = GenerationOptions.from_arrays(guide_inputs)
+    except ValueError as e:  # names the input
+        raise InvalidParameter("guided_decoding_guide_type", str(e)) from None
+    if options.guided_decoding_guide_type:
+        problems = guide_problems(options.guided_decoding_guide_type, options.guided_decoding_guide)
+        if problems:
+            raise InvalidParameter("guided_decoding_guide", "; ".join(problems))
 
 
 def load_tokenizer(directory: Path):

@@ -183,18 +183,45 @@ def test_grpc_client_typed_options(server):
         assert __import__("re").fullmatch("[1-9][0-9]?", r.text) and len(r.log_probs) == r.completion_tokens
 
 
-def test_standin_layout_refuses_n_and_guides_naming_the_input(standin_server):
-    """TensorRT-LLM's C++ backend has both (num_return_sequences; guided decoding with a
-    `guided_decoding_backend` model parameter and the tokenizer info), but the kit builds no
-    engine configured for guided decoding and does not relay several sequences yet: refused
-    before the engine, naming the input and the engine (contract/features.py TRTLLM_ENGINE)."""
+GUIDED_SCHEMA = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 12},
+                                                "age": {"type": "integer", "minimum": 0, "maximum": 30},
+                                                "color": {"enum": ["black", "white", "orange"]}},
+                 "required": ["name", "age", "color"], "additionalProperties": False}
+
+
+def check_guided_decoding(grpc_url: str, oai_client) -> None:
+    """A JSON schema through the gRPC client and the OpenAI front (whole and streamed): every
+    answer validates; a keyword the grammar would drop is a 400 naming it."""
+    with LlmClient(grpc_url) as client:
+        result = client.generate("Describe a cat as JSON.", SamplingParams(
+            max_tokens=96, temperature=0, guide=Guide("json_schema", json.dumps(GUIDED_SCHEMA))))
+    jsonschema.validate(json.loads(result.text), GUIDED_SCHEMA)
+    response_format = {"type": "json_schema", "json_schema": {"name": "cat", "schema": GUIDED_SCHEMA, "strict": True}}
+    kwargs = dict(model=MODEL, max_tokens=96, temperature=0, response_format=response_format,
+                  messages=[{"role": "user", "content": "Describe a cat as JSON."}])
+    whole = oai_client.chat.completions.create(**kwargs).choices[0].message.content
+    streamed = "".join(c.choices[0].delta.content or "" for c in oai_client.chat.completions.create(stream=True, **kwargs)
+                       if c.choices)
+    assert whole == streamed
+    jsonschema.validate(json.loads(whole), GUIDED_SCHEMA)
+    with pytest.raises(openai.BadRequestError, match="uniqueItems"):
+        oai_client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "x"}], response_format={
+            "type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "array", "uniqueItems": True}}})
+
+
+def test_standin_layout_honours_guides_and_refuses_n_naming_the_input(standin_server, default_engine, tmp_path):
+    """The engine flow renders TensorRT-LLM's xgrammar guided decoder (guided_decoding_backend
+    and the tokenizer info beside the engine); its stand-in enforces the guides with the CPU
+    engine as the C++ backend would.  n > 1 is not relayed yet: refused before the engine,
+    naming the input and the engine (contract/features.py TRTLLM_ENGINE)."""
     from client import InvalidRequestError
 
+    with running_front(standin_server.settings.grpc_url, tmp_path, "--tokenizer", str(default_engine)) as base:
+        check_guided_decoding(standin_server.settings.grpc_url,
+                              openai.OpenAI(base_url=base + "/v1", api_key="none", max_retries=0))
     with LlmClient(standin_server.settings.grpc_url) as client:
         with pytest.raises(InvalidRequestError, match=r"'num_return_sequences'.*TensorRT-LLM \(engine flow\)"):
             client.generate_n("Hi", SamplingParams(max_tokens=4, n=2, temperature=1.0))
-        with pytest.raises(InvalidRequestError, match=r"'guided_decoding_guide_type'.*TensorRT-LLM"):
-            client.generate("Hi", SamplingParams(max_tokens=4, guide=Guide("regex", "[a-z]+")))
         # NVIDIA's backend never sets the executor's request priority (contract/features.py)
         with pytest.raises(InvalidRequestError, match=r"'priority'.*request priorities.*TensorRT-LLM \(engine flow\)"):
             client.generate("Hi", SamplingParams(max_tokens=4, priority=0.9))

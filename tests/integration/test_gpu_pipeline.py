@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 
+import openai
 import pytest
 
 from client import ChatMessage, LlmClient, SamplingParams
@@ -24,6 +25,7 @@ from tests.integration import test_tensorrt_llm_bls as bls_tests
 from tests.integration import test_concurrency as concurrency_tests
 from tests.integration import test_streaming_text as streaming_tests
 from tests.integration.conftest import ROOT
+from tests.integration.openai_front_process import running_front
 
 pytestmark = [pytest.mark.gpu, pytest.mark.server, pytest.mark.slow]
 
@@ -200,12 +202,15 @@ def test_log_probs_agree_with_hf_fp32_on_tensorrt_llm(server, default_checkpoint
     features_tests.test_logprobs_agree_with_hf_fp32(server, default_checkpoint)
 
 
-def test_n_and_guided_decoding_are_refused_naming_the_input(server):
-    """Not configured for the engine flow yet (README, differences table): a clear INVALID_ARG."""
-    from client import Guide, InvalidRequestError
+def test_guided_decoding_is_honoured_and_n_refused_naming_the_input(server, tmp_path):
+    """Guided decoding by the executor's xgrammar decoder (rendered by default); n > 1 is not
+    relayed yet (README, differences table): a clear INVALID_ARG."""
+    from client import InvalidRequestError
+    from tests.integration import test_generation_features as features_tests
 
+    with running_front(server.settings.grpc_url, tmp_path) as base:
+        features_tests.check_guided_decoding(server.settings.grpc_url,
+                                             openai.OpenAI(base_url=base + "/v1", api_key="none", max_retries=0))
     with LlmClient(server.settings.grpc_url) as client:
         with pytest.raises(InvalidRequestError, match="'num_return_sequences'"):
             client.generate_n("Hi", SamplingParams(max_tokens=4, n=2, temperature=1.0))
-        with pytest.raises(InvalidRequestError, match="'guided_decoding_guide_type'"):
-            client.generate("Hi", SamplingParams(max_tokens=4, guide=Guide("regex", "[a-z]+")))

@@ -23,7 +23,7 @@ from tritonclient.utils import InferenceServerException
 
 from build_engines.repository import render_repository
 from contract import names
-from contract.features import CPU_ENGINE, INPUT_FEATURES, PYTORCH_ENGINE, TRTLLM_ENGINE
+from contract.features import CPU_ENGINE, INPUT_FEATURES, PYTORCH_ENGINE, TRTLLM_ENGINE, Feature, with_guided_decoding
 from tests.integration.conftest import LAYOUTS
 from contract.upstream.nvidia_clients import ClientCase, client_case, load_client_cases
 from tests.integration.nvidia_replay import (
@@ -180,9 +180,16 @@ def test_check_outputs_with_greedy_settings_is_deterministic(served, model):
 
 
 # The engine behind each layout: what it honours and how its refusals name it.
-ENGINE_OF = {"server": CPU_ENGINE, "relay_server": CPU_ENGINE, "standin_server": TRTLLM_ENGINE,
+# (The engine flow is rendered with its xgrammar guided decoder by default.)
+ENGINE_OF = {"server": CPU_ENGINE, "relay_server": CPU_ENGINE, "standin_server": with_guided_decoding(TRTLLM_ENGINE),
              "pytorch_server": PYTORCH_ENGINE}
 STANDINS = {"standin_server"}  # the C++ backend's stand-in generates with the CPU engine
+STANDIN_HONOURS = {Feature.GUIDED_DECODING}  # what the CPU engine under it does as the C++ backend would
+
+
+def honoured(layout: str, ensemble_input: str) -> bool:
+    feature = INPUT_FEATURES[ensemble_input].feature
+    return feature in ENGINE_OF[layout].features and (layout not in STANDINS or feature in STANDIN_HONOURS)
 
 
 def assert_refused(served_layout: str, message: str, ensemble_input: str, engine_input: str) -> None:
@@ -191,7 +198,8 @@ def assert_refused(served_layout: str, message: str, ensemble_input: str, engine
     message naming the input and the stand-in, never answered as if it had been done."""
     engine = ENGINE_OF[served_layout]
     if INPUT_FEATURES[ensemble_input].feature in engine.features:
-        assert served_layout in STANDINS, f"{engine.label} honours {ensemble_input}; it was refused: {message}"
+        assert not honoured(served_layout, ensemble_input) and served_layout in STANDINS, \
+            f"{engine.label} honours {ensemble_input}; it was refused: {message}"
         assert f"'{engine_input}'" in message and "stand-in" in message, message
     else:
         assert "[INVALID_ARG]" in message and f"'{ensemble_input}'" in message and engine.label in message, message
@@ -205,8 +213,7 @@ def test_features_are_honoured_or_refused_by_name(request, served, model, case_n
     case = e2e(case_name)
     answer = replay(served, case, model)
     layout = request.node.callspec.params["served"]
-    honoured = INPUT_FEATURES[case_name].feature in ENGINE_OF[layout].features and layout not in STANDINS
-    if not honoured:
+    if not honoured(layout, case_name):
         assert not answer.results, "refused requests get no text"
         assert len(answer.errors) == 1
         assert_refused(layout, answer.errors[0].message(), case_name, case_name)
@@ -302,7 +309,7 @@ def test_http_generate_stream_honours_or_refuses(request, served, model, extra):
     body = {"text_input": "Describe a cat as JSON.", "max_tokens": 96, "temperature": 1.0, "top_k": 40, "seed": 7, **extra}
     answer = http_generate(served.settings.http_url, model, body, stream=True)
     layout = request.node.callspec.params["served"]
-    if INPUT_FEATURES[key].feature not in ENGINE_OF[layout].features or layout in STANDINS:
+    if not honoured(layout, key):
         errors = [e for e in answer.body if "error" in e] if answer.status == 200 else [answer.body]
         assert errors and f"'{key}'" in errors[0]["error"], answer.body
         return

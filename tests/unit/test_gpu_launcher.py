@@ -14,7 +14,7 @@ import pytest
 from build_engines.repository import render_repository
 from contract.build_record import BuildRecord, BuildRecordError
 from serving.gpu_launcher import GpuServerSettings, LaunchError, engine_dir_of, launch_command, prepare, world_size
-from tests.unit.trtllm_fixtures import info_of, llama_8b_checkpoint, trtllm_spec
+from tests.unit.trtllm_fixtures import info_of, llama_8b_checkpoint, trtllm_spec, write_default_tokenizer
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -26,6 +26,7 @@ def _engine(root: Path, tp: int, pp: int, versions: dict) -> Path:
     BuildRecord(backend="tensorrt_llm", spec=trtllm_spec(ckpt, tp_size=tp, pp_size=pp).to_dict(),
                 checkpoint=info_of(ckpt).to_dict(), versions=versions, built_at=datetime.datetime.now().isoformat(),
                 build_seconds=1.0).write(engine)
+    write_default_tokenizer(engine / "tokenizer")
     return engine
 
 

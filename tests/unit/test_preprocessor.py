@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from contract.features import CPU_ENGINE
+from contract.features import CPU_ENGINE, TRTLLM_ENGINE, with_guided_decoding
 
 from contract.model_configs import PreprocessingParameters
 from contract.params import InvalidParameter
@@ -110,3 +110,26 @@ def test_inputs_the_engine_cannot_honour_are_refused_naming_it(pre, inputs, refu
     with pytest.raises(InvalidParameter, match="the CPU engine") as e:
         pre(request)
     assert e.value.field == refused
+
+
+def test_guides_the_engine_cannot_enforce_are_refused_before_it(default_checkpoint):
+    """With guided decoding (TensorRT-LLM's xgrammar decoder): an unknown guide type, which the
+    C++ backend would decode unguided (row input.guided_decoding_guide_type), a schema keyword
+    its grammar would drop, and a guide that does not compile are refused, naming the input."""
+    engine = with_guided_decoding(TRTLLM_ENGINE)
+    guided = Preprocessor(PreprocessingParameters(tokenizer_dir=default_checkpoint, max_input_len=64, max_seq_len=100,
+                                                  default_max_tokens=20, engine_label=engine.label,
+                                                  engine_features=engine.to_parameter()))
+
+    def request(kind: str, guide: str):
+        return req(feature_inputs=(("guided_decoding_guide_type", np.array([kind.encode()], dtype=object)),
+                                   ("guided_decoding_guide", np.array([guide.encode()], dtype=object))))
+
+    assert guided(request("regex", "[a-z]+")).input_ids
+    for kind, guide, field, message in (
+            ("yaml", "a: 1", "guided_decoding_guide_type", "allowed: \\['json', 'json_schema', 'regex', 'ebnf_grammar'\\]"),
+            ("json_schema", '{"type": "array", "uniqueItems": true}', "guided_decoding_guide", "uniqueItems"),
+            ("regex", "([a-", "guided_decoding_guide", "does not compile")):
+        with pytest.raises(InvalidParameter, match=message) as e:
+            guided(request(kind, guide))
+        assert e.value.field == field

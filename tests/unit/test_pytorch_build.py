@@ -68,6 +68,8 @@ def test_every_1_2_1_image_plans(llama, image):
 def test_engine_only_options_are_refused_by_name(llama):
     with pytest.raises(SpecError, match=r"\['--scheduler-policy', '--max-queue-delay-us'\].*compiles none"):
         spec_for(llama, scheduler_policy="max_utilization", max_queue_delay_us=10)
+    with pytest.raises(SpecError, match=r"\['--guided-decoding'\]"):  # the C++ backend's decoder setting
+        spec_for(llama, guided_decoding="none")
 
 
 # --- quantizing with ModelOpt -------------------------------------------------------------------

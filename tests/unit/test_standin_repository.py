@@ -19,6 +19,7 @@ from build_engines.trtllm_spec import TrtLlmServing
 from contract import names
 from contract.build_record import BuildRecord
 from contract.upstream.backend_semantics import SUPPORTED_VERSIONS, backend_semantics
+from tests.unit.trtllm_fixtures import write_default_tokenizer
 
 PACKAGE = Path(__file__).resolve().parents[2] / "model_repository" / "engines" / "trtllm_standin"
 
@@ -29,7 +30,7 @@ def cpu_engine(tmp_path) -> Path:
     engine.mkdir()
     spec = BuildSpec(checkpoint=tmp_path / "ckpt")
     BuildRecord(backend="openvino", spec=spec.to_dict(), checkpoint={}, versions={}, built_at="", build_seconds=0.0).write(engine)
-    return engine
+    return write_default_tokenizer(engine)  # the CPU engine holds its tokenizer
 
 
 def test_the_stand_in_gets_the_gpu_config_with_only_the_backend_changed(cpu_engine, tmp_path):

@@ -2,6 +2,7 @@
 ensemble is wired through engine_relay, and tensorrt_llm gets the spec's serving settings."""
 
 import datetime
+import json
 from pathlib import Path
 
 import pytest
@@ -11,14 +12,15 @@ from tritonclient.grpc import model_config_pb2 as mc
 from build_engines.render import check_ensemble_wiring, read_config
 from build_engines.repository import render_repository
 from build_engines.spec import Precision
-from build_engines.trtllm_spec import SchedulerPolicy, TrtLlmServing
+from build_engines.trtllm_spec import GuidedDecodingBackend, SchedulerPolicy, TrtLlmServing
 from contract import names
 from contract.build_record import BuildRecord
+from contract.features import Feature
 from contract.model_configs import EngineRelayParameters, PreprocessingParameters
 from contract.model_parameters import from_parameters
 from contract.tensors import ENGINE_INPUTS, ENGINE_OUTPUTS, TRTLLM_INPUTS, TRTLLM_OUTPUTS
 from contract.upstream.triton_models import load_models
-from tests.unit.trtllm_fixtures import info_of, llama_8b_checkpoint, trtllm_spec
+from tests.unit.trtllm_fixtures import info_of, llama_8b_checkpoint, trtllm_spec, write_default_tokenizer
 
 SERVING = TrtLlmServing(kv_cache_free_gpu_mem_fraction=0.85, enable_kv_cache_reuse=True, enable_chunked_context=True,
                         batch_scheduler_policy=SchedulerPolicy.MAX_UTILIZATION, max_queue_delay_microseconds=100,
@@ -39,6 +41,7 @@ def repo(tmp_path_factory) -> tuple[Path, Path]:
     BuildRecord(backend="tensorrt_llm", spec=spec.to_dict(), checkpoint=info_of(ckpt).to_dict() | {"hash": "sha256:0"},
                 versions={"tensorrt_llm": "1.1.0", "tensorrt": "10.13.3.9", "container": "25.12"},
                 built_at=datetime.datetime.now().isoformat(), build_seconds=1.0).write(engine)
+    write_default_tokenizer(engine / "tokenizer")
     out = root / "repository"
     render_repository(engine, out)
     return engine, out
@@ -86,8 +89,10 @@ def test_tensorrt_llm_config(repo):
         "kv_cache_free_gpu_mem_fraction": "0.85", "enable_kv_cache_reuse": "true", "enable_chunked_context": "true",
         "batch_scheduler_policy": "max_utilization", "exclude_input_in_output": "true",
         "cancellation_check_period_ms": "50",
-        # read without a fallback by the backend: must exist, empty disables guided decoding
-        "tokenizer_dir": "", "guided_decoding_backend": "", "xgrammar_tokenizer_info_path": "",
+        # read without a fallback by the backend: must exist; tokenizer_dir is not used by the C++
+        # workflow; guided decoding by xgrammar with the tokenizer info written beside the engine
+        "tokenizer_dir": "", "guided_decoding_backend": "xgrammar",
+        "xgrammar_tokenizer_info_path": str(engine.resolve() / "xgrammar_tokenizer_info.json"),
     }
 
 
@@ -132,3 +137,31 @@ def test_every_tensorrt_llm_parameter_is_one_upstream_declares(repo):
     version = BuildRecord.read(engine).spec["trtllm"]["trtllm_version"]
     upstream = {p.key for p in load_models(version)[names.TRTLLM_ENGINE].parameters}
     assert set(_params(cfg)) <= upstream, set(_params(cfg)) - upstream
+
+
+def test_guided_decoding_is_rendered_with_its_tokenizer_info(repo):
+    """The default: the xgrammar decoder, its tokenizer info written beside the engine (what the
+    tensorrt_llm parameter names), and preprocessing told the engine has guided decoding."""
+    engine, out = repo
+    cfg = read_config(out / names.TRTLLM_ENGINE / "config.pbtxt")
+    info = Path(_params(cfg)["xgrammar_tokenizer_info_path"])
+    assert info.parent == engine.resolve() and len(json.loads(info.read_text())["encoded_vocab"]) > 1000
+    pre = from_parameters(PreprocessingParameters, names.PREPROCESSING,
+                          _params(read_config(out / names.PREPROCESSING / "config.pbtxt")))
+    assert Feature.GUIDED_DECODING in pre.engine().features
+
+
+def test_guided_decoding_none_renders_it_off_and_refused(tmp_path):
+    ckpt = llama_8b_checkpoint(tmp_path / "llama8b")
+    spec = trtllm_spec(ckpt, Precision.FP16, serving=TrtLlmServing(guided_decoding_backend=GuidedDecodingBackend.NONE))
+    engine = tmp_path / "engine"
+    engine.mkdir()
+    BuildRecord(backend="tensorrt_llm", spec=spec.to_dict(), checkpoint=info_of(ckpt).to_dict() | {"hash": "sha256:0"},
+                versions={}, built_at="", build_seconds=1.0).write(engine)  # no tokenizer needed
+    render_repository(engine, tmp_path / "repository")
+    params = _params(read_config(tmp_path / "repository" / names.TRTLLM_ENGINE / "config.pbtxt"))
+    assert params["guided_decoding_backend"] == params["xgrammar_tokenizer_info_path"] == ""
+    pre = from_parameters(PreprocessingParameters, names.PREPROCESSING,
+                          _params(read_config(tmp_path / "repository" / names.PREPROCESSING / "config.pbtxt")))
+    assert Feature.GUIDED_DECODING not in pre.engine().features
+    assert not (engine / "xgrammar_tokenizer_info.json").exists()

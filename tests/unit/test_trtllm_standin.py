@@ -70,11 +70,60 @@ def test_required_keys_fail_the_load_with_upstreams_text(key):
 def test_invalid_batching_type_and_what_the_stand_in_lacks():
     with pytest.raises(RuntimeError, match="Invalid gpt_model_type. Must be v1/inflight_batching/inflight_fused_batching."):
         load_settings(SEM, config(gpt_model_type="dynamic"))
-    for params in ({"gpt_model_type": "v1"}, {"max_beam_width": "2"},
-                   {"guided_decoding_backend": "xgrammar", "xgrammar_tokenizer_info_path": "/x.json"}):
+    for params in ({"gpt_model_type": "v1"}, {"max_beam_width": "2"}):
         with pytest.raises(StandinLimitation, match="stand-in"):
             load_settings(SEM, config(**params))
-    load_settings(SEM, config(guided_decoding_backend="${guided_decoding_backend}", xgrammar_tokenizer_info_path="/x"))
+
+
+TOKENIZER_INFO = {"encoded_vocab": ["a", "b"], "tokenizer_str": "{}", "stop_token_ids": [1]}
+
+
+def test_guided_decoding_is_configured_as_upstream_reads_it(tmp_path):
+    """Rows guided.config, guided.info_missing, guided.tokenizer_info, guided.backend_invalid:
+    off while either key is empty or an unfilled placeholder; set, the file must exist and hold
+    the three keys, and only xgrammar is a backend; each failure fails the load, in that order."""
+    info = tmp_path / "info.json"
+    assert not load_settings(SEM, config(guided_decoding_backend="${guided_decoding_backend}",
+                                         xgrammar_tokenizer_info_path=str(info))).guided_decoding
+    assert not load_settings(SEM, config(guided_decoding_backend="xgrammar")).guided_decoding
+    prefix = "unexpected error when creating modelInstanceState: "
+    with pytest.raises(RuntimeError) as e:
+        load_settings(SEM, config(guided_decoding_backend="outlines", xgrammar_tokenizer_info_path=str(info)))
+    assert str(e.value) == (f"{prefix}[TensorRT-LLM][ERROR] Assertion failed: Xgrammar's tokenizer info path at "
+                            f"{info} does not exist.")
+    info.write_text(json.dumps({k: v for k, v in TOKENIZER_INFO.items() if k != "tokenizer_str"}))
+    with pytest.raises(RuntimeError, match="'tokenizer_str' must be a str"):
+        load_settings(SEM, config(guided_decoding_backend="xgrammar", xgrammar_tokenizer_info_path=str(info)))
+    info.write_text(json.dumps(TOKENIZER_INFO))
+    with pytest.raises(RuntimeError) as e:
+        load_settings(SEM, config(guided_decoding_backend="outlines", xgrammar_tokenizer_info_path=str(info)))
+    assert str(e.value) == (prefix + "Guided decoding is currently supported with 'xgrammar' backend. "
+                            "Invalid guided_decoding_backend parameter provided.")
+    assert load_settings(SEM, config(guided_decoding_backend="xgrammar",
+                                     xgrammar_tokenizer_info_path=str(info))).guided_decoding
+
+
+def _guided(kind, guide=None, guided=True):
+    arrays = request()
+    arrays["guided_decoding_guide_type"] = np.array([[kind.encode()]], dtype=object)
+    if guide is not None:
+        arrays["guided_decoding_guide"] = np.array([[guide.encode()]], dtype=object)
+    return parse_request(SEM, arrays, decoupled=True, exclude_input_default=True, guided=guided)[0].inputs.options
+
+
+def test_guide_types_map_as_upstream_and_unknown_ones_decode_unguided():
+    """Row input.guided_decoding_guide_type: four types; any other string is no guide at all
+    (no error upstream); kJSON compiles the built-in JSON grammar and ignores the guide."""
+    schema = json.dumps({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]})
+    options = _guided("json_schema", schema)
+    assert (options.guided_decoding_guide_type, options.guided_decoding_guide) == ("json_schema", schema)
+    assert _guided("regex", "[0-9]+").guided_decoding_guide_type == "regex"
+    assert _guided("json", "ignored").guided_decoding_guide == ""
+    assert _guided("yaml", "a: b").guided_decoding_guide_type == ""
+    with pytest.raises(StandinLimitation, match="uniqueItems"):  # the CPU engine would drop it: refused
+        _guided("json_schema", json.dumps({"type": "array", "uniqueItems": True}))
+    with pytest.raises(StandinLimitation, match="guided decoding"):  # no guided decoder configured
+        _guided("json_schema", schema, guided=False)
 
 
 def test_queue_bound_comes_from_the_queue_policy_only():

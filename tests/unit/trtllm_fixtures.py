@@ -43,3 +43,18 @@ def trtllm_spec(checkpoint: Path, precision: Precision = Precision.FP16, gpu_nam
 
 def info_of(checkpoint: Path):
     return inspect_checkpoint(checkpoint)
+
+
+def write_default_tokenizer(directory: Path) -> Path:
+    """The default model's tokenizer files (read from the embedded GGUF, no weights) and a
+    config.json naming its vocabulary: what an engine's tokenizer folder holds, for rendering
+    (the xgrammar tokenizer info of guided decoding is made from it)."""
+    from build_engines.default_model import _write_generation_config, locate_default_gguf
+    from build_engines.gguf_tokenizer import read_gguf_tokenizer, save_hf_tokenizer
+
+    directory.mkdir(parents=True, exist_ok=True)
+    spec = read_gguf_tokenizer(locate_default_gguf())
+    save_hf_tokenizer(spec, directory)
+    _write_generation_config(directory, eos_id=spec.eos_id, bos_id=spec.bos_id, pad_id=spec.pad_id)
+    (directory / "config.json").write_text(json.dumps({"vocab_size": len(spec.tokens)}))
+    return directory

@@ -14,8 +14,9 @@ from typing import Any, Mapping
 import numpy as np
 
 from contract.upstream.backend_semantics import BackendSemantics
-from contract.features import ENGINE_INPUT_FEATURES, EngineFeatures, refusals
-from model_repository.engine_step.engine_inputs import EngineInputs
+from contract.features import ENGINE_INPUT_FEATURES, EngineFeatures, refusals, with_guided_decoding
+from contract.guided import guide_problems
+from model_repository.engine_step.engine_inputs import EngineInputs, GenerationOptions
 from model_repository.engines.trtllm_standin.upstream import StandinLimitation, error
 
 STOP = "stop"
@@ -54,7 +55,8 @@ def is_stop(arrays: Mapping[str, np.ndarray]) -> bool:
 
 
 def parse_request(sem: BackendSemantics, arrays: Mapping[str, np.ndarray], *, decoupled: bool,
-                  exclude_input_default: bool) -> list[ExecutorRequest]:
+                  exclude_input_default: bool, guided: bool = False) -> list[ExecutorRequest]:
+    """`guided`: the executor has a guided decoder (the settings' guided_decoding)."""
     tensors = {k: np.asarray(v) for k, v in arrays.items() if k not in SKIPPED}
     rows = _split_batch(sem, tensors)
     streaming = bool_input(arrays, STREAMING)  # row input.streaming
@@ -62,7 +64,7 @@ def parse_request(sem: BackendSemantics, arrays: Mapping[str, np.ndarray], *, de
         raise error(sem, "error.batch_needs_decoupled")
     if streaming and not decoupled:
         raise error(sem, "error.streaming_needs_decoupled")
-    return [_row_request(sem, row, streaming, exclude_input_default) for row in rows]
+    return [_row_request(sem, row, streaming, exclude_input_default, guided) for row in rows]
 
 
 def _split_batch(sem: BackendSemantics, tensors: dict[str, np.ndarray]) -> list[dict[str, np.ndarray]]:
@@ -98,7 +100,7 @@ def _scalar(sem: BackendSemantics, row: Mapping[str, np.ndarray], name: str, kin
 
 
 def _row_request(sem: BackendSemantics, row: Mapping[str, np.ndarray], streaming: bool,
-                 exclude_input_default: bool) -> ExecutorRequest:
+                 exclude_input_default: bool, guided: bool) -> ExecutorRequest:
     return_log_probs = bool(_scalar(sem, row, "return_log_probs", bool) or False)  # input.return_log_probs
     exclude = _scalar(sem, row, "exclude_input_in_output", bool)  # input.exclude_input_in_output: request wins
     prompt = tuple(int(t) for t in row["input_ids"].reshape(-1))  # input.input_ids (whole row at batch 1)
@@ -113,8 +115,9 @@ def _row_request(sem: BackendSemantics, row: Mapping[str, np.ndarray], streaming
     inputs = EngineInputs(
         input_ids=prompt, input_lengths=len(prompt), request_output_len=max_new,
         end_id=-1 if end_id is None else end_id, stop_words_list=stop_words, bad_words_list=bad_words,
-        return_log_probs=return_log_probs, streaming=streaming, exclude_input_in_output=True, **sampling)
-    _refuse_unsupported(row, inputs)
+        return_log_probs=return_log_probs, streaming=streaming, exclude_input_in_output=True,
+        options=_guided_options(sem, row) if guided else GenerationOptions(), **sampling)
+    _refuse_unsupported(row, inputs, guided)
     return ExecutorRequest(inputs, end_id, beam_width, exclude_input_default if exclude is None else exclude)
 
 
@@ -150,6 +153,34 @@ def _is_greedy(s: Mapping[str, Any]) -> bool:
     return s["runtime_top_k"] == 1 or (s["runtime_top_k"] == 0 and s["runtime_top_p"] == 0.0)
 
 
+def _string(row: Mapping[str, np.ndarray], name: str) -> str | None:
+    array = row.get(name)
+    if array is None or array.size == 0:
+        return None
+    value = array.reshape(-1)[0]
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def _guided_options(sem: BackendSemantics, row: Mapping[str, np.ndarray]) -> GenerationOptions:
+    """getGuidedDecodingParamsFromTensors (rows input.guided_decoding_guide_type,
+    input.guided_decoding_guide): a guide type outside upstream's four leaves the request
+    unguided, without an error; the guide is read only with a known type."""
+    kind = _string(row, "guided_decoding_guide_type")
+    if kind not in sem.rule("input.guided_decoding_guide_type").extra["values"]:
+        return GenerationOptions()
+    guide = "" if kind == "json" else (_string(row, "guided_decoding_guide") or "")  # kJSON ignores the guide
+    if kind != "json" and not guide:
+        # upstream hands the executor a guide type without a guide (what xgrammar then does was not read)
+        raise StandinLimitation(f"guided_decoding_guide_type {kind!r} without a guided_decoding_guide is not implemented")
+    problems = guide_problems(kind, guide)
+    if problems:
+        # upstream's executor compiles the guide on the GPU side (what it answers to one that
+        # does not compile was not read); on the CPU engine a guide that does not compile
+        # would fail every request's step, so it is refused here
+        raise StandinLimitation(f"the {kind} guide cannot be enforced: {'; '.join(problems)}")
+    return GenerationOptions(guided_decoding_guide_type=kind, guided_decoding_guide=guide)
+
+
 def _word_list(sem: BackendSemantics, row: Mapping[str, np.ndarray], name: str) -> tuple[tuple[int, ...], ...]:
     array = row.get(name)
     return () if array is None else convert_word_list(sem, [int(v) for v in array.reshape(-1)])
@@ -182,11 +213,12 @@ STANDIN_ENGINE = EngineFeatures("the CPU stand-in of tensorrt_llm (generation by
 STANDIN_CHECKED = {k: v for k, v in ENGINE_INPUT_FEATURES.items() if k != "beam_width"}
 
 
-def _refuse_unsupported(row: Mapping[str, np.ndarray], inputs: EngineInputs) -> None:
+def _refuse_unsupported(row: Mapping[str, np.ndarray], inputs: EngineInputs, guided: bool) -> None:
     unknown = sorted(set(row) - KNOWN)
     if unknown:
         raise StandinLimitation(f"input {unknown[0]!r} is not implemented")
     # What the CPU engine under the stand-in cannot honour (bad words, LoRA, ...), which the
     # C++ backend would: the stand-in's own refusal, never an upstream text.
-    for name, reason in refusals(row, STANDIN_ENGINE, STANDIN_CHECKED):
+    engine = with_guided_decoding(STANDIN_ENGINE) if guided else STANDIN_ENGINE
+    for name, reason in refusals(row, engine, STANDIN_CHECKED):
         raise StandinLimitation(f"'{name}' {reason}")

@@ -22,7 +22,7 @@ from typing import Any, Callable, Mapping
 
 from contract.build_record import BuildRecord
 from contract.upstream.backend_semantics import BackendSemantics
-from model_repository.engines.trtllm_standin.upstream import StandinLimitation, load_failure
+from model_repository.engines.trtllm_standin.upstream import StandinLimitation, exception_text, load_failure
 
 log = logging.getLogger(__name__)
 
@@ -104,6 +104,7 @@ class StandinSettings:
     max_beam_width: int
     cancellation_check_period_ms: int
     stats_check_period_ms: int
+    guided_decoding: bool = False  # a GuidedDecodingConfig was built (row guided.config)
 
 
 def load_settings(sem: BackendSemantics, config: Mapping[str, Any]) -> StandinSettings:
@@ -111,7 +112,7 @@ def load_settings(sem: BackendSemantics, config: Mapping[str, Any]) -> StandinSe
     with upstream's load-failure text, or StandinLimitation for what the CPU engine lacks."""
     params = ParameterReader(sem, config.get("parameters", {}))
     _check_batching_type(sem, params.required("gpt_model_type"))
-    _check_guided_decoding(params)
+    guided = _guided_decoding(sem, params)
     policy = params.value("batch_scheduler_policy")
     if policy not in sem.rule("param.batch_scheduler_policy").extra["values"]:
         log.warning("batch_scheduler_policy %r is invalid; keeping the default", policy)
@@ -127,6 +128,7 @@ def load_settings(sem: BackendSemantics, config: Mapping[str, Any]) -> StandinSe
         max_beam_width=params.value("max_beam_width"),
         cancellation_check_period_ms=params.value("cancellation_check_period_ms"),
         stats_check_period_ms=params.value("stats_check_period_ms"),
+        guided_decoding=guided,
     )
     if settings.max_beam_width != 1:
         raise StandinLimitation(f"max_beam_width {settings.max_beam_width}: the CPU engine has no beam search")
@@ -142,16 +144,45 @@ def _check_batching_type(sem: BackendSemantics, value: str) -> None:
         raise StandinLimitation(f"gpt_model_type {value!r} (static batching) is not implemented")
 
 
-def _check_guided_decoding(params: ParameterReader) -> None:
-    """getGuidedDecodingConfigFromParams reads the three keys outside any try (rows
+def _guided_decoding(sem: BackendSemantics, params: ParameterReader) -> bool:
+    """getGuidedDecodingConfigFromParams: the three keys are read outside any try (rows
     param.tokenizer_dir, param.xgrammar_tokenizer_info_path, param.guided_decoding_backend);
-    empty values or unfilled placeholders leave guided decoding off."""
-    params.required("tokenizer_dir")
+    empty values or unfilled placeholders leave guided decoding off (row guided.config).  Set,
+    the info file must exist (guided.info_missing) and hold the keys of row
+    guided.tokenizer_info, and the backend must be xgrammar (guided.backend_invalid), in
+    that order; each failure fails the load.  The CPU engine under the stand-in then enforces
+    the guides itself (OpenVINO GenAI compiles them with xgrammar too)."""
+    params.required("tokenizer_dir")  # not used by the C++ workflow (an INFO log upstream)
     backend = params.required("guided_decoding_backend")
     info = params.required("xgrammar_tokenizer_info_path")
     unset = lambda v, key: not v or v == "${" + key + "}"  # noqa: E731
-    if not unset(backend, "guided_decoding_backend") and not unset(info, "xgrammar_tokenizer_info_path"):
-        raise StandinLimitation("guided decoding is not implemented")
+    if unset(backend, "guided_decoding_backend") or unset(info, "xgrammar_tokenizer_info_path"):
+        return False
+    if not Path(info).exists():
+        raise load_failure(sem, exception_text(sem, "guided.info_missing", path=info))
+    problem = _tokenizer_info_problem(sem, Path(info))
+    if problem:  # nlohmann's own text upstream, which the stand-in does not reproduce
+        raise load_failure(sem, f"tensorrt_llm stand-in: {info}: {problem}")
+    if backend not in sem.rule("guided.config").extra["values"]:
+        raise load_failure(sem, exception_text(sem, "guided.backend_invalid"))
+    return True
+
+
+def _tokenizer_info_problem(sem: BackendSemantics, path: Path) -> str:
+    """What nlohmann's parse / get<> would throw on (row guided.tokenizer_info), in words."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        return f"not JSON ({e})"
+    checks = {"list[str]": lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
+              "str": lambda v: isinstance(v, str),
+              "list[int]": lambda v: isinstance(v, list) and all(isinstance(x, int) and -2**31 <= x < 2**31 for x in v)}
+    if not isinstance(data, dict):
+        return "not a JSON object"
+    for key, kind in sem.rule("guided.tokenizer_info").extra["keys"].items():
+        if key not in data or not checks[kind](data[key]):
+            return f"{key!r} must be a {kind}"
+    return ""
 
 
 def _max_queue_size(config: Mapping[str, Any]) -> int:

@@ -50,9 +50,12 @@ class StandinLimitation(Exception):
 
 def exception_text(sem: BackendSemantics, rule_id: str, **fields) -> str:
     """The rule's text as e.what() starts (row error.exception_text: TLLM_CHECK* prefix)."""
-    raised_by = sem.rule(rule_id).extra.get("raised_by", "std::runtime_error")
+    rule = sem.rule(rule_id)
+    raised_by = rule.extra.get("raised_by", "std::runtime_error")
     prefix = sem.rule("error.exception_text").extra["prefix"].get(raised_by, "")
-    return prefix + sem.error(rule_id).render(**fields)
+    # request errors are error rows; load-time texts (guided.*) are the row's message
+    message = sem.error(rule_id).render(**fields) if rule_id in sem.errors else rule.extra["message"].format(**fields)
+    return prefix + message
 
 
 def error(sem: BackendSemantics, rule_id: str, **fields) -> UpstreamError:

@@ -6,6 +6,7 @@ import json
 
 import triton_python_backend_utils as pb_utils
 
+from contract import guided
 from contract.build_record import BuildRecord, check_runtime
 from model_repository.triton import triton_io
 from model_repository.engines.trtllm_standin import upstream
@@ -34,6 +35,8 @@ class TritonPythonModel:
         config = json.loads(args["model_config"])
         self.sem = upstream.semantics()
         self.settings = s = load_settings(self.sem, config)
+        if s.guided_decoding:
+            guided.warm_up()
         check_runtime(BuildRecord.read(s.gpt_model_path))  # the CPU engine's versions
         limits = engine_limits(s.gpt_model_path)
         self.inputs = [i["name"] for i in config["input"]]
@@ -74,7 +77,8 @@ class TritonPythonModel:
                               _response, _error, self.metrics.observe_request)
         try:
             rows = parse_request(self.sem, arrays, decoupled=self.settings.decoupled,
-                                 exclude_input_default=self.settings.exclude_input_in_output)
+                                 exclude_input_default=self.settings.exclude_input_in_output,
+                                 guided=self.settings.guided_decoding)
             self.executor.enqueue(rows, responder, triton_id)
         except (upstream.UpstreamError, upstream.StandinLimitation) as e:  # row error.enqueue_exception
             channel.finish(_error(e.code, e.message))
