@@ -154,13 +154,13 @@ CPU_ENGINE_DRAFT_MODEL = EngineFeatures("the CPU engine (OpenVINO GenAI, draft-m
                                         frozenset({Feature.GUIDED_DECODING, Feature.PRIORITY}))
 # What the C++ tensorrt_llm backend honours for every engine this kit builds (the logits
 # need engines built to gather them, LoRA a LoRA engine: neither of which the kit builds yet).
-# Guided decoding is added by with_guided_decoding where the renderer configures the backend's
-# xgrammar decoder (the default: build_engines/trtllm_spec.GuidedDecodingBackend; rows
-# guided.config, input.guided_decoding_guide_type).  Upstream has n samples (semantics rows
-# input.num_return_sequences -> SamplingConfig.numReturnSequences, output.sequence_index), but
-# the relays here end a streamed request with one closing response per prompt, not per
-# sequence: refused until that is wired (return_log_probs is honoured: rows
-# input.return_log_probs, output.output_log_probs).
+# n samples per prompt (rows input.num_return_sequences -> SamplingConfig.numReturnSequences,
+# output.sequence_index, output.sequence_results: each sequence's results carry its index; the
+# relays end each sample's stream with its own closing response) and log probs (rows
+# input.return_log_probs, output.output_log_probs).  Guided decoding is added by
+# with_guided_decoding where the renderer configures the backend's xgrammar decoder (the
+# default: build_engines/trtllm_spec.GuidedDecodingBackend; rows guided.config,
+# input.guided_decoding_guide_type).
 # Priorities: TensorRT-LLM's executor has a per-request priority (executor.h Request
 # `priority`, kDefaultPriority 0.5) but NVIDIA's Triton backend never sets it: its
 # createRequestsFromInputTensors builds every executor::Request without one and declares no
@@ -168,7 +168,8 @@ CPU_ENGINE_DRAFT_MODEL = EngineFeatures("the CPU engine (OpenVINO GenAI, draft-m
 # c8c6df08bd0ead54cd47f7973e1e425c28a174cd, the v1.1.0 source of the semantics table; not
 # confirmed at the tag itself).  Refused there rather than silently ignored.
 TRTLLM_ENGINE = EngineFeatures("TensorRT-LLM (engine flow)",
-                               frozenset({Feature.PERF_METRICS, Feature.EMBEDDING_BIAS, Feature.BAD_WORDS}))
+                               frozenset({Feature.MULTIPLE_SEQUENCES, Feature.PERF_METRICS, Feature.EMBEDDING_BIAS,
+                                          Feature.BAD_WORDS}))
 # What tensorrt_llm_pytorch maps onto the LLM API (model_repository/engines/pytorch/sampling.py):
 # bad words of one token each (SamplingParams.bad_token_ids; longer ones are refused by the
 # engine model, naming the input).  Logit bias, perf metrics, logits, beams, n > 1, LoRA and

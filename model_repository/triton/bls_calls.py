@@ -21,7 +21,7 @@ from model_repository.engines.relay import engine_errors
 from model_repository.triton import triton_io
 from model_repository.engine_step.engine_metrics import MetricsRecorder
 from model_repository.triton.triton_metrics import TritonMetricsPublisher
-from model_repository.engines.relay.bls_pipeline import closing_response, new_log_probs
+from model_repository.engines.relay.bls_pipeline import closing_response, new_log_probs, row_of, sequence_of
 from model_repository.engines.relay.relay import FINISHED, REQUESTED_OUTPUTS, Relay, SingleResponse, stop_request_arrays
 from model_repository.engines.relay.relay_pool import RelayPool
 
@@ -90,6 +90,7 @@ class SenderSink:
         self.channel = channel
         self.rows = rows
         self.streaming = streaming
+        self.sequences = {row: {0} for row in range(rows)}  # the samples each prompt answered with
 
     def outputs(self, engine: dict) -> dict:
         raise NotImplementedError
@@ -100,6 +101,7 @@ class SenderSink:
     def forward(self, response, final=False):
         engine = {t.name(): t.as_numpy() if t.name() in READ_OUTPUTS else t for t in response.output_tensors()}
         engine = new_log_probs(engine, self.streaming)
+        self.sequences.setdefault(row_of(engine), {0}).add(sequence_of(engine))
         self._send(self.outputs(engine), final)
 
     def _send(self, arrays, final):
@@ -123,8 +125,10 @@ class SenderSink:
         if not self.streaming:
             self.channel.finish()
             return
-        for row in range(self.rows):  # a streamed request ends with a closing response per prompt
-            self._send(self.outputs(closing_response(row)), final=row == self.rows - 1)
+        # a streamed request ends with a closing response per prompt and sample
+        closing = [(row, sequence) for row in sorted(self.sequences) for sequence in sorted(self.sequences[row])]
+        for i, (row, sequence) in enumerate(closing):
+            self._send(self.outputs(closing_response(row, sequence)), final=i == len(closing) - 1)
 
 
 class MeasuredSink:

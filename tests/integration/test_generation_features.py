@@ -209,19 +209,41 @@ def check_guided_decoding(grpc_url: str, oai_client) -> None:
             "type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "array", "uniqueItems": True}}})
 
 
-def test_standin_layout_honours_guides_and_refuses_n_naming_the_input(standin_server, default_engine, tmp_path):
+def check_n_samples(grpc_url: str, oai_client) -> None:
+    """n samples through the gRPC client (streamed) and the OpenAI front (whole and streamed):
+    n texts, each choice with its index and finish_reason, usage counting every sample, and
+    the same n answers again with the same seed."""
+    with LlmClient(grpc_url) as client:
+        results = client.generate_n("Name a fruit:", SamplingParams(max_tokens=12, n=3, temperature=1.0, seed=11))
+    assert len(results) == 3 and all(r.text and r.finish_reason in ("stop", "length") for r in results)
+    kwargs = dict(model=MODEL, max_tokens=12, n=3, temperature=1.0, seed=11,
+                  messages=[{"role": "user", "content": "Name a fruit."}])
+    whole = oai_client.chat.completions.create(**kwargs)
+    assert sorted(c.index for c in whole.choices) == [0, 1, 2] and all(c.finish_reason for c in whole.choices)
+    assert whole.usage.completion_tokens >= 3
+    texts: dict[int, str] = {}
+    finished: dict[int, str] = {}
+    for chunk in oai_client.chat.completions.create(stream=True, **kwargs):
+        for choice in chunk.choices:
+            texts[choice.index] = texts.get(choice.index, "") + (choice.delta.content or "")
+            if choice.finish_reason:
+                finished[choice.index] = choice.finish_reason
+    assert sorted(finished) == [0, 1, 2]
+    assert [texts[i] for i in range(3)] == [c.message.content for c in sorted(whole.choices, key=lambda c: c.index)]
+
+
+def test_standin_layout_honours_guides_and_n(standin_server, default_engine, tmp_path):
     """The engine flow renders TensorRT-LLM's xgrammar guided decoder (guided_decoding_backend
-    and the tokenizer info beside the engine); its stand-in enforces the guides with the CPU
-    engine as the C++ backend would.  n > 1 is not relayed yet: refused before the engine,
-    naming the input and the engine (contract/features.py TRTLLM_ENGINE)."""
+    and the tokenizer info beside the engine) and relays n samples (one closing response per
+    sample); its stand-in answers as the C++ backend would (rows output.sequence_results,
+    guided.*), generating with the CPU engine."""
     from client import InvalidRequestError
 
     with running_front(standin_server.settings.grpc_url, tmp_path, "--tokenizer", str(default_engine)) as base:
-        check_guided_decoding(standin_server.settings.grpc_url,
-                              openai.OpenAI(base_url=base + "/v1", api_key="none", max_retries=0))
+        oai_client = openai.OpenAI(base_url=base + "/v1", api_key="none", max_retries=0)
+        check_guided_decoding(standin_server.settings.grpc_url, oai_client)
+        check_n_samples(standin_server.settings.grpc_url, oai_client)
     with LlmClient(standin_server.settings.grpc_url) as client:
-        with pytest.raises(InvalidRequestError, match=r"'num_return_sequences'.*TensorRT-LLM \(engine flow\)"):
-            client.generate_n("Hi", SamplingParams(max_tokens=4, n=2, temperature=1.0))
         # NVIDIA's backend never sets the executor's request priority (contract/features.py)
         with pytest.raises(InvalidRequestError, match=r"'priority'.*request priorities.*TensorRT-LLM \(engine flow\)"):
             client.generate("Hi", SamplingParams(max_tokens=4, priority=0.9))

@@ -202,15 +202,12 @@ def test_log_probs_agree_with_hf_fp32_on_tensorrt_llm(server, default_checkpoint
     features_tests.test_logprobs_agree_with_hf_fp32(server, default_checkpoint)
 
 
-def test_guided_decoding_is_honoured_and_n_refused_naming_the_input(server, tmp_path):
-    """Guided decoding by the executor's xgrammar decoder (rendered by default); n > 1 is not
-    relayed yet (README, differences table): a clear INVALID_ARG."""
-    from client import InvalidRequestError
+def test_guided_decoding_and_n_samples(server, tmp_path):
+    """Guided decoding by the executor's xgrammar decoder (rendered by default) and n samples
+    per prompt, through the gRPC client and the OpenAI front."""
     from tests.integration import test_generation_features as features_tests
 
     with running_front(server.settings.grpc_url, tmp_path) as base:
-        features_tests.check_guided_decoding(server.settings.grpc_url,
-                                             openai.OpenAI(base_url=base + "/v1", api_key="none", max_retries=0))
-    with LlmClient(server.settings.grpc_url) as client:
-        with pytest.raises(InvalidRequestError, match="'num_return_sequences'"):
-            client.generate_n("Hi", SamplingParams(max_tokens=4, n=2, temperature=1.0))
+        oai_client = openai.OpenAI(base_url=base + "/v1", api_key="none", max_retries=0)
+        features_tests.check_guided_decoding(server.settings.grpc_url, oai_client)
+        features_tests.check_n_samples(server.settings.grpc_url, oai_client)

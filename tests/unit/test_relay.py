@@ -193,7 +193,7 @@ def test_llm_bls_dataflow_helpers():
 def test_relayed_tensorrt_llm_responses_keep_our_contract():
     import numpy as np
 
-    from model_repository.engines.relay.bls_pipeline import closing_response, new_log_probs, relay_outputs
+    from model_repository.engines.relay.bls_pipeline import closing_response, new_log_probs, relay_outputs, sequence_of
 
     # TensorRT-LLM streams every log prob so far; our responses carry this response's own.
     engine = {"output_ids": np.array([[[7, 8]]]), "sequence_length": np.array([[2]]),
@@ -205,6 +205,10 @@ def test_relayed_tensorrt_llm_responses_keep_our_contract():
     echo = np.array([[b"row0"], [b"row1"]], dtype=object)
     out = relay_outputs(closing, echo)
     assert out["detokenize_params"].tolist() == [[b"row1"]] and out["sequence_index"].tolist() == [[0]]
+    # several samples: each stream gets its own closing response (row output.sequence_results)
+    closing = closing_response(1, 2)
+    assert relay_outputs(closing, echo)["sequence_index"].tolist() == [[2]] and sequence_of(closing) == 2
+    assert sequence_of({"output_ids": np.zeros((1, 1, 1))}) == 0  # left out by upstream for one sequence
 
 
 @pytest.mark.parametrize("message,code", [

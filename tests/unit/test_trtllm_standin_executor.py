@@ -56,9 +56,9 @@ class FakeSender:
         return [r for r, f in self.sent if f == FINAL]
 
 
-def responder(sender=None):
+def responder(sender=None, outputs=OUTPUTS):
     sender = sender or FakeSender()
-    return Responder(SEM, ResponseChannel(sender, FINAL), OUTPUTS, make_response=lambda arrays: arrays,
+    return Responder(SEM, ResponseChannel(sender, FINAL), outputs, make_response=lambda arrays: arrays,
                      make_error=lambda code, message: ("error", code, message)), sender
 
 
@@ -175,6 +175,41 @@ def test_final_flag_only_with_the_last_row_of_a_batch():
     assert [flags for _, flags in sender.sent] == [0]
     engine.sinks["2"].send([6], [0.0], 0.0, True)
     assert [flags for _, flags in sender.sent] == [0, FINAL]
+
+
+def test_several_sequences_answer_by_index_and_the_request_ends_with_the_last():
+    """Rows output.sequence_results, output.sequence_index, request_id.executor_ids,
+    error.queue_full: each sample answers with its sequence_index; a sample that ends first
+    ends with a non-final response (upstream says nothing of its end); the request's final
+    flag goes with the last sample's last result; children take executor ids and count
+    against the queue bound."""
+    ex, engine = executor(max_active=1, max_queue_size=3)
+    target, sender = responder(outputs=OUTPUTS + ("sequence_index",))
+    assert ex.enqueue(rows(num_return_sequences=np.array([3])), target, "n3") == [1]
+    assert engine.requests["1"].options.num_return_sequences == 3
+    assert ex.enqueue(rows(), responder()[0], "next") == [4]  # ids 2 and 3 are the children of 1
+    with pytest.raises(UpstreamError, match="Maximum queue size of 3"):  # 1 queued + 3 children > 3
+        ex.enqueue(rows(num_return_sequences=np.array([3])), responder()[0], "full")
+    sink = engine.sinks["1"]
+    sink.send([5], [0.0], 0.0, False, 1)
+    sink.send([6], [0.0], 0.0, True, 0)  # sample 0 ends first: not the request's end
+    sink.send([7], [0.0], 0.0, True, 2)
+    sink.send([8], [0.0], 0.0, True, 1)  # the last sample's last result: final
+    assert [(int(r["sequence_index"][0, 0]), r["output_ids"].tolist(), f) for r, f in sender.sent] == \
+        [(1, [[[5]]], 0), (0, [[[6]]], 0), (2, [[[7]]], 0), (1, [[[8]]], FINAL)]
+    sink.send([9], [0.0], 0.0, True, 1)  # nothing after the end
+    assert len(sender.sent) == 4 and "4" in engine.sinks  # the slot went to the next request
+    one = responder(outputs=OUTPUTS + ("sequence_index",))
+    ex2, engine2 = executor()
+    ex2.enqueue(rows(), one[0], "one")
+    engine2.sinks["1"].send([5], [0.0], 0.0, True)
+    assert "sequence_index" not in one[1].sent[0][0]  # row output.sequence_index: only with n > 1
+
+
+def test_num_return_sequences_below_one_is_refused_with_the_failed_check():
+    with pytest.raises(UpstreamError) as err:
+        rows(num_return_sequences=np.array([0]))
+    assert err.value.message.endswith("numReturnSequences.value() > 0")
 
 
 def test_engine_failures_become_executor_errors():

@@ -32,11 +32,21 @@ def engine_request(preprocessed: Mapping[str, np.ndarray],
     return engine, preprocessed[DETOKENIZE_PARAMS.name]
 
 
+def _index(engine: Mapping[str, np.ndarray], name: str) -> int:
+    index = engine.get(name)
+    return int(np.asarray(index).reshape(-1)[0]) if index is not None and np.asarray(index).size else 0
+
+
 def row_of(engine: Mapping[str, np.ndarray]) -> int:
     """Which prompt of the request an engine response belongs to (batch_index; 0 when the
     engine leaves it out, as TensorRT-LLM does for a request of one prompt)."""
-    index = engine.get("batch_index")
-    return int(np.asarray(index).reshape(-1)[0]) if index is not None and np.asarray(index).size else 0
+    return _index(engine, "batch_index")
+
+
+def sequence_of(engine: Mapping[str, np.ndarray]) -> int:
+    """Which of the prompt's num_return_sequences samples (sequence_index; 0 when the engine
+    leaves it out, as TensorRT-LLM does for one sequence: row output.sequence_index)."""
+    return _index(engine, "sequence_index")
 
 
 def postprocessing_request(engine: Mapping[str, np.ndarray], detokenize_params: np.ndarray) -> dict[str, np.ndarray]:
@@ -57,13 +67,15 @@ def client_outputs(engine: Mapping[str, np.ndarray], post: Mapping[str, np.ndarr
     return out
 
 
-def closing_response(row: int) -> dict[str, np.ndarray]:
-    """An engine response with no token for prompt `row`: how a relay tells postprocessing
-    that a streamed request ended.  TensorRT-LLM never puts the end id in output_ids (upstream
-    row output.end_id_not_in_output), so its last streamed response can carry nothing that
-    says "the end"; postprocessing ends a stream on a response without tokens."""
+def closing_response(row: int, sequence: int = 0) -> dict[str, np.ndarray]:
+    """An engine response with no token for prompt `row`'s sample `sequence`: how a relay tells
+    postprocessing that a streamed request ended.  TensorRT-LLM never puts the end id in
+    output_ids (upstream row output.end_id_not_in_output), and with several sequences its
+    backend does not say which one ended (row output.sequence_results), so its last streamed
+    response can carry nothing that says "the end"; postprocessing ends a stream on a
+    response without tokens."""
     return {"output_ids": np.zeros((1, 1, 0), dtype=np.int32), "sequence_length": np.zeros((1, 1), dtype=np.int32),
-            "batch_index": np.array([[row]], dtype=np.int32)}
+            "batch_index": np.array([[row]], dtype=np.int32), "sequence_index": np.array([[sequence]], dtype=np.int32)}
 
 
 def new_log_probs(engine: dict[str, np.ndarray], streaming: bool) -> dict[str, np.ndarray]:

@@ -43,6 +43,11 @@ class _CountingHandle:
         self._books.produced(self._key, len(ids))
         return ids, lps
 
+    def read_sequences(self):  # num_return_sequences > 1 (model_repository/engine_step/sequences.py)
+        out = self._handle.read_sequences()
+        self._books.produced(self._key, sum(len(ids) for ids, _ in out.values()))
+        return out
+
     def status(self) -> HandleStatus:
         status = self._handle.status()
         if status != HandleStatus.RUNNING:
@@ -81,6 +86,10 @@ class AccountingBackend:
     def ended(self, key: int) -> None:
         with self._lock:
             self._live.pop(key, None)
+
+    @property
+    def guides_every_sequence(self) -> bool:  # EngineRunner asks (guided decoding with n > 1)
+        return getattr(self._backend, "guides_every_sequence", True)
 
     def step(self) -> None:
         self._backend.step()

@@ -75,7 +75,12 @@ class _Entry:
     request: ExecutorRequest
     target: ResultTarget
     triton_id: str
-    state: RowState | None = None
+    states: dict[int, RowState] | None = None  # per sequence, while active
+    open_sequences: set[int] | None = None  # sequences without their last result yet
+
+    @property
+    def sequences(self) -> int:
+        return self.request.inputs.options.num_return_sequences
 
 
 class _RowSink:
@@ -90,7 +95,7 @@ class _RowSink:
 
     def send(self, ids: Sequence[int], log_probs: Sequence[float], cum_log_prob: float, final: bool,
              sequence: int = 0) -> None:
-        self._executor._on_tokens(self._id, ids, log_probs, cum_log_prob, final)
+        self._executor._on_tokens(self._id, ids, log_probs, cum_log_prob, final, sequence)
 
     def fail(self, message: str, code: FailCode = FailCode.INTERNAL) -> None:
         self._executor._on_engine_error(self._id, message)
@@ -113,13 +118,15 @@ class StandinExecutor:
         """Queue the rows of one Triton request; raises error.queue_full (nothing queued then)."""
         with self._lock:
             bound = self.limits.max_queue_size
-            if bound > 0 and len(self._queue) + len(requests) > bound:
-                raise error(self._sem, "error.queue_full", max_queue_size=bound)
+            queued = sum(e.sequences for e in self._queue.values())
+            if bound > 0 and queued + sum(r.inputs.options.num_return_sequences for r in requests) > bound:
+                raise error(self._sem, "error.queue_full", max_queue_size=bound)  # children counted
             ids = []
             for request in requests:
                 ids.append(self._next_id)
                 self._queue[self._next_id] = _Entry(self._next_id, request, target, triton_id)
-                self._next_id += 1
+                # request_id.executor_ids: the children of num_return_sequences > 1 take the next ids
+                self._next_id += request.inputs.options.num_return_sequences
             target.bind(ids, requests)
             self.registry.register(triton_id, ids)  # request_id.map, right after the enqueue
             actions = self._fetch_locked()
@@ -163,13 +170,19 @@ class StandinExecutor:
             entry.target.failed(entry.executor_id, StandinLimitation("the model is being unloaded"))
 
     # --- the engine's step thread -------------------------------------------------------------
-    def _on_tokens(self, executor_id: int, ids, log_probs, cum_log_prob: float, final: bool) -> None:
+    def _on_tokens(self, executor_id: int, ids, log_probs, cum_log_prob: float, final: bool, sequence: int) -> None:
+        """Row output.sequence_results: each sequence answers with its index; the request's
+        isFinal goes only with the last sequence's last result."""
         with self._lock:
             entry = self._active.get(executor_id)
-            if entry is None:
+            if entry is None or sequence not in entry.open_sequences:
                 return
-            result = entry.state.add(ids, log_probs, cum_log_prob, final)
-            actions = self._finish_locked(entry) if final else []
+            result = entry.states[sequence].add(ids, log_probs, cum_log_prob, final)
+            if final:
+                entry.open_sequences.discard(sequence)
+            done = not entry.open_sequences
+            result = dataclasses.replace(result, final=done, sequence_index=sequence, num_sequences=entry.sequences)
+            actions = self._finish_locked(entry) if done else []
         entry.target.result(executor_id, result)
         self._run(actions)
 
@@ -206,9 +219,10 @@ class StandinExecutor:
                 actions.append(("fail", head, problem))
                 continue
             head.request = self._clamped(head.request)
-            head.state = RowState(head.request.inputs.input_ids, head.request.inputs.streaming,
-                                  head.request.exclude_input_in_output, head.request.end_id,
-                                  head.request.inputs.return_log_probs)
+            head.states = {i: RowState(head.request.inputs.input_ids, head.request.inputs.streaming,
+                                       head.request.exclude_input_in_output, head.request.end_id,
+                                       head.request.inputs.return_log_probs) for i in range(head.sequences)}
+            head.open_sequences = set(head.states)
             self._active[head.executor_id] = head
             actions.append(("start", head, head.executor_id in self._cancelled))
             self._cancelled.discard(head.executor_id)

@@ -8,13 +8,14 @@ the backend would send; StandinLimitation for what upstream serves but the CPU e
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Mapping
 
 import numpy as np
 
 from contract.upstream.backend_semantics import BackendSemantics
-from contract.features import ENGINE_INPUT_FEATURES, EngineFeatures, refusals, with_guided_decoding
+from contract.features import ENGINE_INPUT_FEATURES, EngineFeatures, Feature, refusals, with_guided_decoding
 from contract.guided import guide_problems
 from model_repository.engine_step.engine_inputs import EngineInputs, GenerationOptions
 from model_repository.engines.trtllm_standin.upstream import StandinLimitation, error
@@ -109,24 +110,26 @@ def _row_request(sem: BackendSemantics, row: Mapping[str, np.ndarray], streaming
         raise error(sem, "error.missing_request_output_len")
     end_id = _scalar(sem, row, "end_id", int)  # input.end_id
     _scalar(sem, row, "pad_id", int)  # input.pad_id: read (size-checked), not used by the CPU engine
-    beam_width, sampling = _sampling(sem, row)
+    beam_width, sequences, sampling = _sampling(sem, row)
     bad_words = _word_list(sem, row, "bad_words_list")  # input.bad_words_list
     stop_words = _word_list(sem, row, "stop_words_list")  # input.stop_words_list
     inputs = EngineInputs(
         input_ids=prompt, input_lengths=len(prompt), request_output_len=max_new,
         end_id=-1 if end_id is None else end_id, stop_words_list=stop_words, bad_words_list=bad_words,
         return_log_probs=return_log_probs, streaming=streaming, exclude_input_in_output=True,
-        options=_guided_options(sem, row) if guided else GenerationOptions(), **sampling)
+        options=dataclasses.replace(_guided_options(sem, row) if guided else GenerationOptions(),
+                                    num_return_sequences=sequences), **sampling)
     _refuse_unsupported(row, inputs, guided)
     return ExecutorRequest(inputs, end_id, beam_width, exclude_input_default if exclude is None else exclude)
 
 
-def _sampling(sem: BackendSemantics, row: Mapping[str, np.ndarray]) -> tuple[int, dict[str, Any]]:
+def _sampling(sem: BackendSemantics, row: Mapping[str, np.ndarray]) -> tuple[int, int, dict[str, Any]]:
     """getSamplingConfigFromTensors + SamplingConfig's checks (row error.sampling_config, in
     the constructor's order).  Unset fields take the decoding defaults (row
     sampling.executor_defaults): neither top-k nor top-p set is greedy (row sampling.greedy_rule),
     which EngineInputs.is_greedy and the CPU engine's generation_config implement."""
     beam_width = _scalar(sem, row, "beam_width", int)  # input.beam_width: default 1
+    sequences = _scalar(sem, row, "num_return_sequences", int)  # input.num_return_sequences: default 1
     values = {name: _scalar(sem, row, name, kind) for name, kind in ENGINE_FIELDS.items()}
     if values["runtime_top_p"] is not None and values["runtime_top_p"] <= 0:
         values["runtime_top_p"] = None  # input.runtime_top_p: a value <= 0 is dropped
@@ -136,7 +139,8 @@ def _sampling(sem: BackendSemantics, row: Mapping[str, np.ndarray]) -> tuple[int
               "runtime_top_p": (values["runtime_top_p"] or 0.0) > 1.0,
               "temperature": (values["temperature"] or 0.0) < 0,
               "min_tokens": (values["min_tokens"] or 0) < 0,
-              "repetition_penalty": values["repetition_penalty"] is not None and values["repetition_penalty"] <= 0}
+              "repetition_penalty": values["repetition_penalty"] is not None and values["repetition_penalty"] <= 0,
+              "num_return_sequences": sequences is not None and sequences <= 0}
     for field in checks:
         if failed.get(field):
             raise error(sem, "error.sampling_config", expression=checks[field])
@@ -146,7 +150,7 @@ def _sampling(sem: BackendSemantics, row: Mapping[str, np.ndarray]) -> tuple[int
         # Upstream samples at temperature 0 (a division by ~0: argmax within top-k/top-p, not
         # read); the CPU engine cannot sample at 0, so the stand-in decodes greedily.
         resolved["runtime_top_k"] = 1
-    return 1 if beam_width is None else beam_width, resolved
+    return 1 if beam_width is None else beam_width, sequences or 1, resolved
 
 
 def _is_greedy(s: Mapping[str, Any]) -> bool:
@@ -208,7 +212,9 @@ def convert_word_list(sem: BackendSemantics, sparse: list[int]) -> tuple[tuple[i
     return tuple(words)
 
 
-STANDIN_ENGINE = EngineFeatures("the CPU stand-in of tensorrt_llm (generation by OpenVINO GenAI)", frozenset())
+# n samples per prompt: the CPU engine samples them (row output.sequence_results says how upstream answers).
+STANDIN_ENGINE = EngineFeatures("the CPU stand-in of tensorrt_llm (generation by OpenVINO GenAI)",
+                                frozenset({Feature.MULTIPLE_SEQUENCES}))
 # beam_width is upstream's to refuse (limit.beam_width_operating, error.beam_width_exceeds_max).
 STANDIN_CHECKED = {k: v for k, v in ENGINE_INPUT_FEATURES.items() if k != "beam_width"}
 

@@ -18,7 +18,7 @@ from model_repository.engines.trtllm_standin.upstream import UpstreamError
 
 OUTPUT_IDS, SEQUENCE_LENGTH = "output_ids", "sequence_length"
 OUTPUT_LOG_PROBS, CUM_LOG_PROBS = "output_log_probs", "cum_log_probs"
-BATCH_INDEX = "batch_index"
+BATCH_INDEX, SEQUENCE_INDEX = "batch_index", "sequence_index"
 
 
 @dataclass(frozen=True)
@@ -26,7 +26,9 @@ class Result:
     output_ids: tuple[int, ...]  # one beam
     log_probs: tuple[float, ...] | None  # None unless return_log_probs
     cum_log_prob: float | None
-    final: bool
+    final: bool  # Result.isFinal: the request's last result (every sequence done; row output.sequence_results)
+    sequence_index: int = 0  # Result.sequenceIndex, 0 <= it < num_return_sequences
+    num_sequences: int = 1  # the request's num_return_sequences
 
 
 @dataclass
@@ -43,7 +45,8 @@ class RowState:
     sent: int = 0  # getMaxSentTokenLen, counted past the prompt
 
     def add(self, ids: Sequence[int], log_probs: Sequence[float], cum_log_prob: float, final: bool) -> Result:
-        """New tokens from the engine -> the result upstream would create now."""
+        """New tokens of this sequence from the engine -> the result upstream would create now
+        (`final`: this sequence's last; the executor decides the request's isFinal)."""
         self.generated.extend(int(t) for t in ids)
         self.log_probs.extend(float(v) for v in (log_probs or [0.0] * len(ids)))
         if final and self.end_id is not None and self.end_id >= 0 and self.generated and self.generated[-1] == self.end_id:
@@ -81,4 +84,6 @@ def response_arrays(sem: BackendSemantics, result: Result, requested: Collection
         out[CUM_LOG_PROBS] = np.array([[result.cum_log_prob]], dtype=np.float32)
     if BATCH_INDEX in requested and batch_size > 1:  # row output.batch_index
         out[BATCH_INDEX] = np.array([[batch_index]], dtype=np.int32)
+    if SEQUENCE_INDEX in requested and result.num_sequences > 1:  # row output.sequence_index
+        out[SEQUENCE_INDEX] = np.array([[result.sequence_index]], dtype=np.int32)
     return out
