@@ -17,6 +17,7 @@ from build_engines.checkpoint import CheckpointError, inspect_checkpoint
 from build_engines.cli_options import make_spec, spec_options
 from build_engines.gpus import GpuError
 from build_engines.spec import BuildSpec, EngineBackend, SpecError
+from contract.lora import LoraError
 
 BUILD_DIR = Path("build")
 DEFAULT_CHECKPOINT_DIR = BUILD_DIR / "checkpoints" / default_model.DEFAULT_MODEL_NAME
@@ -100,25 +101,37 @@ def eval_quality(engine_dir: Path, full: bool, record: bool) -> None:
         _fail(e)
 
 
-def _checked_spec(checkpoint: Path | None, kwargs: dict):
+LORA_DIR_OPTION = click.option(
+    "--lora-dir", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
+    help="PEFT LoRA adapters, one per subdirectory, served beside the base model (selected by lora_task_id, the "
+         "adapters in name order from 1, or '<model>:<adapter>' through the OpenAI front).  CPU engine: loaded at "
+         "serve time; tensorrt_llm: built into the engine (LoRA plugin, converted adapters prefetched at start).")
+
+
+def _checked_spec(checkpoint: Path | None, kwargs: dict, lora_dir: Path | None = None):
     """Resolve the checkpoint, build the spec and validate it: every error before any work."""
     try:
         checkpoint = resolve_checkpoint(checkpoint)
         info = inspect_checkpoint(checkpoint)
         spec = make_spec(checkpoint, **kwargs)
+        if lora_dir is not None and spec.backend == EngineBackend.TENSORRT_LLM:
+            from build_engines.trtllm_lora import lora_options
+
+            spec = dataclasses.replace(spec, trtllm=dataclasses.replace(spec.trtllm, lora=lora_options(lora_dir)))
         spec.validate(info)
-    except (CheckpointError, SpecError, GpuError) as e:
+    except (CheckpointError, SpecError, GpuError, LoraError) as e:
         _fail(e)
     return checkpoint, info, spec
 
 
 @main.command()
 @spec_options
-def plan(checkpoint: Path | None, **kwargs) -> None:
+@LORA_DIR_OPTION
+def plan(checkpoint: Path | None, lora_dir: Path | None, **kwargs) -> None:
     """Print what `build` will do for this spec (steps, exact commands, memory), without doing it."""
     from build_engines.plan_report import plan_lines
 
-    checkpoint, info, spec = _checked_spec(checkpoint, kwargs)
+    checkpoint, info, spec = _checked_spec(checkpoint, kwargs, lora_dir)
     engine_dir = default_engine_dir(spec)
     click.echo("\n".join(plan_lines(spec, info, engine_dir.resolve())))
 
@@ -130,15 +143,13 @@ def plan(checkpoint: Path | None, **kwargs) -> None:
               show_default=True, help="Also render the model repository here.")
 @click.option("--skip-existing", is_flag=True, help="Keep an engine that is already built for this spec.")
 @click.option("--decoupled/--no-decoupled", default=True, show_default=True, help=DECOUPLED_HELP)
-@click.option("--lora-dir", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
-              help="CPU engine: serve the PEFT LoRA adapters in this directory's subdirectories beside the base model "
-                   "(selected by lora_task_id, or '<model>:<adapter>' through the OpenAI front).")
+@LORA_DIR_OPTION
 def build(checkpoint: Path | None, engine_dir: Path | None, repository: Path, skip_existing: bool, decoupled: bool,
           lora_dir: Path | None, **kwargs) -> None:
     """Build the engine for the spec, then render the model repository."""
     from build_engines.process import BuildError
 
-    checkpoint, _, spec = _checked_spec(checkpoint, kwargs)
+    checkpoint, _, spec = _checked_spec(checkpoint, kwargs, lora_dir)
     engine_dir = engine_dir or default_engine_dir(spec)
     is_built, build_engine = _builder(spec.backend)
     if skip_existing and is_built(engine_dir) and reuse_engine(engine_dir, spec):
@@ -155,7 +166,6 @@ def build(checkpoint: Path | None, engine_dir: Path | None, repository: Path, sk
 
 def _render(engine_dir: Path, out: Path, **options) -> list[str]:
     from build_engines.repository import render_repository
-    from contract.lora import LoraError
 
     try:
         return render_repository(engine_dir, out, **options)
@@ -203,9 +213,7 @@ def _builder(backend: EngineBackend):
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=DEFAULT_REPOSITORY, show_default=True)
 @click.option("--relay", is_flag=True, help="CPU engine only: serve it behind engine_relay, as tensorrt_llm is on a GPU.")
 @click.option("--decoupled/--no-decoupled", default=True, show_default=True, help=DECOUPLED_HELP)
-@click.option("--lora-dir", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
-              help="CPU engine: serve the PEFT LoRA adapters in this directory's subdirectories beside the base model "
-                   "(selected by lora_task_id, or '<model>:<adapter>' through the OpenAI front).")
+@LORA_DIR_OPTION
 def repo(engine_dir: Path, out: Path, relay: bool, decoupled: bool, lora_dir: Path | None) -> None:
     """Render the Triton model repository for a built engine."""
     models = _render(engine_dir, out, relay=relay, decoupled=decoupled, lora_dir=lora_dir)

@@ -12,6 +12,7 @@ from pathlib import Path
 from build_engines.pytorch_repository import MODEL_SUBDIR, pytorch_engine_model
 from build_engines.render import RenderedModel, ensemble_config, python_model_config, write_repository
 from build_engines.spec import BuildSpec, EngineBackend
+from build_engines import trtllm_lora
 from build_engines.trtllm_build import TOKENIZER_SUBDIR
 from build_engines.trtllm_spec import GuidedDecodingBackend
 from build_engines.trtllm_repository import bls_model, relay_model, trtllm_engine_models
@@ -46,11 +47,12 @@ def engine_features(spec: BuildSpec, lora: bool = False) -> EngineFeatures:
     return with_lora(engine) if lora else engine
 
 
-def text_models(tokenizer_dir: Path, spec: BuildSpec, lora: bool = False) -> list[RenderedModel]:
+def text_models(tokenizer_dir: Path, spec: BuildSpec, served: dict[str, int] | None = None) -> list[RenderedModel]:
     """Preprocessing and postprocessing: identical for every engine (preprocessing knows which
-    features the engine has, to refuse requests for others)."""
+    features the engine has, to refuse requests for others, and the LoRA adapters it serves:
+    name -> lora_task_id)."""
     limits = spec.limits
-    engine = engine_features(spec, lora)
+    engine = engine_features(spec, bool(served))
     pre = PreprocessingParameters(
         tokenizer_dir=tokenizer_dir,
         max_input_len=limits.max_input_len,
@@ -58,6 +60,7 @@ def text_models(tokenizer_dir: Path, spec: BuildSpec, lora: bool = False) -> lis
         default_max_tokens=limits.default_max_tokens,
         engine_label=engine.label,
         engine_features=engine.to_parameter(),
+        lora_adapters=lora.served_to_parameter(served or {}),
     )
     post = PostprocessingParameters(tokenizer_dir=tokenizer_dir)
     return [
@@ -113,9 +116,15 @@ def render_repository(engine_dir: Path, out_dir: Path, *, relay: bool = False, d
     engine_dir = engine_dir.resolve()
     record = BuildRecord.read(engine_dir)
     spec = BuildSpec.from_dict(record.spec)
-    adapters = lora.discover(lora_dir) if lora_dir is not None else []
-    if adapters and spec.backend != EngineBackend.OPENVINO:
-        raise lora.LoraError(f"'lora_dir': adapters are served by the CPU engine only; this is a {spec.backend.value} engine")
+    adapters = lora.discover(lora_dir) if lora_dir is not None and spec.backend == EngineBackend.OPENVINO else []
+    served = {a.name: a.task_id for a in adapters}
+    if spec.backend == EngineBackend.TENSORRT_LLM:  # built into the engine (build_engines/trtllm_lora.py)
+        served = trtllm_lora.served(spec.trtllm.lora)
+        if lora_dir is not None and tuple(trtllm_lora.lora_options(lora_dir).adapters) != spec.trtllm.lora.adapters:
+            raise lora.LoraError(f"'lora_dir': this engine was built for the adapters {list(spec.trtllm.lora.adapters)}; "
+                                 f"build it again with --lora-dir {lora_dir}")
+    elif lora_dir is not None and spec.backend != EngineBackend.OPENVINO:
+        raise lora.LoraError(f"'lora_dir': the {spec.backend.value} layout serves no LoRA adapters yet")
     batch = spec.limits.max_batch_size
     relay = relay or not decoupled
     if spec.backend == EngineBackend.TENSORRT_LLM:
@@ -128,7 +137,7 @@ def render_repository(engine_dir: Path, out_dir: Path, *, relay: bool = False, d
         tokenizer_dir, target = (engine_dir / MODEL_SUBDIR if pytorch else engine_dir), engine.config.name
     step = names.ENGINE_RELAY if spec.backend == EngineBackend.TENSORRT_LLM or relay else target
     bls = bls_model(engine_dir, target, batch, decoupled, spec.trtllm.serving.queue_timeout_s)
-    models = text_models(tokenizer_dir, spec, bool(adapters)) + engines + [bls]
+    models = text_models(tokenizer_dir, spec, served) + engines + [bls]
     models.append(RenderedModel(ensemble_config(step, batch), None))
     write_repository(models, out_dir)
     return [m.config.name for m in models]

@@ -17,7 +17,7 @@ from build_engines.gpus import GpuTarget, detect_gpus
 from build_engines.process import BuildError, run_streaming
 from build_engines.progress import StepProgress
 from build_engines.spec import BuildSpec, EngineBackend
-from build_engines.trtllm_plan import BuildPaths, checkpoint_step, engine_step, find_examples_dir
+from build_engines.trtllm_plan import BuildPaths, checkpoint_step, engine_step, find_examples_dir, lora_steps, model_dtype
 from contract.build_record import BUILD_RECORD_FILE, RUNTIME_PACKAGES, BuildRecord, container_version, installed_versions
 
 # The versions the server must match (RUNTIME_PACKAGES) and the tools of the quantize step.
@@ -60,7 +60,7 @@ def build_trtllm_engine(spec: BuildSpec, engine_dir: Path, *, log_file: Path | N
                         keep_checkpoint: bool = False) -> BuildRecord:
     from build_engines.trtllm_probe import runtime_versions  # imports tensorrt_llm: inside the image only
 
-    progress = StepProgress(total=4)
+    progress = StepProgress(total=4 + len(spec.trtllm.lora.adapters))
     with progress.step(f"check the spec, the GPU and the tools ({spec.checkpoint})"):
         info = validated_checkpoint(spec, EngineBackend.TENSORRT_LLM)
         check_host(spec, detect_gpus())
@@ -77,7 +77,8 @@ def build_trtllm_engine(spec: BuildSpec, engine_dir: Path, *, log_file: Path | N
         log_file.write_text("")
     t0 = time.monotonic()
     shutil.rmtree(paths.checkpoint_dir, ignore_errors=True)
-    for step in (checkpoint_step(spec, info, paths), engine_step(spec, paths)):
+    for step in (checkpoint_step(spec, info, paths), engine_step(spec, paths),
+                 *lora_steps(spec, paths, model_dtype(spec, info))):
         with progress.step(step.title):
             run_streaming(step.argv, log_file, what=step.title, append=True)
     with progress.step(f"tokenizer files, {BUILD_RECORD_FILE}, move into place"):

@@ -24,6 +24,7 @@ from pathlib import Path
 from build_engines.capacity import TOKENS_PER_BLOCK
 from build_engines.checkpoint import CheckpointInfo
 from build_engines.spec import BuildSpec, Precision
+from build_engines.trtllm_lora import build_flags, convert_argv
 from build_engines.trtllm_rules import WEIGHT_FORMAT
 from build_engines.trtllm_spec import CALIBRATED_PRECISIONS, KvCacheDtype, SpeculativeDecoding, effective
 from contract.upstream.trtllm_build import load_build_table
@@ -131,8 +132,19 @@ def engine_step(spec: BuildSpec, paths: BuildPaths) -> Step:
     if t.speculative_decoding == SpeculativeDecoding.LOOKAHEAD:  # trtllm_spec.LOOKAHEAD_CITATIONS
         argv += ("--speculative_decoding_mode", t.speculative_decoding.value,
                  "--max_draft_len", str(t.lookahead.max_draft_len))
+    if t.lora.enabled:  # build_engines/trtllm_lora.py
+        argv += build_flags(t.lora)
     argv += ("--workers", str(t.world_size))
     return Step(f"compile the engine for {t.gpu.describe()}", argv, TOOL_BUILD)
+
+
+def lora_steps(spec: BuildSpec, paths: BuildPaths, dtype: str) -> list[Step]:
+    """Each LoRA adapter converted into the engine's prefetch directory (hf_lora_convert.py
+    is an example script, not a table tool: its arguments are cited in trtllm_lora.py)."""
+    lora = spec.trtllm.lora
+    return [Step(f"convert LoRA adapter {name} (task {i})", argv)
+            for i, (name, argv) in enumerate(zip(lora.adapters, convert_argv(lora, paths.examples_dir,
+                                                                             paths.engine_dir, dtype)), start=1)]
 
 
 def checked(spec: BuildSpec, step: Step) -> Step:
@@ -149,6 +161,7 @@ def plan_steps(spec: BuildSpec, info: CheckpointInfo, paths: BuildPaths) -> list
     return [
         checked(spec, checkpoint_step(spec, info, paths)),
         checked(spec, engine_step(spec, paths)),
+        *lora_steps(spec, paths, model_dtype(spec, info)),
         Step("copy the tokenizer files into <engine>/tokenizer, write build.json (spec, versions, checkpoint hash), "
              "move the engine into place, delete the intermediate checkpoint", ()),
         Step("render the Triton model repository (ensemble, preprocessing, engine_relay, tensorrt_llm, postprocessing, tensorrt_llm_bls)", ()),

@@ -15,6 +15,7 @@ from tritonclient.grpc import model_config_pb2 as mc
 
 from build_engines.render import RenderedModel, io_message, python_model_config
 from build_engines.spec import BuildSpec
+from build_engines.trtllm_lora import cache_parameters
 from build_engines.trtllm_spec import GuidedDecodingBackend, SpeculativeDecoding, effective
 from build_engines.xgrammar_info import INFO_FILE, write_tokenizer_info
 from contract import names
@@ -77,7 +78,7 @@ def tensorrt_llm_config(engine_dir: Path, spec: BuildSpec) -> mc.ModelConfig:
     config.instance_group.add(kind=mc.ModelInstanceGroup.KIND_CPU, count=1)  # the executor owns the GPUs
     for key, value in to_parameters(tensorrt_llm_parameters(engine_dir, spec)).items():
         config.parameters[key].string_value = value
-    for key, value in speculative_parameters(spec).items():
+    for key, value in (speculative_parameters(spec) | cache_parameters(spec.trtllm.lora, engine_dir)).items():
         config.parameters[key].string_value = value
     return config
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from build_engines.gpus import FP8_MIN_SM, MIN_SM, GpuTarget, known_gpu, DEFAULT_GPU
+from build_engines.trtllm_lora import TrtLlmLora
 from build_engines.trtllm_rules import WEIGHT_FORMAT, EffectiveConfig, effective_config, kv_head_problems
 from build_engines.trtllm_versions import default_target
 from contract.upstream.citation import Citation, Source
@@ -166,6 +167,7 @@ class TrtLlmOptions:
     gpu: GpuTarget = field(default_factory=lambda: known_gpu(DEFAULT_GPU))
     speculative_decoding: SpeculativeDecoding = SpeculativeDecoding.NONE
     lookahead: LookaheadConfig = field(default_factory=LookaheadConfig)  # with speculative_decoding lookahead
+    lora: TrtLlmLora = field(default_factory=TrtLlmLora)  # LoRA adapters built in (build_engines/trtllm_lora.py)
     serving: TrtLlmServing = field(default_factory=TrtLlmServing)
 
     @property
@@ -265,6 +267,7 @@ def trtllm_options_from_dict(data: dict) -> TrtLlmOptions:
     d["kv_cache_dtype"] = KvCacheDtype(d["kv_cache_dtype"])
     d["speculative_decoding"] = SpeculativeDecoding(d["speculative_decoding"])
     d["lookahead"] = LookaheadConfig(**d.get("lookahead", {}))
+    d["lora"] = TrtLlmLora.from_dict(d.get("lora", {}))
     d["plugins"] = TrtLlmPlugins(**d["plugins"])
     d["gpu"] = GpuTarget(**d["gpu"])
     serving = dict(d["serving"])

@@ -52,14 +52,14 @@ class AsyncLlmClient:
             return False
 
     async def lora_adapters(self) -> dict[str, int]:
-        """The LoRA adapters the CPU engine serves, name -> lora_task_id ({} when none, or on
-        an engine that serves none), read from its model configuration."""
+        """The LoRA adapters the server serves, name -> lora_task_id ({} when none), read from
+        preprocessing's model configuration (every layout has it)."""
         try:
-            config = await self._client.get_model_config(names.OPENVINO_ENGINE, as_json=True)
+            config = await self._client.get_model_config(names.PREPROCESSING, as_json=True)
         except InferenceServerException:
             return {}
         value = config.get("config", config).get("parameters", {}).get("lora_adapters", {}).get("string_value", "")
-        return {a.name: a.task_id for a in lora.from_parameter(value)}
+        return lora.served_from_parameter(value)
 
     async def metadata(self) -> dict:
         try:

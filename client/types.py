@@ -47,7 +47,7 @@ class SamplingParams:
     # by the CPU engine; the TensorRT-LLM layouts refuse any value but 0.5 (contract/features.py).
     priority: float | None = None
     # A LoRA adapter the server serves (its lora_task_id; AsyncLlmClient.lora_adapters() lists
-    # them); None or 0: the base model.  The CPU engine only, with adapters (--lora-dir).
+    # them); None or 0: the base model.  Engines rendered with adapters (--lora-dir).
     lora_task_id: int | None = None
     # Prepend a text prompt to the output.  Done by the client: NVIDIA's ensemble contract never
     # streams the prompt back (exclude_input_in_output=false echoes only a non-streamed answer).

@@ -72,3 +72,12 @@ def to_parameter(adapters: list[LoraAdapter]) -> str:
 
 def from_parameter(value: str) -> list[LoraAdapter]:
     return [LoraAdapter(**a) for a in json.loads(value)] if value else []
+
+
+def served_to_parameter(served: dict[str, int]) -> str:
+    """Adapter name -> lora_task_id, as preprocessing's `lora_adapters` parameter."""
+    return json.dumps(served) if served else ""
+
+
+def served_from_parameter(value: str) -> dict[str, int]:
+    return {str(k): int(v) for k, v in json.loads(value).items()} if value else {}

@@ -20,6 +20,9 @@ class PreprocessingParameters:
     # (contract/features.py: a request asking for another is refused, never ignored).
     engine_label: str = "the engine"
     engine_features: str = ""  # comma-separated Feature names
+    # LoRA adapters served (JSON object: name -> lora_task_id; contract/lora.py served_to_parameter):
+    # an unknown lora_task_id is refused here, and clients list them from this config.
+    lora_adapters: str = ""
 
     def validate(self) -> None:
         for name in ("max_input_len", "max_seq_len", "default_max_tokens"):

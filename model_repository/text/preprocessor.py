@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from contract.model_configs import PreprocessingParameters
+from contract import lora
 from contract.features import Feature, refusals
 from contract.guided import guide_problems
 from contract.params import InvalidParameter
@@ -51,6 +52,16 @@ class Preprocessor:
         self.defaults = GenerationDefaults.from_checkpoint(params.tokenizer_dir)
         self.tokenizer = tokenizer if tokenizer is not None else load_tokenizer(params.tokenizer_dir)
 
+    def check_lora(self, feature_inputs: dict) -> None:
+        """An unknown lora_task_id is refused naming the served adapters (0: the base model)."""
+        try:
+            task_id = GenerationOptions.from_arrays({k: v for k, v in feature_inputs.items() if k == "lora_task_id"}).lora_task_id
+        except ValueError as e:
+            raise InvalidParameter("lora_task_id", str(e)) from None
+        served = {i: name for name, i in lora.served_from_parameter(self.params.lora_adapters).items()}
+        for problem in lora.request_problems(task_id, served):
+            raise InvalidParameter("lora_task_id", problem)
+
     # --- text -> ids --------------------------------------------------------------------
     def prompt_ids(self, req: GenerateRequest) -> list[int]:
         if req.messages is not None:
@@ -85,6 +96,8 @@ class Preprocessor:
             raise InvalidParameter(name, reason)
         if Feature.GUIDED_DECODING in self.engine.features:
             check_guide(dict(req.feature_inputs))
+        if Feature.LORA in self.engine.features:
+            self.check_lora(dict(req.feature_inputs))
         limits = self.params
         ids = self.prompt_ids(req)
         if not ids:

@@ -21,7 +21,8 @@ from model_repository.engines.relay import engine_errors
 from model_repository.triton import triton_io
 from model_repository.engine_step.engine_metrics import MetricsRecorder
 from model_repository.triton.triton_metrics import TritonMetricsPublisher
-from model_repository.engines.relay.bls_pipeline import closing_response, new_log_probs, row_of, sequence_of
+from model_repository.engines.relay.bls_pipeline import (closing_response, new_log_probs, row_of, sequence_of,
+                                                        without_base_adapter)
 from model_repository.engines.relay.relay import FINISHED, REQUESTED_OUTPUTS, Relay, SingleResponse, stop_request_arrays
 from model_repository.engines.relay.relay_pool import RelayPool
 
@@ -193,7 +194,8 @@ class RelayModel:
         if refusal:
             triton_io.fail(channel, refusal)
             return
-        relay_stream(self.pool, self.params.target_model, engine, self.sink(sink_for(streaming)), request_id, id_prefix)
+        relay_stream(self.pool, self.params.target_model, without_base_adapter(engine), self.sink(sink_for(streaming)),
+                     request_id, id_prefix)
 
     def stop(self, channel, request) -> None:
         triton_io.answer_stop(channel, request.request_id(), self.pool.cancel_id, decoupled=self.decoupled)

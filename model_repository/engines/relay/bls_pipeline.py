@@ -37,6 +37,15 @@ def _index(engine: Mapping[str, np.ndarray], name: str) -> int:
     return int(np.asarray(index).reshape(-1)[0]) if index is not None and np.asarray(index).size else 0
 
 
+def without_base_adapter(engine: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """lora_task_id 0 is the base model in our contract (contract/lora.py) but a task id like
+    any other to TensorRT-LLM's LoRA cache: a relay sends none for it."""
+    task = engine.get("lora_task_id")
+    if task is not None and not np.asarray(task).any():
+        return {k: v for k, v in engine.items() if k != "lora_task_id"}
+    return engine
+
+
 def row_of(engine: Mapping[str, np.ndarray]) -> int:
     """Which prompt of the request an engine response belongs to (batch_index; 0 when the
     engine leaves it out, as TensorRT-LLM does for a request of one prompt)."""

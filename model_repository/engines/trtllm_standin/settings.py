@@ -132,6 +132,11 @@ def load_settings(sem: BackendSemantics, config: Mapping[str, Any]) -> StandinSe
     )
     if settings.max_beam_width != 1:
         raise StandinLimitation(f"max_beam_width {settings.max_beam_width}: the CPU engine has no beam search")
+    prefetch = config.get("parameters", {}).get("lora_prefetch_dir", {})
+    if isinstance(prefetch, Mapping) and prefetch.get("string_value", "") not in ("", "${lora_prefetch_dir}"):
+        # build_engines/trtllm_lora.py: TensorRT-LLM's LoRA cache, which the CPU engine under
+        # the stand-in does not reproduce (it serves PEFT adapters itself: contract/lora.py)
+        raise StandinLimitation("lora_prefetch_dir: LoRA adapters are not implemented")
     return settings
 
 
