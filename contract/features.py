@@ -172,10 +172,12 @@ TRTLLM_ENGINE = EngineFeatures("TensorRT-LLM (engine flow)",
                                           Feature.BAD_WORDS}))
 # What tensorrt_llm_pytorch maps onto the LLM API (model_repository/engines/pytorch/sampling.py):
 # bad words of one token each (SamplingParams.bad_token_ids; longer ones are refused by the
-# engine model, naming the input).  Logit bias, perf metrics, logits, beams, n > 1, LoRA and
-# guided decoding exist in the LLM API but are not wired to our contract yet: refused
-# (priorities too: whether the LLM API at the pinned versions takes one was not read).
-PYTORCH_ENGINE = EngineFeatures("TensorRT-LLM's PyTorch backend (LLM API)", frozenset({Feature.BAD_WORDS}))
+# engine model, naming the input) and n samples (SamplingParams.n, one CompletionOutput each;
+# greedy n > 1 refused as SamplingParams refuses it).  Logit bias, perf metrics, logits,
+# beams, LoRA and guided decoding exist in the LLM API but are not wired to our contract yet:
+# refused (priorities too: whether the LLM API at the pinned versions takes one was not read).
+PYTORCH_ENGINE = EngineFeatures("TensorRT-LLM's PyTorch backend (LLM API)",
+                                frozenset({Feature.BAD_WORDS, Feature.MULTIPLE_SEQUENCES}))
 
 
 def with_guided_decoding(engine: EngineFeatures) -> EngineFeatures:

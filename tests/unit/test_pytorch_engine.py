@@ -4,6 +4,7 @@ LLM(...) keywords, step outputs, the MPI world, and the asyncio engine driven wi
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import threading
 import time
@@ -15,7 +16,7 @@ import pytest
 from contract.model_configs import KvCacheDtype, PyTorchEngineParameters
 from contract.upstream.llmapi import SUPPORTED_VERSIONS, llmapi
 from model_repository.engine_step.runner import FailCode
-from model_repository.engine_step.engine_inputs import EngineInputs
+from model_repository.engine_step.engine_inputs import EngineInputs, GenerationOptions
 from model_repository.engine_step.engine_metrics import MetricsRecorder
 from model_repository.engines.pytorch import mpi_world, outputs
 from model_repository.engines.pytorch.engine import EngineSettings, LlmEngine
@@ -188,7 +189,7 @@ class Sink:
     def is_cancelled(self):
         return self.cancelled
 
-    def send(self, ids, log_probs, cum, final):
+    def send(self, ids, log_probs, cum, final, sequence=0):
         self.sent.append((list(ids), final))
         if final:
             self.done.set()
@@ -240,6 +241,51 @@ def test_an_end_the_tokens_do_not_show_gets_a_closing_response():
         assert run(e).sent == [([5], False), ([6], False), ([], True)]
     finally:
         e.shutdown()
+
+
+class TwoSamples(FakeResult):
+    """A RequestOutput of SamplingParams.n=2: each step scripts both CompletionOutputs."""
+
+    def __init__(self, steps):
+        super().__init__(steps)
+        self.outputs = [Completion(), Completion()]
+
+    async def __anext__(self):
+        if self.finished:
+            raise StopAsyncIteration
+        await asyncio.sleep(0.002)
+        for out, new in zip(self.outputs, self.steps.pop(0)):
+            out.last = len(out.token_ids)
+            out.token_ids += new
+        self.finished = not self.steps
+        return self
+
+
+class SequenceSink(Sink):
+    def send(self, ids, log_probs, cum, final, sequence=0):
+        self.sent.append((sequence, list(ids), final))
+        if final and sum(f for _, _, f in self.sent) == 2:
+            self.done.set()
+
+
+def test_n_samples_stream_by_index_and_each_ends_with_its_own_final():
+    """SamplingParams.n: one CompletionOutput per sample; every sample's stream goes out with
+    its index and ends with its own final when the request finishes;
+    a greedy request for several samples is refused as SamplingParams refuses it."""
+    e, llm = engine(lambda n: TwoSamples([[[5], [7]], [[2], [8]], [[], [9]]]))
+    request = EngineInputs(input_ids=(1, 2), input_lengths=2, request_output_len=8, end_id=2, streaming=True,
+                           runtime_top_k=40, runtime_top_p=0.0, temperature=1.0,
+                           options=GenerationOptions(num_return_sequences=2))
+    try:
+        sent = run(e, request, SequenceSink()).sent
+        assert [x for x in sent if x[0] == 0] == [(0, [5], False), (0, [2], False), (0, [], True)]
+        assert [x for x in sent if x[0] == 1] == [(1, [7], False), (1, [8], False), (1, [9], False), (1, [], True)]
+        assert llm.calls[0][1]["n"] == 2
+    finally:
+        e.shutdown()
+    greedy = dataclasses.replace(request, runtime_top_k=1)
+    assert any("'num_return_sequences' 2 with greedy decoding" in p for p in problems(greedy))
+    assert problems(request) == []
 
 
 def test_a_stop_sequence_of_several_tokens_aborts_the_request():

@@ -41,6 +41,16 @@ log = logging.getLogger(__name__)
 
 
 @dataclass
+class _Sample:
+    """One of a request's num_return_sequences (SamplingParams.n) samples: a CompletionOutput."""
+
+    generated: list[int] = field(default_factory=list)
+    log_probs: list[float] = field(default_factory=list)
+    cum_log_prob: float = 0.0
+    sent: int = 0
+
+
+@dataclass
 class _Request:
     request: EngineInputs
     sink: ResponseSink
@@ -50,10 +60,14 @@ class _Request:
     output: Any = None  # the LLM's RequestOutput once submitted
     done: bool = False
     last_token_at: float = 0.0
-    generated: list[int] = field(default_factory=list)
-    log_probs: list[float] = field(default_factory=list)
-    cum_log_prob: float = 0.0
-    sent: int = 0
+    samples: list[_Sample] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.samples = self.samples or [_Sample() for _ in range(self.request.options.num_return_sequences)]
+
+    @property
+    def generated_count(self) -> int:
+        return sum(len(s.generated) for s in self.samples)
 
 
 @dataclass(frozen=True)
@@ -168,18 +182,23 @@ class LlmEngine:
             self._end(r, HandleStatus.IGNORED, f"the engine refused the request: {e}", FailCode.INTERNAL)
             return
         self._observer.on_scheduled(self._clock() - r.arrived)
-        stops = multi_token_stops(r.request)
+        # Multi-token stops end the request here only with one sample (the LLM ends a request,
+        # not one of its samples); with n, postprocessing cuts each sample's text.
+        stops = multi_token_stops(r.request) if len(r.samples) == 1 else ()
         try:
             async for step in r.output:
                 if r.done:
                     break
-                ids, lps = outputs.step_tokens(step.outputs[0])
-                if self._take_tokens(r, ids, lps, stops):
+                stopped = False
+                for sample, completion in zip(r.samples, step.outputs):  # CompletionOutput.index order
+                    ids, lps = outputs.step_tokens(completion)
+                    stopped = self._take_tokens(r, sample, ids, lps, stops) or stopped
+                if stopped:
                     self._abort(r)  # a stop sequence of several tokens completed
                     self._finish(r, HandleStatus.STOPPED)
                     break
                 if step.finished:
-                    self._finish(r, HandleStatus.FINISHED, closing=not self._visible_end(r))
+                    self._finish(r, HandleStatus.FINISHED, closing=True)
                     break
                 self._stream(r)
         except Exception as e:
@@ -189,52 +208,58 @@ class LlmEngine:
         if not r.done:  # the outputs ended without a finished one: end the request all the same
             self._finish(r, HandleStatus.FINISHED, closing=True)
 
-    def _take_tokens(self, r: _Request, ids: list[int], lps: list[float], stops) -> bool:
-        """Record a step's tokens; True when one completes a multi-token stop sequence."""
+    def _take_tokens(self, r: _Request, sample: _Sample, ids: list[int], lps: list[float], stops) -> bool:
+        """Record a step's tokens of one sample; True when one completes a multi-token stop sequence."""
         if not ids:
             return False
         now = self._clock()
-        self._observer.on_tokens(not r.generated, now - r.last_token_at, len(ids))
+        self._observer.on_tokens(not r.generated_count, now - r.last_token_at, len(ids))
         r.last_token_at = now
         for token, lp in zip(ids, lps):
-            r.generated.append(token)
-            r.log_probs.append(lp)
-            r.cum_log_prob += lp
-            if stops and len(r.generated) >= r.request.min_tokens and ends_with_stop(r.generated, stops):
+            sample.generated.append(token)
+            sample.log_probs.append(lp)
+            sample.cum_log_prob += lp
+            if stops and len(sample.generated) >= r.request.min_tokens and ends_with_stop(sample.generated, stops):
                 return True
         return False
 
     def _stream(self, r: _Request) -> None:
-        if r.request.streaming and len(r.generated) > r.sent:
-            self._send(r, final=False)
+        if r.request.streaming:
+            for index, sample in enumerate(r.samples):
+                if len(sample.generated) > sample.sent:
+                    self._send(r, index, final=False)
 
-    def _send(self, r: _Request, final: bool) -> None:
-        self._outbox.post(r.sink.send, r.generated[r.sent:], r.log_probs[r.sent:], r.cum_log_prob, final)
-        r.sent = len(r.generated)
+    def _send(self, r: _Request, index: int, final: bool) -> None:
+        sample = r.samples[index]
+        self._outbox.post(r.sink.send, sample.generated[sample.sent:], sample.log_probs[sample.sent:],
+                          sample.cum_log_prob, final, index)
+        sample.sent = len(sample.generated)
 
     def _finish(self, r: _Request, status: HandleStatus, closing: bool = False) -> None:
-        """A final response with what was not sent yet (everything, when not streaming).
-        `closing`: a streamed request whose tokens do not show that it ended gets them in a
-        response of its own, then a final response without tokens - the end postprocessing
-        reads (model_repository/engines/relay/bls_pipeline.py closing_response)."""
+        """A final response per sample with what was not sent yet (everything, when not
+        streaming).  `closing`: a streamed sample whose tokens do not show that it ended gets
+        them in a response of its own, then a final response without tokens - the end
+        postprocessing reads (model_repository/engines/relay/bls_pipeline.py closing_response)."""
         if self._release(r):
-            if closing and r.request.streaming and len(r.generated) > r.sent:
-                self._send(r, final=False)
-            self._send(r, final=True)
-            self._observer.on_finished(r.request, len(r.generated), status)
+            for index, sample in enumerate(r.samples):
+                if (closing and r.request.streaming and len(sample.generated) > sample.sent
+                        and not self._visible_end(r, sample)):
+                    self._send(r, index, final=False)
+                self._send(r, index, final=True)
+            self._observer.on_finished(r.request, r.generated_count, status)
 
     @staticmethod
-    def _visible_end(r: _Request) -> bool:
-        """Whether the tokens themselves say the request ended: the end id, or max_tokens.
+    def _visible_end(r: _Request, sample: _Sample) -> bool:
+        """Whether the tokens themselves say the sample ended: the end id, or max_tokens.
         TensorRT-LLM's executor leaves the end id and stop tokens out of the output (the C++
         backend does: upstream row output.end_id_not_in_output), so the LLM may not show it."""
-        return bool(r.generated) and (r.generated[-1] == r.request.end_id
-                                      or len(r.generated) >= r.request.request_output_len)
+        return bool(sample.generated) and (sample.generated[-1] == r.request.end_id
+                                           or len(sample.generated) >= r.request.request_output_len)
 
     def _end(self, r: _Request, status: HandleStatus, message: str, code: FailCode) -> None:
         if self._release(r):
             self._outbox.post(r.sink.fail, message, code)
-            self._observer.on_finished(r.request, len(r.generated), status)
+            self._observer.on_finished(r.request, r.generated_count, status)
 
     def _release(self, r: _Request) -> bool:
         """Mark r done and forget it; False if it already was."""
@@ -266,7 +291,7 @@ class LlmEngine:
                 if r.sink.is_cancelled():
                     self._abort(r)
                     self._end(r, HandleStatus.CANCELLED, "cancelled", FailCode.CANCELLED)
-                elif timeout is not None and not r.generated and now - r.arrived > timeout:
+                elif timeout is not None and not r.generated_count and now - r.arrived > timeout:
                     self._abort(r)
                     self._end(r, HandleStatus.CANCELLED, f"no first token after {now - r.arrived:.0f}s in the queue; "
                                                          "the server is overloaded, retry later", FailCode.UNAVAILABLE)

@@ -44,6 +44,7 @@ def sampling_kwargs(r: EngineInputs) -> dict[str, Any]:
         "bad_token_ids": single_token_ids(r.bad_words_list) or None,
         "logprobs": 1 if r.return_log_probs else None,  # row sampling.logprobs_int
         "detokenize": False,
+        "n": r.options.num_return_sequences,  # row sampling.field.n (best_of follows: sampling.post_init)
     }
     if r.is_greedy:
         kwargs["top_k"] = 1
@@ -55,12 +56,19 @@ def sampling_kwargs(r: EngineInputs) -> dict[str, Any]:
 
 
 def problems(r: EngineInputs) -> list[str]:
-    """What this request asks that the LLM API cannot do with token ids (INVALID_ARG)."""
+    """What this request asks that the LLM API cannot do (INVALID_ARG): bad words of several
+    tokens by id; several greedy samples (row sampling.validate.greedy_best_of: SamplingParams
+    refuses them unless TLLM_ALLOW_N_GREEDY_DECODING is set, and n greedy copies say nothing)."""
+    out = []
     longer = [list(w) for w in r.bad_words_list if len(w) > 1]
-    if not longer:
-        return []
-    return [f"'bad_words_list': {len(longer)} bad word(s) of more than one token ({longer[:3]}); {LLM_API} takes "
-            "bad words by id only one token each (SamplingParams.bad_token_ids): send words that are one token"]
+    if longer:
+        out.append(f"'bad_words_list': {len(longer)} bad word(s) of more than one token ({longer[:3]}); {LLM_API} "
+                   "takes bad words by id only one token each (SamplingParams.bad_token_ids): send words that are one token")
+    n = r.options.num_return_sequences
+    if n > 1 and r.is_greedy:
+        out.append(f"'num_return_sequences' {n} with greedy decoding: {LLM_API} refuses several greedy samples; "
+                   "sample (temperature > 0 with top_k > 1 or top_p > 0) or ask for one")
+    return out
 
 
 def multi_token_stops(r: EngineInputs) -> tuple[tuple[int, ...], ...]:

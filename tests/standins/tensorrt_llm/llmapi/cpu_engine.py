@@ -16,13 +16,13 @@ from pathlib import Path
 from contract.model_configs import OpenVinoEngineParameters
 from model_repository.engines.openvino.openvino_backend import OpenVinoBackend
 from model_repository.engine_step.runner import EngineRunner
-from model_repository.engine_step.engine_inputs import EngineInputs
+from model_repository.engine_step.engine_inputs import EngineInputs, GenerationOptions
 from tensorrt_llm._upstream import StandinLimitation
 
 ENGINE_VARIABLE = "TRTLLM_STANDIN_OPENVINO_ENGINE"
 # SamplingParams fields the CPU engine cannot honour: (field, value that asks for nothing).
 UNSUPPORTED = (("bad_token_ids", None), ("bad", None), ("stop", None), ("embedding_bias", None),
-               ("logits_processor", None), ("use_beam_search", False), ("n", 1), ("guided_decoding", None),
+               ("logits_processor", None), ("use_beam_search", False), ("guided_decoding", None),
                ("prompt_logprobs", None), ("return_context_logits", False), ("return_generation_logits", False),
                ("lookahead_config", None), ("no_repeat_ngram_size", None), ("min_p", None))
 
@@ -54,7 +54,8 @@ def engine_request(prompt: list[int], p) -> EngineInputs:
         stop_words_list=tuple((t,) for t in (p.stop_token_ids or ())),
         repetition_penalty=p.repetition_penalty if p.repetition_penalty is not None else 1.0,
         presence_penalty=p.presence_penalty or 0.0, frequency_penalty=p.frequency_penalty or 0.0,
-        min_tokens=p.min_tokens or 0, return_log_probs=bool(p.logprobs), streaming=True, **sampling)
+        min_tokens=p.min_tokens or 0, return_log_probs=bool(p.logprobs), streaming=True,
+        options=GenerationOptions(num_return_sequences=p.n), **sampling)
 
 
 class Admission:
@@ -74,7 +75,7 @@ class Admission:
                 self._waiting.append((request, sink))
                 return
             self._running += 1
-        self._runner.submit(request, _Releasing(sink, self))
+        self._runner.submit(request, _Releasing(sink, self, request.options.num_return_sequences))
 
     def withdraw(self, sink) -> bool:
         """Drop a request that is still waiting (aborted before it ran); True if it was."""
@@ -91,7 +92,7 @@ class Admission:
                 self._running -= 1
                 return
             request, sink = self._waiting.popleft()
-        self._runner.submit(request, _Releasing(sink, self))
+        self._runner.submit(request, _Releasing(sink, self, request.options.num_return_sequences))
 
     def counts(self) -> tuple[int, int]:
         with self._lock:
@@ -101,16 +102,19 @@ class Admission:
 class _Releasing:
     """A sink that frees its slot in the batch when its request ends."""
 
-    def __init__(self, sink, admission: Admission) -> None:
+    def __init__(self, sink, admission: Admission, sequences: int = 1) -> None:
         self._sink, self._admission = sink, admission
+        self._open = set(range(sequences))  # samples without their final yet
 
     def is_cancelled(self) -> bool:
         return self._sink.is_cancelled()
 
     def send(self, ids, log_probs, cum_log_prob, final, sequence=0) -> None:
-        self._sink.send(ids, log_probs, cum_log_prob, final)
-        if final:
-            self._admission._ended()
+        self._sink.send(ids, log_probs, cum_log_prob, final, sequence)
+        if final and sequence in self._open:
+            self._open.discard(sequence)
+            if not self._open:
+                self._admission._ended()
 
     def fail(self, message, code=None) -> None:
         self._sink.fail(message, code)

@@ -52,10 +52,10 @@ class _Sink:
         return self._output._aborted
 
     def send(self, ids, log_probs, cum_log_prob, final, sequence=0) -> None:
-        self._output._post((list(ids), list(log_probs), cum_log_prob, final, None))
+        self._output._post((list(ids), list(log_probs), cum_log_prob, final, None, sequence))
 
-    def fail(self, message, code=None) -> None:
-        self._output._post(([], [], None, True, (getattr(code, "value", code), message)))
+    def fail(self, message, code=None) -> None:  # the whole request
+        self._output._post(([], [], None, True, (getattr(code, "value", code), message), None))
 
 
 class RequestOutput:
@@ -64,7 +64,9 @@ class RequestOutput:
         self.request_id = request_id
         self.prompt = None
         self.prompt_token_ids = prompt_token_ids
-        self.outputs = [CompletionOutput(0)]
+        # SamplingParams.n samples (row sampling.field.n): one CompletionOutput each, by index
+        self.outputs = [CompletionOutput(i) for i in range(sampling_params.n)]
+        self._open = set(range(sampling_params.n))  # outputs not finished yet
         self.finished = False
         self._params = sampling_params
         self._streaming = streaming
@@ -90,30 +92,36 @@ class RequestOutput:
     async def __anext__(self) -> "RequestOutput":
         if self.finished:
             raise StopAsyncIteration
-        out = self.outputs[0]
-        out._last_token_ids_len, out._last_logprobs_len = len(out.token_ids), len(out.logprobs)
+        for out in self.outputs:  # row result.diffs: the diffs are since the previous iteration
+            out._last_token_ids_len, out._last_logprobs_len = len(out.token_ids), len(out.logprobs)
         while True:
-            ids, lps, cum, final, failure = await self._queue.get()
-            self._take(ids, lps, cum)
-            if failure is not None and not (failure[0] == "CANCELLED" and self._aborted):
-                raise RuntimeError(f"request {self.request_id} failed: {failure[1]}")
-            if final:
-                self._finish(cancelled=failure is not None)
+            ids, lps, cum, final, failure, sequence = await self._queue.get()
+            if failure is not None:
+                if not (failure[0] == "CANCELLED" and self._aborted):
+                    raise RuntimeError(f"request {self.request_id} failed: {failure[1]}")
+                for index in sorted(self._open):
+                    self._finish(self.outputs[index], cancelled=True)
+                self._open.clear()
+            else:
+                self._take(self.outputs[sequence], ids, lps, cum)
+                if final and sequence in self._open:
+                    self._open.discard(sequence)
+                    self._finish(self.outputs[sequence], cancelled=False)
+            if not self._open:
+                self.finished = True
                 return self
             if self._streaming and ids:  # non-streaming: one output, at the end (row result.fields)
                 return self
 
-    def _take(self, ids, lps, cum) -> None:
-        out = self.outputs[0]
+    def _take(self, out: CompletionOutput, ids, lps, cum) -> None:
         out.token_ids.extend(ids)
         if self._params.logprobs:
             out.logprobs.extend({t: Logprob(lp, rank=1)} for t, lp in zip(ids, lps))
         if cum is not None:
             out.cumulative_logprob = cum
 
-    def _finish(self, cancelled: bool) -> None:
-        out, params = self.outputs[0], self._params
-        self.finished = True
+    def _finish(self, out: CompletionOutput, cancelled: bool) -> None:
+        params = self._params
         last = out.token_ids[-1] if out.token_ids else None
         if cancelled or self._aborted:
             out.finish_reason = "cancelled"
