@@ -176,6 +176,10 @@ TRTLLM_ENGINE = EngineFeatures("TensorRT-LLM (engine flow)",
 # greedy n > 1 refused as SamplingParams refuses it).  Logit bias, perf metrics, logits,
 # beams, LoRA and guided decoding exist in the LLM API but are not wired to our contract yet:
 # refused (priorities too: whether the LLM API at the pinned versions takes one was not read).
+# Guided decoding needs more than a keyword: the PyTorch executor builds its xgrammar decoder
+# from the LLM's tokenizer and asserts one (_torch/pyexecutor/py_executor_creator.py
+# get_guided_decoding_config, read through the index, version not identified), while this kit
+# runs the LLM with skip_tokenizer_init (preprocessing tokenizes).
 PYTORCH_ENGINE = EngineFeatures("TensorRT-LLM's PyTorch backend (LLM API)",
                                 frozenset({Feature.BAD_WORDS, Feature.MULTIPLE_SEQUENCES}))
 
