@@ -130,8 +130,9 @@ _OPTIONS = [
                  show_default=True),
     click.option("--max-queue-delay-us", type=int, default=_SERVING.max_queue_delay_microseconds, show_default=True),
     click.option("--guided-decoding", type=_choice(GuidedDecodingBackend), default=_SERVING.guided_decoding_backend.value,
-                 show_default=True, help="[tensorrt_llm] guided_decoding_backend: structured output (JSON schema, "
-                                         "regex, EBNF grammar) by the executor's xgrammar decoder; none: refused."),
+                 show_default=True, help="[tensorrt_llm, tensorrt_llm_pytorch] guided_decoding_backend: structured "
+                                         "output (JSON schema, regex, EBNF grammar) by the executor's xgrammar "
+                                         "decoder; none: refused."),
     click.option("--speculative-decoding", type=_choice(SpeculativeDecoding), default=SpeculativeDecoding.NONE.value,
                  show_default=True, help="[tensorrt_llm] lookahead_decoding: the engine drafts and verifies its own "
                                          "n-grams (no draft model); the other upstream modes are not wired."),

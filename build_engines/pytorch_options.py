@@ -7,7 +7,14 @@ from build_engines.gpus import GpuTarget
 from build_engines.pytorch_spec import PyTorchOptions, PyTorchServing
 from build_engines.pytorch_speculative import PyTorchSpeculative
 from build_engines.spec import SpecError
-from build_engines.trtllm_spec import KvCacheDtype, SchedulerPolicy, SpeculativeDecoding, TrtLlmOptions, TrtLlmServing
+from build_engines.trtllm_spec import (
+    GuidedDecodingBackend,
+    KvCacheDtype,
+    SchedulerPolicy,
+    SpeculativeDecoding,
+    TrtLlmOptions,
+    TrtLlmServing,
+)
 from build_engines.trtllm_versions import TrtllmTargetError, resolve_target
 
 # --option -> (make_spec keyword, its default): trtllm-build and C++-backend settings.
@@ -15,15 +22,14 @@ ENGINE_ONLY = {"--no-paged-context-fmha": ("paged_context_fmha", TrtLlmOptions()
                "--scheduler-policy": ("scheduler_policy", TrtLlmServing().batch_scheduler_policy.value),
                "--max-queue-delay-us": ("max_queue_delay_us", TrtLlmServing().max_queue_delay_microseconds),
                "--speculative-decoding": ("speculative_decoding", SpeculativeDecoding.NONE.value),
-               "--lookahead": ("lookahead", None),
-               "--guided-decoding": ("guided_decoding", TrtLlmServing().guided_decoding_backend.value)}
+               "--lookahead": ("lookahead", None)}
 
 
 def pytorch_options(*, triton_image: str | None, trtllm_version: str | None, tp_size: int, pp_size: int,
                     kv_cache_dtype: str, calib_dataset: str | None, calib_size: int, gpu: GpuTarget,
                     kv_cache_fraction: float, kv_cache_reuse: bool, chunked_context: bool, max_queue_size: int,
                     queue_timeout_s: float, speculative: PyTorchSpeculative | None = None,
-                    **engine_only) -> PyTorchOptions:
+                    guided_decoding: str = GuidedDecodingBackend.XGRAMMAR.value, **engine_only) -> PyTorchOptions:
     set_ = [flag for flag, (key, default) in ENGINE_ONLY.items() if engine_only.get(key, default) != default]
     if set_:
         raise SpecError(f"{set_} configure a compiled engine; --backend tensorrt_llm_pytorch compiles none")
@@ -37,7 +43,8 @@ def pytorch_options(*, triton_image: str | None, trtllm_version: str | None, tp_
         speculative=speculative or PyTorchSpeculative(),
         serving=PyTorchServing(kv_cache_free_gpu_mem_fraction=kv_cache_fraction, enable_block_reuse=kv_cache_reuse,
                                enable_chunked_prefill=chunked_context, max_queue_size=max_queue_size,
-                               queue_timeout_s=queue_timeout_s))
+                               queue_timeout_s=queue_timeout_s,
+                               guided_decoding_backend=GuidedDecodingBackend(guided_decoding)))
 
 
 assert SchedulerPolicy(ENGINE_ONLY["--scheduler-policy"][1])  # the default stays a valid policy

@@ -10,6 +10,7 @@ from pathlib import Path
 from build_engines.checkpoint_quant import read_quantization
 from build_engines.render import RenderedModel, python_model_config
 from build_engines.spec import BuildSpec, Precision
+from build_engines.trtllm_spec import GuidedDecodingBackend
 from contract import names
 from contract.model_configs import KvCacheDtype, PyTorchEngineParameters
 from contract.model_parameters import to_parameters
@@ -46,7 +47,9 @@ def pytorch_parameters(engine_dir: Path, spec: BuildSpec, model_dir: Path | None
         kv_cache_dtype=KvCacheDtype.FP8 if fp8_kv else KvCacheDtype.AUTO,
         enable_chunked_prefill=s.enable_chunked_prefill, max_queue_size=s.max_queue_size,
         queue_timeout_s=s.queue_timeout_s, cancel_check_period_ms=s.cancel_check_period_ms,
-        speculative_config=json.dumps(p.speculative.llm_api_options().get("speculative_config", {}), sort_keys=True))
+        speculative_config=json.dumps(p.speculative.llm_api_options().get("speculative_config", {}), sort_keys=True),
+        guided_decoding_backend=("" if s.guided_decoding_backend == GuidedDecodingBackend.NONE
+                                 else s.guided_decoding_backend.value))
 
 
 def pytorch_engine_model(engine_dir: Path, spec: BuildSpec) -> RenderedModel:

@@ -21,7 +21,14 @@ from typing import TYPE_CHECKING
 from build_engines.checkpoint_quant import CheckpointQuantization
 from build_engines.pytorch_speculative import PyTorchSpecMode, PyTorchSpeculative, speculative_from_dict
 from build_engines.gpus import DEFAULT_GPU, FP8_MIN_SM, GpuTarget, known_gpu
-from build_engines.trtllm_spec import KvCacheDtype, _default_release, _default_version, gpu_problems, parallelism_problems
+from build_engines.trtllm_spec import (
+    GuidedDecodingBackend,
+    KvCacheDtype,
+    _default_release,
+    _default_version,
+    gpu_problems,
+    parallelism_problems,
+)
 from contract.upstream.citation import UpstreamTableError
 from contract.upstream.llmapi import SUPPORTED_VERSIONS as LLMAPI_VERSIONS
 from contract.upstream.modelopt import ModelOptTable, modelopt_for_trtllm
@@ -44,6 +51,9 @@ class PyTorchServing:
     max_queue_size: int = 64
     queue_timeout_s: float = 60.0
     cancel_check_period_ms: int = 50
+    # LLM(guided_decoding_backend=...): structured output by the executor's xgrammar decoder (the
+    # LLM then loads its tokenizer: contract/upstream/data/llmapi_<version>.json llm.guided.tokenizer)
+    guided_decoding_backend: GuidedDecodingBackend = GuidedDecodingBackend.XGRAMMAR
 
 
 @dataclass(frozen=True)
@@ -187,6 +197,9 @@ def pytorch_options_from_dict(data: dict) -> PyTorchOptions:
     d = dict(data)
     d["kv_cache_dtype"] = KvCacheDtype(d["kv_cache_dtype"])
     d["gpu"] = GpuTarget(**d["gpu"])
-    d["serving"] = PyTorchServing(**d["serving"])
+    serving = dict(d["serving"])
+    if "guided_decoding_backend" in serving:  # older records lack it: this version's default
+        serving["guided_decoding_backend"] = GuidedDecodingBackend(serving["guided_decoding_backend"])
+    d["serving"] = PyTorchServing(**serving)
     d["speculative"] = speculative_from_dict(d.get("speculative"))
     return PyTorchOptions(**d)

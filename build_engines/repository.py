@@ -42,7 +42,8 @@ def engine_features(spec: BuildSpec, lora: bool = False) -> EngineFeatures:
     """What the engine behind the ensemble honours (contract/features.py)."""
     engine = {EngineBackend.TENSORRT_LLM: TRTLLM_ENGINE,
               EngineBackend.TENSORRT_LLM_PYTORCH: PYTORCH_ENGINE}.get(spec.backend, CPU_ENGINE)
-    if spec.backend == EngineBackend.TENSORRT_LLM and spec.trtllm.serving.guided_decoding_backend != GuidedDecodingBackend.NONE:
+    serving = {EngineBackend.TENSORRT_LLM: spec.trtllm.serving, EngineBackend.TENSORRT_LLM_PYTORCH: spec.pytorch.serving}
+    if spec.backend in serving and serving[spec.backend].guided_decoding_backend != GuidedDecodingBackend.NONE:
         engine = with_guided_decoding(engine)
     return with_lora(engine) if lora else engine
 

@@ -173,13 +173,12 @@ TRTLLM_ENGINE = EngineFeatures("TensorRT-LLM (engine flow)",
 # What tensorrt_llm_pytorch maps onto the LLM API (model_repository/engines/pytorch/sampling.py):
 # bad words of one token each (SamplingParams.bad_token_ids; longer ones are refused by the
 # engine model, naming the input) and n samples (SamplingParams.n, one CompletionOutput each;
-# greedy n > 1 refused as SamplingParams refuses it).  Logit bias, perf metrics, logits,
-# beams, LoRA and guided decoding exist in the LLM API but are not wired to our contract yet:
-# refused (priorities too: whether the LLM API at the pinned versions takes one was not read).
-# Guided decoding needs more than a keyword: the PyTorch executor builds its xgrammar decoder
-# from the LLM's tokenizer and asserts one (_torch/pyexecutor/py_executor_creator.py
-# get_guided_decoding_config, read through the index, version not identified), while this kit
-# runs the LLM with skip_tokenizer_init (preprocessing tokenizes).
+# greedy n > 1 refused as SamplingParams refuses it).  Guided decoding is added by
+# with_guided_decoding where the LLM is built with guided_decoding_backend (the default; it then
+# loads its tokenizer, which the executor's xgrammar decoder is built from: row
+# llm.guided.tokenizer).  Logit bias, perf metrics, logits, beams and LoRA exist in the LLM API
+# but are not wired to our contract yet: refused (priorities too: whether the LLM API at the
+# pinned versions takes one was not read).
 PYTORCH_ENGINE = EngineFeatures("TensorRT-LLM's PyTorch backend (LLM API)",
                                 frozenset({Feature.BAD_WORDS, Feature.MULTIPLE_SEQUENCES}))
 

@@ -219,6 +219,9 @@ class PyTorchEngineParameters:
     # LLM(speculative_config=...) as JSON: {"decoding_type": ..., fields of its DecodingConfig}, "{}" for none
     # (build_engines/pytorch_speculative.py renders it; the model builds the tensorrt_llm.llmapi class by name).
     speculative_config: str = "{}"
+    # LLM(guided_decoding_backend=...): "" leaves structured output off; "xgrammar" also makes the
+    # LLM load its tokenizer (its executor builds the decoder from it: row llm.guided.tokenizer)
+    guided_decoding_backend: str = ""
 
     def validate(self) -> None:
         for name in ("max_batch_size", "max_num_tokens", "max_seq_len", "max_input_len", "tensor_parallel_size",

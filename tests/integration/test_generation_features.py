@@ -254,12 +254,15 @@ def test_standin_layout_honours_guides_and_n(standin_server, default_engine, tmp
     assert any(lp < 0 for lp in result.log_probs)
 
 
-def test_pytorch_layout_samples_n(pytorch_server, default_engine, tmp_path):
-    """The PyTorch backend maps n onto SamplingParams.n (one CompletionOutput per sample, each
-    streamed with its sequence_index and ended by its own final), on the LLM API's stand-in."""
+def test_pytorch_layout_honours_guides_and_n(pytorch_server, default_engine, tmp_path):
+    """The PyTorch backend maps guides onto SamplingParams.guided_decoding (GuidedDecodingParams;
+    the LLM built with guided_decoding_backend xgrammar and its tokenizer) and n onto
+    SamplingParams.n (one CompletionOutput per sample, each streamed with its sequence_index and
+    ended by its own final), on the LLM API's stand-in."""
     with running_front(pytorch_server.settings.grpc_url, tmp_path, "--tokenizer", str(default_engine)) as base:
-        check_n_samples(pytorch_server.settings.grpc_url, openai.OpenAI(base_url=base + "/v1", api_key="none",
-                                                                         max_retries=0))
+        oai_client = openai.OpenAI(base_url=base + "/v1", api_key="none", max_retries=0)
+        check_guided_decoding(pytorch_server.settings.grpc_url, oai_client)
+        check_n_samples(pytorch_server.settings.grpc_url, oai_client)
 
 
 def _schemas():
@@ -371,19 +374,15 @@ def test_relay_layout_carries_n_samples(relay_server):
     assert all(r.finish_reason and r.completion_tokens == 12 for r in whole)
 
 
-def test_pytorch_layout_refuses_guides_and_greedy_n_and_returns_log_probs(pytorch_server):
-    """The LLM API has guided decoding (llmapi_1.2.1.json row sampling.field.guided_decoding),
-    but tensorrt_llm_pytorch does not map it onto our contract yet (contract/features.py
-    PYTORCH_ENGINE): refused naming the input; several greedy samples are refused as
-    SamplingParams refuses them (row sampling.validate.greedy_best_of); log probs are mapped
-    (SamplingParams.logprobs)."""
+def test_pytorch_layout_refuses_greedy_n_and_priorities_and_returns_log_probs(pytorch_server):
+    """Several greedy samples are refused as SamplingParams refuses them (row
+    sampling.validate.greedy_best_of); priorities are not wired (contract/features.py
+    PYTORCH_ENGINE); log probs are mapped (SamplingParams.logprobs)."""
     from client import InvalidRequestError
 
     with LlmClient(pytorch_server.settings.grpc_url) as client:
         with pytest.raises(InvalidRequestError, match=r"'num_return_sequences' 2 with greedy decoding"):
             client.generate_n("Hi", SamplingParams(max_tokens=4, n=2, temperature=0))
-        with pytest.raises(InvalidRequestError, match=r"'guided_decoding_guide_type'.*PyTorch backend"):
-            client.generate("Hi", SamplingParams(max_tokens=4, guide=Guide("regex", "[a-z]+")))
         with pytest.raises(InvalidRequestError, match=r"'priority'.*PyTorch backend"):
             client.generate("Hi", SamplingParams(max_tokens=4, priority=0.1))
         result = client.generate(LOGPROB_PROMPT, SamplingParams(max_tokens=8, temperature=0, return_log_probs=True))

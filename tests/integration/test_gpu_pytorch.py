@@ -139,3 +139,17 @@ def test_fp8_quantized_by_modelopt_answers(default_checkpoint, tmp_path_factory)
             result = c.generate([ChatMessage("user", "What is the capital of France?")],
                                 SamplingParams(max_tokens=32, temperature=0.0))
             assert "Paris" in result.text
+
+
+def test_guided_decoding_and_n_samples(server, tmp_path):
+    """LLM(guided_decoding_backend='xgrammar') with its tokenizer, GuidedDecodingParams per
+    request, and SamplingParams.n, through the gRPC client and the OpenAI front."""
+    import openai
+
+    from tests.integration import test_generation_features as features_tests
+    from tests.integration.openai_front_process import running_front
+
+    with running_front(server.settings.grpc_url, tmp_path) as base:
+        oai_client = openai.OpenAI(base_url=base + "/v1", api_key="none", max_retries=0)
+        features_tests.check_guided_decoding(server.settings.grpc_url, oai_client)
+        features_tests.check_n_samples(server.settings.grpc_url, oai_client)

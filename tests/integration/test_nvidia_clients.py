@@ -180,9 +180,9 @@ def test_check_outputs_with_greedy_settings_is_deterministic(served, model):
 
 
 # The engine behind each layout: what it honours and how its refusals name it.
-# (The engine flow is rendered with its xgrammar guided decoder by default.)
+# (Both TensorRT-LLM layouts are rendered with their xgrammar guided decoders by default.)
 ENGINE_OF = {"server": CPU_ENGINE, "relay_server": CPU_ENGINE, "standin_server": with_guided_decoding(TRTLLM_ENGINE),
-             "pytorch_server": PYTORCH_ENGINE}
+             "pytorch_server": with_guided_decoding(PYTORCH_ENGINE)}
 STANDINS = {"standin_server"}  # the C++ backend's stand-in generates with the CPU engine
 # what the CPU engine under it does as the C++ backend would
 STANDIN_HONOURS = {Feature.GUIDED_DECODING, Feature.MULTIPLE_SEQUENCES}

@@ -68,8 +68,8 @@ def test_every_1_2_1_image_plans(llama, image):
 def test_engine_only_options_are_refused_by_name(llama):
     with pytest.raises(SpecError, match=r"\['--scheduler-policy', '--max-queue-delay-us'\].*compiles none"):
         spec_for(llama, scheduler_policy="max_utilization", max_queue_delay_us=10)
-    with pytest.raises(SpecError, match=r"\['--guided-decoding'\]"):  # the C++ backend's decoder setting
-        spec_for(llama, guided_decoding="none")
+    # --guided-decoding configures the LLM's decoder too (LLM(guided_decoding_backend=...))
+    assert spec_for(llama, guided_decoding="none").pytorch.serving.guided_decoding_backend.value == "none"
 
 
 # --- quantizing with ModelOpt -------------------------------------------------------------------
@@ -179,7 +179,7 @@ def test_build_copies_the_checkpoint_and_records_the_target_version(default_chec
     assert ensemble.ensemble_scheduling.step[1].model_name == names.PYTORCH_ENGINE
     pre = read_config(out / names.PREPROCESSING / "config.pbtxt")
     assert pre.parameters["tokenizer_dir"].string_value == str(engine / MODEL_SUBDIR)
-    assert pre.parameters["engine_features"].string_value == "BAD_WORDS,MULTIPLE_SEQUENCES"
+    assert pre.parameters["engine_features"].string_value == "BAD_WORDS,GUIDED_DECODING,MULTIPLE_SEQUENCES"
 
     unary = render_repository(engine, tmp_path / "unary", decoupled=False)
     assert names.ENGINE_RELAY in unary

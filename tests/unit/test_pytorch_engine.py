@@ -21,7 +21,7 @@ from model_repository.engine_step.engine_metrics import MetricsRecorder
 from model_repository.engines.pytorch import mpi_world, outputs
 from model_repository.engines.pytorch.engine import EngineSettings, LlmEngine
 from model_repository.engines.pytorch.llm_config import llm_kwargs
-from model_repository.engines.pytorch.sampling import problems, sampling_kwargs
+from model_repository.engines.pytorch.sampling import guided_decoding_kwargs, problems, sampling_kwargs
 
 REQUEST = EngineInputs(input_ids=(1, 2, 3), input_lengths=3, request_output_len=8, end_id=2, streaming=True)
 
@@ -70,6 +70,11 @@ def test_llm_keywords_are_constructor_parameters_or_llm_args_fields(version):
     assert set(kwargs) <= allowed
     assert set(kwargs["kv_cache_config"]) <= set(api.rule("kv_cache_config.fields").extra["fields"])
     assert kwargs["skip_tokenizer_init"] is True and "dtype" not in kwargs["kv_cache_config"]
+    # guided decoding: the LLM's executor builds the xgrammar decoder from the LLM's tokenizer
+    # (row llm.guided.tokenizer), so the LLM loads it
+    guided = llm_kwargs(dataclasses.replace(PARAMS, guided_decoding_backend="xgrammar"), lambda **kv: kv)
+    assert set(guided) <= allowed and guided["guided_decoding_backend"] == "xgrammar"
+    assert guided["skip_tokenizer_init"] is False and "guided_decoding_backend" not in kwargs
 
 
 def test_an_fp8_kv_cache_is_asked_for_by_dtype():
@@ -283,6 +288,12 @@ def test_n_samples_stream_by_index_and_each_ends_with_its_own_final():
         assert llm.calls[0][1]["n"] == 2
     finally:
         e.shutdown()
+    guides = {kind: guided_decoding_kwargs(dataclasses.replace(request, options=GenerationOptions(
+        guided_decoding_guide_type=kind, guided_decoding_guide=guide))) for kind, guide in
+        (("json", ""), ("json_schema", '{"type": "object"}'), ("regex", "[a-z]+"), ("ebnf_grammar", 'root ::= "a"'))}
+    assert guides == {"json": {"json_object": True}, "json_schema": {"json": '{"type": "object"}'},  # GuidedDecodingParams
+                      "regex": {"regex": "[a-z]+"}, "ebnf_grammar": {"grammar": 'root ::= "a"'}}
+    assert guided_decoding_kwargs(request) is None
     greedy = dataclasses.replace(request, runtime_top_k=1)
     assert any("'num_return_sequences' 2 with greedy decoding" in p for p in problems(greedy))
     assert problems(request) == []

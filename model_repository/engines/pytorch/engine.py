@@ -35,7 +35,7 @@ from model_repository.engine_step.runner import FailCode, HandleStatus, Response
 from model_repository.engine_step.engine_inputs import EngineInputs
 from model_repository.engines.pytorch import outputs
 from model_repository.engines.pytorch.outbox import Outbox
-from model_repository.engines.pytorch.sampling import multi_token_stops, sampling_kwargs
+from model_repository.engines.pytorch.sampling import guided_decoding_kwargs, multi_token_stops, sampling_kwargs
 
 log = logging.getLogger(__name__)
 
@@ -81,9 +81,11 @@ class EngineSettings:
 
 class LlmEngine:
     def __init__(self, make_llm: Callable[[], Any], sampling_params: Callable[..., Any], settings: EngineSettings,
-                 observer: RunnerObserver, clock: Callable[[], float] = time.monotonic) -> None:
+                 observer: RunnerObserver, clock: Callable[[], float] = time.monotonic,
+                 guided_params: Callable[..., Any] | None = None) -> None:
         self._make_llm = make_llm
         self._sampling_params = sampling_params  # the SamplingParams class
+        self._guided_params = guided_params  # the GuidedDecodingParams class (an LLM with a guided decoder)
         self._settings = settings
         self._observer = observer
         self._clock = clock
@@ -175,9 +177,14 @@ class LlmEngine:
         if r.done:  # cancelled before its turn on the loop
             return
         try:
+            kwargs = sampling_kwargs(r.request)
+            guide = guided_decoding_kwargs(r.request)
+            if guide is not None:
+                if self._guided_params is None:
+                    raise ValueError("this LLM has no guided decoding backend")
+                kwargs["guided_decoding"] = self._guided_params(**guide)
             r.output = self._llm.generate_async(list(r.request.input_ids),
-                                                sampling_params=self._sampling_params(**sampling_kwargs(r.request)),
-                                                streaming=True)
+                                                sampling_params=self._sampling_params(**kwargs), streaming=True)
         except Exception as e:  # refused before it ran (e.g. rows llm.max_num_tokens_check, llm.shutting_down)
             self._end(r, HandleStatus.IGNORED, f"the engine refused the request: {e}", FailCode.INTERNAL)
             return

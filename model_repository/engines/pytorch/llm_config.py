@@ -53,8 +53,10 @@ def _base_kwargs(p: PyTorchEngineParameters, kv_cache_config: Callable[..., Any]
     return {
         "model": str(p.model_dir),
         "backend": "pytorch",  # as NVIDIA's model.yaml says it (row triton.model_yaml)
-        "skip_tokenizer_init": True,
-        "dtype": p.dtype,  # preprocessing tokenizes; end_id is always explicit (row llm.end_id.setup)
+        # preprocessing tokenizes; end_id is always explicit (row llm.end_id.setup); guided decoding
+        # needs the LLM's tokenizer all the same (row llm.guided.tokenizer)
+        "skip_tokenizer_init": not p.guided_decoding_backend,
+        "dtype": p.dtype,
         "tensor_parallel_size": p.tensor_parallel_size,
         "pipeline_parallel_size": p.pipeline_parallel_size,
         "max_batch_size": p.max_batch_size,
@@ -63,4 +65,4 @@ def _base_kwargs(p: PyTorchEngineParameters, kv_cache_config: Callable[..., Any]
         "enable_chunked_prefill": p.enable_chunked_prefill,
         "enable_iter_perf_stats": True,  # KV-cache usage for llm_kv_cache_usage_ratio (row llm.get_stats_async)
         "kv_cache_config": kv_cache_config(**kv_cache_kwargs(p)),
-    }
+    } | ({"guided_decoding_backend": p.guided_decoding_backend} if p.guided_decoding_backend else {})

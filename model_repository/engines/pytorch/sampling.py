@@ -55,6 +55,19 @@ def sampling_kwargs(r: EngineInputs) -> dict[str, Any]:
     return kwargs
 
 
+# Our guide types (TensorRT-LLM's C++ names) -> GuidedDecodingParams keywords (row
+# sampling.guided_decoding.fields: json takes the schema, json_object any JSON).
+GUIDE_KEYWORDS = {"json": "json_object", "json_schema": "json", "regex": "regex", "ebnf_grammar": "grammar"}
+
+
+def guided_decoding_kwargs(r: EngineInputs) -> dict[str, Any] | None:
+    """GuidedDecodingParams(**these) for one request, None without a guide."""
+    kind = r.options.guided_decoding_guide_type
+    if not kind:
+        return None
+    return {GUIDE_KEYWORDS[kind]: True if kind == "json" else r.options.guided_decoding_guide}
+
+
 def problems(r: EngineInputs) -> list[str]:
     """What this request asks that the LLM API cannot do (INVALID_ARG): bad words of several
     tokens by id; several greedy samples (row sampling.validate.greedy_best_of: SamplingParams

@@ -49,7 +49,13 @@ class TritonPythonModel:
             max_batch_size=params.max_batch_size, capacity=params.max_batch_size + params.max_queue_size,
             queue_timeout_s=params.queue_timeout_s or None, cancel_period_s=params.cancel_check_period_ms / 1000,
             stats_period_s=params.stats_period_s)
-        self.engine = LlmEngine(lambda: LLM(**kwargs), SamplingParams, settings, recorder)
+        self.features = features.PYTORCH_ENGINE
+        guided = None
+        if params.guided_decoding_backend:
+            from tensorrt_llm.sampling_params import GuidedDecodingParams as guided
+
+            self.features = features.with_guided_decoding(self.features)
+        self.engine = LlmEngine(lambda: LLM(**kwargs), SamplingParams, settings, recorder, guided_params=guided)
         self.engine.start()
         self.metrics = TritonMetricsPublisher(args["model_name"], metrics.ENGINE_METRICS, self._gauges, recorder,
                                               aliases=True)
@@ -66,7 +72,7 @@ class TritonPythonModel:
                 triton_io.fail(triton_io.response_channel(request), "this rank is an MPI worker of rank 0; send "
                                "requests to rank 0's server", "UNAVAILABLE")
             return None
-        serve_requests(requests, self.engine, features.PYTORCH_ENGINE, self._problems)
+        serve_requests(requests, self.engine, self.features, self._problems)
         return None
 
     def _problems(self, row):

@@ -9,6 +9,7 @@ row sampling.greedy says; temperature 1 when sampling without one; end_id -1 = n
 from __future__ import annotations
 
 import collections
+import json
 import os
 import threading
 from pathlib import Path
@@ -22,7 +23,7 @@ from tensorrt_llm._upstream import StandinLimitation
 ENGINE_VARIABLE = "TRTLLM_STANDIN_OPENVINO_ENGINE"
 # SamplingParams fields the CPU engine cannot honour: (field, value that asks for nothing).
 UNSUPPORTED = (("bad_token_ids", None), ("bad", None), ("stop", None), ("embedding_bias", None),
-               ("logits_processor", None), ("use_beam_search", False), ("guided_decoding", None),
+               ("logits_processor", None), ("use_beam_search", False),
                ("prompt_logprobs", None), ("return_context_logits", False), ("return_generation_logits", False),
                ("lookahead_config", None), ("no_repeat_ngram_size", None), ("min_p", None))
 
@@ -55,7 +56,26 @@ def engine_request(prompt: list[int], p) -> EngineInputs:
         repetition_penalty=p.repetition_penalty if p.repetition_penalty is not None else 1.0,
         presence_penalty=p.presence_penalty or 0.0, frequency_penalty=p.frequency_penalty or 0.0,
         min_tokens=p.min_tokens or 0, return_log_probs=bool(p.logprobs), streaming=True,
-        options=GenerationOptions(num_return_sequences=p.n), **sampling)
+        options=GenerationOptions(num_return_sequences=p.n, **guide_options(p.guided_decoding)), **sampling)
+
+
+# GuidedDecodingParams field -> the CPU engine's guide type (TensorRT-LLM's C++ names)
+GUIDE_TYPES = {"json_object": "json", "json": "json_schema", "regex": "regex", "grammar": "ebnf_grammar"}
+
+
+def guide_options(guided) -> dict:
+    """SamplingParams.guided_decoding (row sampling.guided_decoding.fields) as GenerationOptions keywords."""
+    if guided is None:
+        return {}
+    guided._validate()
+    if guided.structural_tag:
+        raise StandinLimitation("GuidedDecodingParams.structural_tag (OpenVINO GenAI's structural tags are not mapped)")
+    for name, kind in GUIDE_TYPES.items():
+        value = getattr(guided, name)
+        if value:
+            guide = "" if name == "json_object" else (value if isinstance(value, str) else json.dumps(value))
+            return {"guided_decoding_guide_type": kind, "guided_decoding_guide": guide}
+    return {}
 
 
 class Admission:

@@ -36,6 +36,12 @@ class LLM:
         kv = args["kv_cache_config"]
         if not isinstance(kv, KvCacheConfig):
             raise ValidationError(error("llm.args.fields", field="kv_cache_config"))
+        backend = args.get("guided_decoding_backend")
+        if backend is not None:  # row llm.guided.tokenizer: the executor builds the decoder from the tokenizer
+            if backend != "xgrammar":
+                raise (StandinLimitation(f"guided_decoding_backend {backend!r}") if backend == "llguidance"
+                       else ValueError(f"Unsupported guided decoding backend {backend}"))
+            assert not skip_tokenizer_init, "tokenizer is not None"
         self.model = Path(model)
         self.tokenizer = None if skip_tokenizer_init else StandinLimitation  # never used: see generate_async
         self.args = args
