@@ -215,7 +215,10 @@ def check_n_samples(grpc_url: str, oai_client) -> None:
     the same n answers again with the same seed."""
     with LlmClient(grpc_url) as client:
         results = client.generate_n("Name a fruit:", SamplingParams(max_tokens=12, n=3, temperature=1.0, seed=11))
+        guided = client.generate_n("Pick a number:", SamplingParams(max_tokens=8, n=2, temperature=1.0, seed=5,
+                                                                    guide=Guide("regex", "[1-9][0-9]?")))
     assert len(results) == 3 and all(r.text and r.finish_reason in ("stop", "length") for r in results)
+    assert len(guided) == 2 and all(__import__("re").fullmatch("[1-9][0-9]?", r.text) for r in guided)
     kwargs = dict(model=MODEL, max_tokens=12, n=3, temperature=1.0, seed=11,
                   messages=[{"role": "user", "content": "Name a fruit."}])
     whole = oai_client.chat.completions.create(**kwargs)
