@@ -104,8 +104,9 @@ def eval_quality(engine_dir: Path, full: bool, record: bool) -> None:
 LORA_DIR_OPTION = click.option(
     "--lora-dir", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
     help="PEFT LoRA adapters, one per subdirectory, served beside the base model (selected by lora_task_id, the "
-         "adapters in name order from 1, or '<model>:<adapter>' through the OpenAI front).  CPU engine: loaded at "
-         "serve time; tensorrt_llm: built into the engine (LoRA plugin, converted adapters prefetched at start).")
+         "adapters in name order from 1, or '<model>:<adapter>' through the OpenAI front).  CPU engine and "
+         "tensorrt_llm_pytorch (LoraConfig): loaded at serve time; tensorrt_llm: built into the engine (LoRA plugin, "
+         "converted adapters prefetched at start).")
 
 
 def _checked_spec(checkpoint: Path | None, kwargs: dict, lora_dir: Path | None = None):

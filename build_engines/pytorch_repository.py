@@ -11,6 +11,8 @@ from build_engines.checkpoint_quant import read_quantization
 from build_engines.render import RenderedModel, python_model_config
 from build_engines.spec import BuildSpec, Precision
 from build_engines.trtllm_spec import GuidedDecodingBackend
+from contract import lora
+from contract.lora import LoraAdapter
 from contract import names
 from contract.model_configs import KvCacheDtype, PyTorchEngineParameters
 from contract.model_parameters import to_parameters
@@ -33,7 +35,8 @@ def llm_dtype(spec: BuildSpec, model_dir: Path) -> str:
     return "bfloat16" if (data.get("torch_dtype") or data.get("dtype")) == "float32" else "auto"
 
 
-def pytorch_parameters(engine_dir: Path, spec: BuildSpec, model_dir: Path | None = None) -> PyTorchEngineParameters:
+def pytorch_parameters(engine_dir: Path, spec: BuildSpec, model_dir: Path | None = None,
+                       adapters: list[LoraAdapter] = (), lora_max_rank: int = 0) -> PyTorchEngineParameters:
     """The engine model's parameters; its KV-cache dtype is what the served checkpoint says."""
     model_dir = model_dir or engine_dir / MODEL_SUBDIR
     quant = read_quantization(model_dir) if (model_dir / "config.json").is_file() else None
@@ -49,12 +52,14 @@ def pytorch_parameters(engine_dir: Path, spec: BuildSpec, model_dir: Path | None
         queue_timeout_s=s.queue_timeout_s, cancel_check_period_ms=s.cancel_check_period_ms,
         speculative_config=json.dumps(p.speculative.llm_api_options().get("speculative_config", {}), sort_keys=True),
         guided_decoding_backend=("" if s.guided_decoding_backend == GuidedDecodingBackend.NONE
-                                 else s.guided_decoding_backend.value))
+                                 else s.guided_decoding_backend.value),
+        lora_adapters=lora.to_parameter(list(adapters)) if adapters else "", lora_max_rank=lora_max_rank)
 
 
-def pytorch_engine_model(engine_dir: Path, spec: BuildSpec) -> RenderedModel:
+def pytorch_engine_model(engine_dir: Path, spec: BuildSpec, adapters: list[LoraAdapter] = (),
+                         lora_max_rank: int = 0) -> RenderedModel:
+    params = pytorch_parameters(engine_dir, spec, adapters=adapters, lora_max_rank=lora_max_rank)
     config = python_model_config(names.PYTORCH_ENGINE, ENGINE_INPUTS, ENGINE_OUTPUTS,
-                                 max_batch_size=spec.limits.max_batch_size,
-                                 parameters=to_parameters(pytorch_parameters(engine_dir, spec)), decoupled=True,
-                                 dynamic_batching=False)
+                                 max_batch_size=spec.limits.max_batch_size, parameters=to_parameters(params),
+                                 decoupled=True, dynamic_batching=False)
     return RenderedModel(config, ADAPTER)

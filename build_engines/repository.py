@@ -42,7 +42,8 @@ def engine_features(spec: BuildSpec, lora: bool = False) -> EngineFeatures:
     """What the engine behind the ensemble honours (contract/features.py)."""
     engine = {EngineBackend.TENSORRT_LLM: TRTLLM_ENGINE,
               EngineBackend.TENSORRT_LLM_PYTORCH: PYTORCH_ENGINE}.get(spec.backend, CPU_ENGINE)
-    serving = {EngineBackend.TENSORRT_LLM: spec.trtllm.serving, EngineBackend.TENSORRT_LLM_PYTORCH: spec.pytorch.serving}
+    serving = {EngineBackend.TENSORRT_LLM: spec.trtllm.serving,
+               EngineBackend.TENSORRT_LLM_PYTORCH: spec.pytorch.serving}
     if spec.backend in serving and serving[spec.backend].guided_decoding_backend != GuidedDecodingBackend.NONE:
         engine = with_guided_decoding(engine)
     return with_lora(engine) if lora else engine
@@ -117,15 +118,15 @@ def render_repository(engine_dir: Path, out_dir: Path, *, relay: bool = False, d
     engine_dir = engine_dir.resolve()
     record = BuildRecord.read(engine_dir)
     spec = BuildSpec.from_dict(record.spec)
-    adapters = lora.discover(lora_dir) if lora_dir is not None and spec.backend == EngineBackend.OPENVINO else []
+    serve_time = (EngineBackend.OPENVINO, EngineBackend.TENSORRT_LLM_PYTORCH)  # adapters loaded when serving
+    adapters = lora.discover(lora_dir) if lora_dir is not None and spec.backend in serve_time else []
     served = {a.name: a.task_id for a in adapters}
     if spec.backend == EngineBackend.TENSORRT_LLM:  # built into the engine (build_engines/trtllm_lora.py)
         served = trtllm_lora.served(spec.trtllm.lora)
-        if lora_dir is not None and tuple(trtllm_lora.lora_options(lora_dir).adapters) != spec.trtllm.lora.adapters:
-            raise lora.LoraError(f"'lora_dir': this engine was built for the adapters {list(spec.trtllm.lora.adapters)}; "
+        built = spec.trtllm.lora.adapters
+        if lora_dir is not None and tuple(trtllm_lora.lora_options(lora_dir).adapters) != built:
+            raise lora.LoraError(f"'lora_dir': this engine was built for the adapters {list(built)}; "
                                  f"build it again with --lora-dir {lora_dir}")
-    elif lora_dir is not None and spec.backend != EngineBackend.OPENVINO:
-        raise lora.LoraError(f"'lora_dir': the {spec.backend.value} layout serves no LoRA adapters yet")
     batch = spec.limits.max_batch_size
     relay = relay or not decoupled
     if spec.backend == EngineBackend.TENSORRT_LLM:
@@ -133,7 +134,9 @@ def render_repository(engine_dir: Path, out_dir: Path, *, relay: bool = False, d
         engines = trtllm_engine_models(engine_dir, spec, tokenizer_dir, decoupled)
     else:  # an engine model that serves the contract itself (CPU engine, PyTorch backend)
         pytorch = spec.backend == EngineBackend.TENSORRT_LLM_PYTORCH
-        engine = pytorch_engine_model(engine_dir, spec) if pytorch else openvino_engine_model(engine_dir, spec, adapters)
+        engine = (pytorch_engine_model(engine_dir, spec, adapters,
+                                       trtllm_lora.lora_options(lora_dir).max_rank if adapters else 0)
+                  if pytorch else openvino_engine_model(engine_dir, spec, adapters))
         engines = [engine] + ([relay_model(engine_dir, engine.config.name, batch, decoupled)] if relay else [])
         tokenizer_dir, target = (engine_dir / MODEL_SUBDIR if pytorch else engine_dir), engine.config.name
     step = names.ENGINE_RELAY if spec.backend == EngineBackend.TENSORRT_LLM or relay else target

@@ -176,7 +176,8 @@ TRTLLM_ENGINE = EngineFeatures("TensorRT-LLM (engine flow)",
 # greedy n > 1 refused as SamplingParams refuses it).  Guided decoding is added by
 # with_guided_decoding where the LLM is built with guided_decoding_backend (the default; it then
 # loads its tokenizer, which the executor's xgrammar decoder is built from: row
-# llm.guided.tokenizer).  Logit bias, perf metrics, logits, beams and LoRA exist in the LLM API
+# llm.guided.tokenizer), LoRA by with_lora where adapters are rendered (LoraConfig +
+# LoRARequest: row llm.lora).  Logit bias, perf metrics, logits and beams exist in the LLM API
 # but are not wired to our contract yet: refused (priorities too: whether the LLM API at the
 # pinned versions takes one was not read).
 PYTORCH_ENGINE = EngineFeatures("TensorRT-LLM's PyTorch backend (LLM API)",

@@ -40,22 +40,26 @@ def discover(lora_dir: Path) -> list[LoraAdapter]:
     """Every PEFT adapter under `lora_dir`, in name order; LoraError naming what is wrong."""
     if not lora_dir.is_dir():
         raise LoraError(f"'lora_dir' {lora_dir} is not a directory")
-    adapters = []
-    for sub in sorted(p for p in lora_dir.iterdir() if p.is_dir()):
-        if not _NAME.match(sub.name):
-            raise LoraError(f"'lora_dir': adapter name {sub.name!r} must match {_NAME.pattern}")
-        config_file, weights = sub / ADAPTER_CONFIG, sub / ADAPTER_WEIGHTS
-        if not config_file.is_file() or not weights.is_file():
-            raise LoraError(f"'lora_dir': {sub} needs {ADAPTER_CONFIG} and {ADAPTER_WEIGHTS} (a PEFT adapter)")
-        config = json.loads(config_file.read_text())
-        if config.get("peft_type", "LORA") != "LORA":
-            raise LoraError(f"'lora_dir': {sub.name} is a {config['peft_type']} adapter; only LORA is served")
-        r, lora_alpha = int(config["r"]), float(config.get("lora_alpha", config["r"]))
-        scale = lora_alpha / (math.sqrt(r) if config.get("use_rslora") else r)
-        adapters.append(LoraAdapter(sub.name, len(adapters) + 1, str(weights.resolve()), scale))
+    adapters = [read_adapter(sub, task_id)
+                for task_id, sub in enumerate(sorted(p for p in lora_dir.iterdir() if p.is_dir()), start=1)]
     if not adapters:
         raise LoraError(f"'lora_dir' {lora_dir} holds no adapter subdirectory")
     return adapters
+
+
+def read_adapter(directory: Path, task_id: int) -> LoraAdapter:
+    """One PEFT adapter directory; LoraError naming what is wrong."""
+    if not _NAME.match(directory.name):
+        raise LoraError(f"'lora_dir': adapter name {directory.name!r} must match {_NAME.pattern}")
+    config_file, weights = directory / ADAPTER_CONFIG, directory / ADAPTER_WEIGHTS
+    if not config_file.is_file() or not weights.is_file():
+        raise LoraError(f"'lora_dir': {directory} needs {ADAPTER_CONFIG} and {ADAPTER_WEIGHTS} (a PEFT adapter)")
+    config = json.loads(config_file.read_text())
+    if config.get("peft_type", "LORA") != "LORA":
+        raise LoraError(f"'lora_dir': {directory.name} is a {config['peft_type']} adapter; only LORA is served")
+    r, lora_alpha = int(config["r"]), float(config.get("lora_alpha", config["r"]))
+    scale = lora_alpha / (math.sqrt(r) if config.get("use_rslora") else r)
+    return LoraAdapter(directory.name, task_id, str(weights.resolve()), scale)
 
 
 def request_problems(task_id: int, served: dict[int, str]) -> list[str]:

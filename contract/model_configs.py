@@ -222,6 +222,11 @@ class PyTorchEngineParameters:
     # LLM(guided_decoding_backend=...): "" leaves structured output off; "xgrammar" also makes the
     # LLM load its tokenizer (its executor builds the decoder from it: row llm.guided.tokenizer)
     guided_decoding_backend: str = ""
+    # LoRA adapters (contract/lora.py to_parameter: name, task id, weights file, scale) served with
+    # LLM(lora_config=LoraConfig(lora_dir=<their directories>, max_lora_rank=...)) and picked per
+    # request with LoRARequest (row llm.lora); "" for none
+    lora_adapters: str = ""
+    lora_max_rank: int = 0
 
     def validate(self) -> None:
         for name in ("max_batch_size", "max_num_tokens", "max_seq_len", "max_input_len", "tensor_parallel_size",

@@ -182,3 +182,31 @@ def test_a_lora_dir_without_adapters_fails_naming_the_field(default_engine, tmp_
     (tmp_path / "bad" / "x" / "adapter_config.json").write_text(json.dumps({"r": 8}))
     with pytest.raises(LoraError, match="needs adapter_config.json and adapter_model.safetensors"):
         render_repository(default_engine, tmp_path / "repo", lora_dir=tmp_path / "bad")
+
+
+def test_the_pytorch_layout_serves_the_adapters_as_the_cpu_engine_does(pytorch_engine, default_engine, lora_dir,
+                                                                        client, serve, tmp_path_factory, tmp_path):
+    """The PyTorch backend with the same adapters (LLM(lora_config=LoraConfig(lora_dir=...)),
+    LoRARequest per request: row llm.lora), on its LLM-API stand-in, which generates with the
+    CPU engine: every adapter's greedy answers equal the CPU layout's, through the gRPC client
+    and the OpenAI front (`<model>:<adapter>`, listed by /v1/models); unknown ids are refused."""
+    import openai
+
+    from tests.integration.conftest import use_standin_llmapi
+
+    repo = tmp_path_factory.mktemp("pytorch-lora") / "repository"
+    render_repository(pytorch_engine, repo, lora_dir=lora_dir)
+    server = serve(repo, use_standin_llmapi(repo, default_engine))
+    with LlmClient(server.settings.grpc_url) as pytorch_client:
+        for task_id in (None, 1, 2):
+            assert _served(pytorch_client, task_id) == _served(client, task_id), task_id
+        with pytest.raises(InvalidRequestError, match=r"'lora_task_id' 7 is not a served LoRA adapter"):
+            pytorch_client.generate("Hi", SamplingParams(max_tokens=2, lora_task_id=7))
+    with running_front(server.settings.grpc_url, tmp_path) as base:
+        oai = openai.OpenAI(base_url=base + "/v1", api_key="none", max_retries=0)
+        assert [m.id for m in oai.models.list().data] == [MODEL, f"{MODEL}:concise", f"{MODEL}:playful"]
+        answer = oai.chat.completions.create(model=f"{MODEL}:concise", messages=[{"role": "user", "content": PROMPTS[0]}],
+                                             max_tokens=TOKENS, temperature=0)
+    cpu = client.generate([ChatMessage("user", PROMPTS[0])], SamplingParams(max_tokens=TOKENS, temperature=0.0,
+                                                                           lora_task_id=1))
+    assert answer.choices[0].message.content == cpu.text

@@ -75,6 +75,16 @@ def test_llm_keywords_are_constructor_parameters_or_llm_args_fields(version):
     guided = llm_kwargs(dataclasses.replace(PARAMS, guided_decoding_backend="xgrammar"), lambda **kv: kv)
     assert set(guided) <= allowed and guided["guided_decoding_backend"] == "xgrammar"
     assert guided["skip_tokenizer_init"] is False and "guided_decoding_backend" not in kwargs
+    # LoRA: LoraConfig over the served adapters' directories (row llm.lora)
+    from contract import lora
+    adapters = lora.to_parameter([lora.LoraAdapter("a", 1, "/lora/a/adapter_model.safetensors", 2.0),
+                                  lora.LoraAdapter("b", 2, "/lora/b/adapter_model.safetensors", 2.0)])
+    with_lora = llm_kwargs(dataclasses.replace(PARAMS, lora_adapters=adapters, lora_max_rank=16), lambda **kv: kv,
+                           lora_config=lambda **kv: kv)
+    assert set(with_lora) <= allowed and "lora_config" not in kwargs
+    assert with_lora["lora_config"] == {"lora_dir": ["/lora/a", "/lora/b"], "max_lora_rank": 16, "max_loras": 2,
+                                        "max_cpu_loras": 2}
+    assert set(with_lora["lora_config"]) <= set(api.rule("llm.lora").extra["lora_config_fields"])
 
 
 def test_an_fp8_kv_cache_is_asked_for_by_dtype():
@@ -170,8 +180,9 @@ class FakeLlm:
     def __init__(self, script):
         self.script, self.calls, self.shut = script, [], False
 
-    def generate_async(self, inputs, sampling_params=None, streaming=False):
+    def generate_async(self, inputs, sampling_params=None, streaming=False, lora_request=None):
         self.calls.append((inputs, sampling_params, streaming))
+        self.lora = getattr(self, "lora", []) + [lora_request]
         result = self.script(len(self.calls))
         if isinstance(result, Exception):
             raise result
@@ -246,6 +257,21 @@ def test_an_end_the_tokens_do_not_show_gets_a_closing_response():
         assert run(e).sent == [([5], False), ([6], False), ([], True)]
     finally:
         e.shutdown()
+
+
+def test_an_adapter_goes_to_the_llm_as_a_lora_request_and_the_base_model_as_none():
+    requests = []
+    llm = FakeLlm(lambda n: FakeResult([[5], [2]]))
+    e = LlmEngine(lambda: llm, dict, EngineSettings(max_batch_size=2, capacity=None, queue_timeout_s=None,
+                                                    cancel_period_s=0.01, stats_period_s=0.05), MetricsRecorder(),
+                  lora_request=lambda task: requests.append(task) or ("LoRARequest", task))
+    e.start(5)
+    try:
+        run(e, dataclasses.replace(REQUEST, options=GenerationOptions(lora_task_id=2)))
+        run(e, REQUEST)
+    finally:
+        e.shutdown()
+    assert requests == [2] and llm.lora == [("LoRARequest", 2), None]
 
 
 class TwoSamples(FakeResult):

@@ -82,10 +82,12 @@ class EngineSettings:
 class LlmEngine:
     def __init__(self, make_llm: Callable[[], Any], sampling_params: Callable[..., Any], settings: EngineSettings,
                  observer: RunnerObserver, clock: Callable[[], float] = time.monotonic,
-                 guided_params: Callable[..., Any] | None = None) -> None:
+                 guided_params: Callable[..., Any] | None = None,
+                 lora_request: Callable[[int], Any] | None = None) -> None:
         self._make_llm = make_llm
         self._sampling_params = sampling_params  # the SamplingParams class
         self._guided_params = guided_params  # the GuidedDecodingParams class (an LLM with a guided decoder)
+        self._lora_request = lora_request  # lora_task_id -> a LoRARequest (an LLM with LoRA adapters)
         self._settings = settings
         self._observer = observer
         self._clock = clock
@@ -183,8 +185,13 @@ class LlmEngine:
                 if self._guided_params is None:
                     raise ValueError("this LLM has no guided decoding backend")
                 kwargs["guided_decoding"] = self._guided_params(**guide)
+            task = r.request.options.lora_task_id  # 0: the base model
+            if task and self._lora_request is None:
+                raise ValueError("this LLM serves no LoRA adapters")
+            adapter = {"lora_request": self._lora_request(task)} if task else {}
             r.output = self._llm.generate_async(list(r.request.input_ids),
-                                                sampling_params=self._sampling_params(**kwargs), streaming=True)
+                                                sampling_params=self._sampling_params(**kwargs), streaming=True,
+                                                **adapter)
         except Exception as e:  # refused before it ran (e.g. rows llm.max_num_tokens_check, llm.shutting_down)
             self._end(r, HandleStatus.IGNORED, f"the engine refused the request: {e}", FailCode.INTERNAL)
             return

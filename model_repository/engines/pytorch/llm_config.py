@@ -8,8 +8,10 @@ class is handed in (tensorrt_llm.llmapi.KvCacheConfig in the image, the stand-in
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any, Callable
 
+from contract import lora
 from contract.model_configs import KvCacheDtype, PyTorchEngineParameters
 
 
@@ -37,10 +39,27 @@ def speculative_kwargs(p: PyTorchEngineParameters) -> tuple[str, dict[str, Any]]
     return SPECULATIVE_CLASSES[decoding_type], data
 
 
+def lora_config_kwargs(p: PyTorchEngineParameters) -> dict[str, Any] | None:
+    """LoraConfig(**these) for the served adapters (row llm.lora), None without any: every adapter
+    may be resident at once (max_loras = max_cpu_loras = their number)."""
+    adapters = lora.from_parameter(p.lora_adapters)
+    if not adapters:
+        return None
+    return {"lora_dir": [str(Path(a.weights).parent) for a in adapters], "max_lora_rank": p.lora_max_rank,
+            "max_loras": len(adapters), "max_cpu_loras": len(adapters)}
+
+
 def llm_kwargs(p: PyTorchEngineParameters, kv_cache_config: Callable[..., Any],
-               speculative_config: Callable[..., Any] | None = None) -> dict[str, Any]:
-    """`speculative_config(class_name, **fields)` builds the decoding config (getattr(tensorrt_llm.llmapi, name))."""
+               speculative_config: Callable[..., Any] | None = None,
+               lora_config: Callable[..., Any] | None = None) -> dict[str, Any]:
+    """`speculative_config(class_name, **fields)` builds the decoding config (getattr(tensorrt_llm.llmapi, name));
+    `lora_config(**fields)` the LoraConfig."""
     kwargs = _base_kwargs(p, kv_cache_config)
+    lora_fields = lora_config_kwargs(p)
+    if lora_fields is not None:
+        if lora_config is None:
+            raise ValueError("'lora_adapters' is set but no LoraConfig factory was given")
+        kwargs["lora_config"] = lora_config(**lora_fields)
     spec = speculative_kwargs(p)
     if spec is not None:
         if speculative_config is None:

@@ -7,8 +7,9 @@ wires them.  tensorrt_llm is imported in initialize(), after the MPI environment
 
 import json
 import os
+from pathlib import Path
 
-from contract import features, metrics
+from contract import features, lora, metrics
 from contract.build_record import BuildRecord, check_runtime
 from contract.model_configs import PyTorchEngineParameters
 from model_repository.triton import triton_io
@@ -39,7 +40,16 @@ class TritonPythonModel:
             return
         import tensorrt_llm.llmapi as llmapi
 
-        kwargs = llm_kwargs(params, KvCacheConfig, lambda name, **fields: getattr(llmapi, name)(**fields))
+        self.adapters = {a.task_id: a for a in lora.from_parameter(params.lora_adapters)}
+        lora_config = lora_request = None
+        if self.adapters:  # row llm.lora (module paths unconfirmed at the tag)
+            from tensorrt_llm.executor.request import LoRARequest
+            from tensorrt_llm.lora_helper import LoraConfig as lora_config
+
+            def lora_request(task_id):
+                adapter = self.adapters[task_id]
+                return LoRARequest(adapter.name, task_id, str(Path(adapter.weights).parent))
+        kwargs = llm_kwargs(params, KvCacheConfig, lambda name, **fields: getattr(llmapi, name)(**fields), lora_config)
         if place.role == mpi_world.Role.LEADER:
             kwargs["_mpi_session"] = mpi_world.leader_session(place.size)
         vocab_size = json.loads((params.model_dir / "config.json").read_text())["vocab_size"]
@@ -55,7 +65,10 @@ class TritonPythonModel:
             from tensorrt_llm.sampling_params import GuidedDecodingParams as guided
 
             self.features = features.with_guided_decoding(self.features)
-        self.engine = LlmEngine(lambda: LLM(**kwargs), SamplingParams, settings, recorder, guided_params=guided)
+        if self.adapters:
+            self.features = features.with_lora(self.features)
+        self.engine = LlmEngine(lambda: LLM(**kwargs), SamplingParams, settings, recorder, guided_params=guided,
+                                lora_request=lora_request)
         self.engine.start()
         self.metrics = TritonMetricsPublisher(args["model_name"], metrics.ENGINE_METRICS, self._gauges, recorder,
                                               aliases=True)
@@ -76,7 +89,9 @@ class TritonPythonModel:
         return None
 
     def _problems(self, row):
-        return self.check.problems(row) + sampling.problems(row)
+        served = {i: a.name for i, a in self.adapters.items()}
+        return (self.check.problems(row) + sampling.problems(row)
+                + lora.request_problems(row.options.lora_task_id, served))
 
     def _gauges(self):
         running, waiting = self.engine.counts()

@@ -14,6 +14,7 @@ import os
 import threading
 from pathlib import Path
 
+from contract import lora
 from contract.model_configs import OpenVinoEngineParameters
 from model_repository.engines.openvino.openvino_backend import OpenVinoBackend
 from model_repository.engine_step.runner import EngineRunner
@@ -28,12 +29,32 @@ UNSUPPORTED = (("bad_token_ids", None), ("bad", None), ("stop", None), ("embeddi
                ("lookahead_config", None), ("no_repeat_ngram_size", None), ("min_p", None))
 
 
-def start_runner(max_batch_size: int, max_num_tokens: int, prefix_caching: bool) -> EngineRunner:
+def adapters(lora_config) -> list[lora.LoraAdapter]:
+    """LoraConfig.lora_dir (row llm.lora) as the CPU engine's adapters, task ids in that order."""
+    if lora_config is None:
+        return []
+    return [lora.read_adapter(Path(d), task_id) for task_id, d in enumerate(lora_config.lora_dir, start=1)]
+
+
+def task_of(served: list[lora.LoraAdapter], lora_request) -> int:
+    """The CPU engine's adapter for a LoRARequest (by its path); 0 without one."""
+    if lora_request is None:
+        return 0
+    for adapter in served:
+        if Path(adapter.weights).parent == Path(lora_request.lora_path).resolve():
+            return adapter.task_id
+    raise StandinLimitation(f"LoRARequest {lora_request.lora_path}: only the adapters of lora_config.lora_dir "
+                            "(upstream loads others from lora_path when first used)")
+
+
+def start_runner(max_batch_size: int, max_num_tokens: int, prefix_caching: bool,
+                 served: list[lora.LoraAdapter] = ()) -> EngineRunner:
     engine = os.environ.get(ENGINE_VARIABLE)
     if not engine or not Path(engine).is_dir():
         raise StandinLimitation(f"set {ENGINE_VARIABLE} to a built CPU engine directory (the stand-in generates with it)")
     params = OpenVinoEngineParameters(engine_dir=Path(engine), max_num_seqs=max_batch_size,
-                                      max_num_batched_tokens=max_num_tokens, enable_prefix_caching=prefix_caching)
+                                      max_num_batched_tokens=max_num_tokens, enable_prefix_caching=prefix_caching,
+                                      lora_adapters=lora.to_parameter(list(served)) if served else "")
     backend = OpenVinoBackend(params)
     backend.warm_up()
     runner = EngineRunner(backend, stream_interval=1)
@@ -41,7 +62,7 @@ def start_runner(max_batch_size: int, max_num_tokens: int, prefix_caching: bool)
     return runner
 
 
-def engine_request(prompt: list[int], p) -> EngineInputs:
+def engine_request(prompt: list[int], p, lora_task_id: int = 0) -> EngineInputs:
     asked = [name for name, neutral in UNSUPPORTED if getattr(p, name) not in (neutral, None, [], ())]
     if asked:
         raise StandinLimitation(f"SamplingParams {asked} (OpenVINO GenAI cannot)")
@@ -56,7 +77,8 @@ def engine_request(prompt: list[int], p) -> EngineInputs:
         repetition_penalty=p.repetition_penalty if p.repetition_penalty is not None else 1.0,
         presence_penalty=p.presence_penalty or 0.0, frequency_penalty=p.frequency_penalty or 0.0,
         min_tokens=p.min_tokens or 0, return_log_probs=bool(p.logprobs), streaming=True,
-        options=GenerationOptions(num_return_sequences=p.n, **guide_options(p.guided_decoding)), **sampling)
+        options=GenerationOptions(num_return_sequences=p.n, lora_task_id=lora_task_id,
+                                  **guide_options(p.guided_decoding)), **sampling)
 
 
 # GuidedDecodingParams field -> the CPU engine's guide type (TensorRT-LLM's C++ names)

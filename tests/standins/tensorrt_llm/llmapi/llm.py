@@ -49,7 +49,10 @@ class LLM:
         self._ids = itertools.count()
         self._shut_down = False
         max_batch_size = args["max_batch_size"] or 8
-        self._runner = cpu_engine.start_runner(max_batch_size, args["max_num_tokens"], kv.enable_block_reuse)
+        # row llm.lora: the adapters of lora_config.lora_dir, served by the CPU engine's own LoRA
+        self._adapters = cpu_engine.adapters(args.get("lora_config"))
+        self._runner = cpu_engine.start_runner(max_batch_size, args["max_num_tokens"], kv.enable_block_reuse,
+                                               self._adapters)
         self._admission = cpu_engine.Admission(self._runner, max_batch_size)
 
     def generate_async(self, inputs, sampling_params=None, lora_request=None, prompt_adapter_request=None,
@@ -66,7 +69,8 @@ class LLM:
                 raise ValueError(error("llm.end_id.setup"))
             raise StandinLimitation("end_id from a tokenizer")
         prompt = self._prompt(inputs)
-        extras = dict(lora_request=lora_request, prompt_adapter_request=prompt_adapter_request,
+        task_id = cpu_engine.task_of(self._adapters, lora_request)
+        extras = dict(prompt_adapter_request=prompt_adapter_request,
                       kv_cache_retention_config=kv_cache_retention_config, disaggregated_params=disaggregated_params,
                       _postproc_params=_postproc_params, scheduling_params=scheduling_params, cache_salt=cache_salt)
         if any(v is not None for v in extras.values()):
@@ -75,7 +79,7 @@ class LLM:
         if not self.args["enable_chunked_prefill"] and max_num_tokens and len(prompt) > max_num_tokens:
             raise ValueError(error("llm.max_num_tokens_check", prompt_len_over_cp=len(prompt) / 1, query_len=0,
                                    max_num_tokens=max_num_tokens))
-        request = cpu_engine.engine_request(prompt, sampling_params)
+        request = cpu_engine.engine_request(prompt, sampling_params, task_id)
         output = RequestOutput(next(self._ids), prompt, sampling_params, streaming,
                                withdraw=self._admission.withdraw)
         self._admission.submit(request, output.sink)
