@@ -10,7 +10,6 @@ from pathlib import Path
 from build_engines.checkpoint_quant import read_quantization
 from build_engines.render import RenderedModel, python_model_config
 from build_engines.spec import BuildSpec, Precision
-from build_engines.trtllm_spec import GuidedDecodingBackend
 from contract import lora
 from contract.lora import LoraAdapter
 from contract import names
@@ -51,8 +50,7 @@ def pytorch_parameters(engine_dir: Path, spec: BuildSpec, model_dir: Path | None
         enable_chunked_prefill=s.enable_chunked_prefill, max_queue_size=s.max_queue_size,
         queue_timeout_s=s.queue_timeout_s, cancel_check_period_ms=s.cancel_check_period_ms,
         speculative_config=json.dumps(p.speculative.llm_api_options().get("speculative_config", {}), sort_keys=True),
-        guided_decoding_backend=("" if s.guided_decoding_backend == GuidedDecodingBackend.NONE
-                                 else s.guided_decoding_backend.value),
+        guided_decoding_backend=s.guided_decoding_backend.parameter,
         lora_adapters=lora.to_parameter(list(adapters)) if adapters else "", lora_max_rank=lora_max_rank)
 
 

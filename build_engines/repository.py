@@ -14,7 +14,6 @@ from build_engines.render import RenderedModel, ensemble_config, python_model_co
 from build_engines.spec import BuildSpec, EngineBackend
 from build_engines import trtllm_lora
 from build_engines.trtllm_build import TOKENIZER_SUBDIR
-from build_engines.trtllm_spec import GuidedDecodingBackend
 from build_engines.trtllm_repository import bls_model, relay_model, trtllm_engine_models
 from contract import lora, names
 from contract.lora import LoraAdapter
@@ -44,7 +43,7 @@ def engine_features(spec: BuildSpec, lora: bool = False) -> EngineFeatures:
               EngineBackend.TENSORRT_LLM_PYTORCH: PYTORCH_ENGINE}.get(spec.backend, CPU_ENGINE)
     serving = {EngineBackend.TENSORRT_LLM: spec.trtllm.serving,
                EngineBackend.TENSORRT_LLM_PYTORCH: spec.pytorch.serving}
-    if spec.backend in serving and serving[spec.backend].guided_decoding_backend != GuidedDecodingBackend.NONE:
+    if spec.backend in serving and serving[spec.backend].guided_decoding_backend.parameter:
         engine = with_guided_decoding(engine)
     return with_lora(engine) if lora else engine
 

@@ -35,7 +35,7 @@ HF_TO_TRTLLM = {"q_proj": "attn_q", "k_proj": "attn_k", "v_proj": "attn_v", "o_p
                 "gate_proj": "mlp_h_to_4h", "down_proj": "mlp_4h_to_h", "up_proj": "mlp_gate"}
 CONVERT_SCRIPT = "hf_lora_convert.py"
 PREFETCH_SUBDIR = "lora"  # <engine>/lora/<task id>/model.lora_{weights,config}.npy
-DEFAULT_MAX_ADAPTER_SIZE, DEFAULT_OPTIMAL_ADAPTER_SIZE = 64, 8  # getPeftCacheConfigFromParams defaults
+DEFAULT_MAX_ADAPTER_SIZE = 64  # lora_cache_max_adapter_size's default (getPeftCacheConfigFromParams)
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from tritonclient.grpc import model_config_pb2 as mc
 from build_engines.render import RenderedModel, io_message, python_model_config
 from build_engines.spec import BuildSpec
 from build_engines.trtllm_lora import cache_parameters
-from build_engines.trtllm_spec import GuidedDecodingBackend, SpeculativeDecoding, effective
+from build_engines.trtllm_spec import SpeculativeDecoding, effective
 from build_engines.xgrammar_info import INFO_FILE, write_tokenizer_info
 from contract import names
 from contract.model_configs import EngineRelayParameters, TensorRtLlmParameters
@@ -31,7 +31,7 @@ def tensorrt_llm_parameters(engine_dir: Path, spec: BuildSpec) -> TensorRtLlmPar
     """The serving parameters the engine really honours: chunked context and KV-cache reuse as
     upstream's rules leave them (off without paged context FMHA), not as requested."""
     s, eff = spec.trtllm.serving, effective(spec.precision.value, spec.trtllm, spec.limits)
-    guided = s.guided_decoding_backend != GuidedDecodingBackend.NONE
+    guided = s.guided_decoding_backend.parameter
     return TensorRtLlmParameters(
         gpt_model_path=engine_dir,
         kv_cache_free_gpu_mem_fraction=s.kv_cache_free_gpu_mem_fraction,
@@ -39,7 +39,7 @@ def tensorrt_llm_parameters(engine_dir: Path, spec: BuildSpec) -> TensorRtLlmPar
         enable_chunked_context=eff.enable_chunked_context,
         batch_scheduler_policy=s.batch_scheduler_policy.value,
         cancellation_check_period_ms=s.cancellation_check_period_ms,
-        guided_decoding_backend=s.guided_decoding_backend.value if guided else "",
+        guided_decoding_backend=guided,
         xgrammar_tokenizer_info_path=str(engine_dir / INFO_FILE) if guided else "",
     )
 
@@ -127,7 +127,7 @@ def trtllm_engine_models(engine_dir: Path, spec: BuildSpec, tokenizer_dir: Path,
                          decoupled: bool = True) -> list[RenderedModel]:
     """The ensemble's engine step (the relay) and the model it relays to; with guided decoding,
     the xgrammar tokenizer info it names is written beside the engine (from `tokenizer_dir`)."""
-    if spec.trtllm.serving.guided_decoding_backend != GuidedDecodingBackend.NONE:
+    if spec.trtllm.serving.guided_decoding_backend.parameter:
         write_tokenizer_info(tokenizer_dir, engine_dir / INFO_FILE)
     return [relay_model(engine_dir, names.TRTLLM_ENGINE, spec.limits.max_batch_size, decoupled,
                         spec.trtllm.serving.queue_timeout_s),

@@ -46,6 +46,11 @@ class GuidedDecodingBackend(str, enum.Enum):
     XGRAMMAR = "xgrammar"
     NONE = "none"
 
+    @property
+    def parameter(self) -> str:
+        """The model parameter's value: empty for NONE (upstream then leaves guided decoding off)."""
+        return "" if self is GuidedDecodingBackend.NONE else self.value
+
 
 class SpeculativeDecoding(str, enum.Enum):
     """trtllm-build's --speculative_decoding_mode (table row flag --speculative_decoding_mode:

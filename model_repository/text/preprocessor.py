@@ -51,15 +51,13 @@ class Preprocessor:
         self.engine = params.engine()
         self.defaults = GenerationDefaults.from_checkpoint(params.tokenizer_dir)
         self.tokenizer = tokenizer if tokenizer is not None else load_tokenizer(params.tokenizer_dir)
+        # lora_task_id -> adapter name (contract/lora.py request_problems)
+        self.adapters = {i: name for name, i in lora.served_from_parameter(params.lora_adapters).items()}
 
     def check_lora(self, feature_inputs: dict) -> None:
         """An unknown lora_task_id is refused naming the served adapters (0: the base model)."""
-        try:
-            task_id = GenerationOptions.from_arrays({k: v for k, v in feature_inputs.items() if k == "lora_task_id"}).lora_task_id
-        except ValueError as e:
-            raise InvalidParameter("lora_task_id", str(e)) from None
-        served = {i: name for name, i in lora.served_from_parameter(self.params.lora_adapters).items()}
-        for problem in lora.request_problems(task_id, served):
+        task_id = _options(feature_inputs, "lora_task_id").lora_task_id
+        for problem in lora.request_problems(task_id, self.adapters):
             raise InvalidParameter("lora_task_id", problem)
 
     # --- text -> ids --------------------------------------------------------------------
@@ -178,15 +176,20 @@ def check_guide(feature_inputs: dict) -> None:
     every engine: TensorRT-LLM's backend would decode a request with an unknown guide type
     unguided (row input.guided_decoding_guide_type) and its xgrammar ignores keywords it cannot
     express (contract/guided.py)."""
-    guide_inputs = {k: v for k, v in feature_inputs.items() if k.startswith("guided_decoding_")}
-    try:
-        options = GenerationOptions.from_arrays(guide_inputs)
-    except ValueError as e:  # names the input
-        raise InvalidParameter("guided_decoding_guide_type", str(e)) from None
+    options = _options(feature_inputs, "guided_decoding_guide_type", "guided_decoding_guide")
     if options.guided_decoding_guide_type:
         problems = guide_problems(options.guided_decoding_guide_type, options.guided_decoding_guide)
         if problems:
             raise InvalidParameter("guided_decoding_guide", "; ".join(problems))
+
+
+def _options(feature_inputs: dict, *names: str) -> GenerationOptions:
+    """The named engine options of a request, parsed as the engine parses them; a malformed
+    one is refused under the first name (the message names the input itself)."""
+    try:
+        return GenerationOptions.from_arrays({k: v for k, v in feature_inputs.items() if k in names})
+    except ValueError as e:
+        raise InvalidParameter(names[0], str(e)) from None
 
 
 def load_tokenizer(directory: Path):

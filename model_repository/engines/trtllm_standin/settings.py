@@ -132,8 +132,11 @@ def load_settings(sem: BackendSemantics, config: Mapping[str, Any]) -> StandinSe
     )
     if settings.max_beam_width != 1:
         raise StandinLimitation(f"max_beam_width {settings.max_beam_width}: the CPU engine has no beam search")
-    prefetch = config.get("parameters", {}).get("lora_prefetch_dir", {})
-    if isinstance(prefetch, Mapping) and prefetch.get("string_value", "") not in ("", "${lora_prefetch_dir}"):
+    try:
+        prefetch = params.text("lora_prefetch_dir")  # read inside a try upstream (getPeftCacheConfigFromParams)
+    except ParameterError:
+        prefetch = ""
+    if not _unset(prefetch, "lora_prefetch_dir"):
         # build_engines/trtllm_lora.py: TensorRT-LLM's LoRA cache, which the CPU engine under
         # the stand-in does not reproduce (it serves PEFT adapters itself: contract/lora.py)
         raise StandinLimitation("lora_prefetch_dir: LoRA adapters are not implemented")
@@ -160,8 +163,7 @@ def _guided_decoding(sem: BackendSemantics, params: ParameterReader) -> bool:
     params.required("tokenizer_dir")  # not used by the C++ workflow (an INFO log upstream)
     backend = params.required("guided_decoding_backend")
     info = params.required("xgrammar_tokenizer_info_path")
-    unset = lambda v, key: not v or v == "${" + key + "}"  # noqa: E731
-    if unset(backend, "guided_decoding_backend") or unset(info, "xgrammar_tokenizer_info_path"):
+    if _unset(backend, "guided_decoding_backend") or _unset(info, "xgrammar_tokenizer_info_path"):
         return False
     if not Path(info).exists():
         raise load_failure(sem, exception_text(sem, "guided.info_missing", path=info))
@@ -171,6 +173,11 @@ def _guided_decoding(sem: BackendSemantics, params: ParameterReader) -> bool:
     if backend not in sem.rule("guided.config").extra["values"]:
         raise load_failure(sem, exception_text(sem, "guided.backend_invalid"))
     return True
+
+
+def _unset(value: str, key: str) -> bool:
+    """Empty, or the unfilled ${key} placeholder of NVIDIA's config template: not set."""
+    return not value or value == "${" + key + "}"
 
 
 def _tokenizer_info_problem(sem: BackendSemantics, path: Path) -> str:

@@ -40,14 +40,15 @@ class TritonPythonModel:
             return
         import tensorrt_llm.llmapi as llmapi
 
-        self.adapters = {a.task_id: a for a in lora.from_parameter(params.lora_adapters)}
+        adapters = {a.task_id: a for a in lora.from_parameter(params.lora_adapters)}
+        self.adapter_names = {task_id: a.name for task_id, a in adapters.items()}  # for request_problems
         lora_config = lora_request = None
-        if self.adapters:  # row llm.lora (module paths unconfirmed at the tag)
+        if adapters:  # row llm.lora (module paths unconfirmed at the tag)
             from tensorrt_llm.executor.request import LoRARequest
             from tensorrt_llm.lora_helper import LoraConfig as lora_config
 
             def lora_request(task_id):
-                adapter = self.adapters[task_id]
+                adapter = adapters[task_id]
                 return LoRARequest(adapter.name, task_id, str(Path(adapter.weights).parent))
         kwargs = llm_kwargs(params, KvCacheConfig, lambda name, **fields: getattr(llmapi, name)(**fields), lora_config)
         if place.role == mpi_world.Role.LEADER:
@@ -65,7 +66,7 @@ class TritonPythonModel:
             from tensorrt_llm.sampling_params import GuidedDecodingParams as guided
 
             self.features = features.with_guided_decoding(self.features)
-        if self.adapters:
+        if adapters:
             self.features = features.with_lora(self.features)
         self.engine = LlmEngine(lambda: LLM(**kwargs), SamplingParams, settings, recorder, guided_params=guided,
                                 lora_request=lora_request)
@@ -89,9 +90,8 @@ class TritonPythonModel:
         return None
 
     def _problems(self, row):
-        served = {i: a.name for i, a in self.adapters.items()}
         return (self.check.problems(row) + sampling.problems(row)
-                + lora.request_problems(row.options.lora_task_id, served))
+                + lora.request_problems(row.options.lora_task_id, self.adapter_names))
 
     def _gauges(self):
         running, waiting = self.engine.counts()
