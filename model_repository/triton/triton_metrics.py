@@ -50,8 +50,15 @@ class TritonMetricsPublisher:
         self._thread.start()
 
     def stop(self) -> None:
+        """Stop publishing and release the metrics while the stub's shared memory still exists:
+        a MetricFamily destroyed later, during the interpreter's exit, writes to shared memory
+        that is gone and the stub segfaults (Metric::Clear -> SaveToSharedMemory in
+        Py_FinalizeEx, seen in build/logs/tritonserver.log on every `make stop`)."""
         self._stop.set()
         self._thread.join(2)
+        if not self._thread.is_alive():
+            self._metrics.clear()
+            self._families.clear()
 
     def publish_once(self) -> None:
         if self._recorder is not None:

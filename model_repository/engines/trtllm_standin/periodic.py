@@ -21,10 +21,12 @@ class Periodic:
         self._thread.start()
         return self
 
-    def stop(self, timeout_s: float = 5.0) -> None:
+    def stop(self, timeout_s: float = 5.0) -> bool:
+        """True once the thread has ended (it may still run its action after a timeout)."""
         self._stopping.set()
         if self._thread.is_alive():
             self._thread.join(timeout_s)
+        return not self._thread.is_alive()
 
     def _loop(self) -> None:
         while not self._stopping.wait(self._period_s):

@@ -38,7 +38,11 @@ class StandinMetricsPublisher:
         self._thread.start()
 
     def stop(self) -> None:
-        self._thread.stop()
+        """Stop, then release the metrics while the stub's shared memory still exists (as
+        model_repository/triton/triton_metrics.py TritonMetricsPublisher.stop does, and why)."""
+        if self._thread.stop():
+            self._metrics.clear()
+            self._families.clear()
 
     def observe_request(self, input_tokens: int, output_tokens: int) -> None:
         """A finished Triton request (row metric.token_len); published by the stats thread."""
