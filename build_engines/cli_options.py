@@ -82,6 +82,9 @@ _OPTIONS = [
     click.option("--draft-checkpoint", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
                  help="[openvino] draft-model speculative decoding: a smaller HF checkpoint with the same tokenizer "
                       "(num_assistant_tokens drafts per step); n > 1 is then refused."),
+    click.option("--top-logprobs/--no-top-logprobs", "top_logprobs", default=_OV.top_logprobs, show_default=True,
+                 help="[openvino] answer top_logprobs (a second compile of the IR scores those requests' tokens; "
+                      "off: its memory is saved and top_logprobs refused)."),
     click.option("--int4-group-size", type=int, default=_INT4.group_size, show_default=True,
                  help="[openvino int4] weights per scale; must divide the hidden and MLP sizes."),
     click.option("--int4-ratio", type=float, default=_INT4.ratio, show_default=True,
@@ -211,7 +214,7 @@ def make_spec(checkpoint: Path, backend: str, precision: str | None, max_batch_s
               draft_checkpoint: Path | None = None, pt_speculative_decoding: str = PyTorchSpecMode.NONE.value,
               max_draft_len: int = PyTorchSpeculative().max_draft_len,
               max_matching_ngram_size: int = PyTorchSpeculative().max_matching_ngram_size,
-              speculative_model_dir: Path | None = None) -> BuildSpec:
+              speculative_model_dir: Path | None = None, top_logprobs: bool = _OV.top_logprobs) -> BuildSpec:
     engine_backend = EngineBackend(backend)
     trtllm = TrtLlmOptions()
     if engine_backend == EngineBackend.TENSORRT_LLM:
@@ -265,7 +268,7 @@ def make_spec(checkpoint: Path, backend: str, precision: str | None, max_batch_s
                                  Int4Recipe(int4_mode, int4_group_size, int4_ratio, int4_sensitivity_metric, int4_awq,
                                             int4_scale_estimation, int4_gptq, int4_calibration_samples),
                                  prompt_lookup, num_assistant_tokens, max_ngram_size,
-                                 str(draft_checkpoint.resolve()) if draft_checkpoint else ""),
+                                 str(draft_checkpoint.resolve()) if draft_checkpoint else "", top_logprobs),
         trtllm=trtllm,
         fidelity=FidelityOptions(fidelity_evaluation, gate_max_mean_kld, gate_max_ppl_change, gate_min_top1),
     )

@@ -25,6 +25,7 @@ from contract.features import (
     EngineFeatures,
     with_guided_decoding,
     with_lora,
+    with_top_logprobs,
 )
 from contract.model_configs import OpenVinoEngineParameters, PostprocessingParameters, PreprocessingParameters
 from contract.model_parameters import to_parameters
@@ -45,6 +46,8 @@ def engine_features(spec: BuildSpec, lora: bool = False) -> EngineFeatures:
                EngineBackend.TENSORRT_LLM_PYTORCH: spec.pytorch.serving}
     if spec.backend in serving and serving[spec.backend].guided_decoding_backend.parameter:
         engine = with_guided_decoding(engine)
+    if spec.backend == EngineBackend.OPENVINO and spec.openvino.top_logprobs:
+        engine = with_top_logprobs(engine)
     return with_lora(engine) if lora else engine
 
 
@@ -97,6 +100,7 @@ def openvino_engine_model(engine_dir: Path, spec: BuildSpec, adapters: list[Lora
         num_assistant_tokens=spec.openvino.num_assistant_tokens,
         max_ngram_size=spec.openvino.max_ngram_size,
         draft_model=bool(spec.openvino.draft_checkpoint),
+        top_logprobs=spec.openvino.top_logprobs,
         lora_adapters=lora.to_parameter(list(adapters)) if adapters else "",
     )
     config = python_model_config(

@@ -169,6 +169,7 @@ class _Collector:
         self.parts: list[str] = []
         self.times: list[float] = []
         self.log_probs: list[float] = []
+        self.top_logprobs: list = []
         self.token_ids: list[int] = []
         self.last: StreamChunk | None = None
         self.finish = ""
@@ -178,6 +179,7 @@ class _Collector:
         self.parts.append(chunk.text)
         self.times.append(chunk.arrived_s)
         self.log_probs.extend(chunk.log_probs)
+        self.top_logprobs.extend(chunk.top_logprobs)
         self.token_ids.extend(chunk.token_ids)
         if self.first_text_s is None and chunk.text:
             self.first_text_s = chunk.arrived_s
@@ -196,6 +198,7 @@ class _Collector:
             chunk_times_s=self.times,
             token_ids=self.token_ids,
             log_probs=self.log_probs,
+            top_logprobs=self.top_logprobs,
         )
 
 

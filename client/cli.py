@@ -30,6 +30,8 @@ def sampling_options(f):
         click.option("-n", "--n", "n", type=int, default=None, help="Independent samples per prompt."),
         click.option("--logprobs", "return_log_probs", is_flag=True, default=None,
                      help="Return each token's log prob (shown with --json)."),
+        click.option("--top-logprobs", type=int, default=None,
+                     help="Also the K most likely tokens at each position, with log probs (0-20; shown with --json)."),
         click.option("--json-schema", default=None, help="Guided decoding: a JSON schema (text or @file)."),
         click.option("--json-object", is_flag=True, default=False, help="Guided decoding: any JSON object."),
         click.option("--regex", default=None, help="Guided decoding: the answer matches this regex."),
@@ -123,8 +125,11 @@ def generate(ctx, prompt, prompt_file, stream, as_chat, as_json, timeout_s, **kw
                         }
                         if sampling.n > 1:
                             record["index"] = index
-                        if sampling.return_log_probs:
+                        if sampling.return_log_probs or sampling.top_logprobs:
                             record |= {"token_ids": result.token_ids, "log_probs": result.log_probs}
+                        if sampling.top_logprobs:
+                            record["top_logprobs"] = [[list(pair) for pair in position]
+                                                      for position in result.top_logprobs]
                         click.echo(json.dumps(record, ensure_ascii=False))
                     else:
                         click.echo(f"[{index}] {result.text}" if sampling.n > 1 else result.text)

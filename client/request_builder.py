@@ -12,7 +12,7 @@ from tritonclient.grpc import InferInput, InferRequestedOutput
 from client.errors import InvalidRequestError
 from client.types import ChatMessage, SamplingParams
 from contract import params as rules
-from contract.tensors import ENSEMBLE_INPUTS, ENSEMBLE_OUTPUTS, STOP, DType, by_name
+from contract.tensors import ENSEMBLE_INPUTS, ENSEMBLE_OUTPUTS, MAX_TOP_LOGPROBS, STOP, DType, by_name
 
 _INPUTS = by_name(ENSEMBLE_INPUTS)
 
@@ -64,8 +64,13 @@ def build_inputs(prompt: str | Sequence[ChatMessage], sampling: SamplingParams, 
         inputs.append(_tensor(_RENAMES["stop"], sampling.stop))
     if sampling.bad_words:
         inputs.append(_tensor("bad_words", sampling.bad_words))
-    if sampling.return_log_probs:
+    if sampling.return_log_probs or sampling.top_logprobs:
         inputs.append(_tensor("return_log_probs", True))
+    if sampling.top_logprobs:
+        if not 0 <= sampling.top_logprobs <= MAX_TOP_LOGPROBS:
+            raise InvalidRequestError(f"invalid 'top_logprobs': must be in [0, {MAX_TOP_LOGPROBS}], got "
+                                      f"{sampling.top_logprobs}")
+        inputs.append(_tensor("top_logprobs", sampling.top_logprobs))
     if sampling.n != 1:
         if sampling.n < 1:
             raise InvalidRequestError(f"invalid 'n': must be >= 1, got {sampling.n}")

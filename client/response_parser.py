@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from client.types import StreamChunk
+from client.types import Alternatives, StreamChunk
 
 
 def is_final(result) -> bool:
@@ -22,6 +22,16 @@ def _int(result, name: str) -> int:
     return int(array.reshape(-1)[0]) if array is not None and array.size else 0
 
 
+def _alternatives(result) -> tuple[Alternatives, ...]:
+    """output_top_ids / output_top_log_probs ([1, beam, tokens, k]) per token; () when absent."""
+    ids, lps = result.as_numpy("output_top_ids"), result.as_numpy("output_top_log_probs")
+    if ids is None or lps is None or ids.size == 0:
+        return ()
+    k = ids.shape[-1]
+    return tuple(tuple((int(t), float(lp)) for t, lp in zip(row_ids, row_lps))
+                 for row_ids, row_lps in zip(ids.reshape(-1, k), lps.reshape(-1, k)))
+
+
 def parse_chunk(result, arrived_s: float) -> StreamChunk | None:
     """None for an empty (flags-only) final response."""
     if result.as_numpy("text_output") is None:
@@ -35,6 +45,7 @@ def parse_chunk(result, arrived_s: float) -> StreamChunk | None:
         num_output_tokens=_int(result, "num_output_tokens"),
         token_ids=tuple(int(x) for x in ids.reshape(-1)) if ids is not None else (),
         log_probs=tuple(float(x) for x in log_probs.reshape(-1)) if log_probs is not None else (),
+        top_logprobs=_alternatives(result),
         arrived_s=arrived_s,
         sequence_index=_int(result, "sequence_index"),
     )

@@ -26,6 +26,10 @@ class Guide:
         return cls("json_schema", json.dumps(schema))
 
 
+# One position's most likely tokens: (token id, log prob) pairs, most likely first.
+Alternatives = tuple[tuple[int, float], ...]
+
+
 @dataclass(frozen=True)
 class SamplingParams:
     max_tokens: int | None = None  # None: the server's default
@@ -40,6 +44,9 @@ class SamplingParams:
     stop: tuple[str, ...] = ()
     bad_words: tuple[str, ...] = ()
     return_log_probs: bool = False
+    # The k most likely tokens at each generated position with their log probs (0-20; sends
+    # return_log_probs too).  The CPU engine and the PyTorch backend; the engine flow refuses it.
+    top_logprobs: int = 0
     n: int = 1  # independent samples (num_return_sequences); chunks carry sequence_index
     guide: Guide | None = None
     skip_special_tokens: bool | None = None
@@ -62,6 +69,7 @@ class StreamChunk:
     num_output_tokens: int
     token_ids: tuple[int, ...] = ()  # the engine's new tokens (before stop strings are cut)
     log_probs: tuple[float, ...] = ()
+    top_logprobs: tuple[Alternatives, ...] = ()  # per token of token_ids, when asked (top_logprobs)
     arrived_s: float = 0.0  # seconds since the request was sent
     sequence_index: int = 0  # which of the n samples this chunk continues
 
@@ -77,6 +85,7 @@ class GenerationResult:
     chunk_times_s: list[float] = field(default_factory=list)  # arrival of every chunk
     token_ids: list[int] = field(default_factory=list)
     log_probs: list[float] = field(default_factory=list)
+    top_logprobs: list[Alternatives] = field(default_factory=list)
 
     @property
     def inter_token_latencies_s(self) -> list[float]:

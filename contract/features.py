@@ -37,6 +37,7 @@ class Feature(str, enum.Enum):
     MULTIMODAL = "image and video inputs"
     DRAFT_MODEL = "draft-model speculative decoding"
     PRIORITY = "request priorities"
+    TOP_LOG_PROBS = "top-k log probabilities (top_logprobs)"
 
 
 def _flat(value: Any) -> np.ndarray:
@@ -96,6 +97,7 @@ INPUT_FEATURES: dict[str, InputUse] = {
         ("num_draft_tokens", Feature.DRAFT_MODEL, _ABSENT),
         ("use_draft_logits", Feature.DRAFT_MODEL, _FALSE),
         ("priority", Feature.PRIORITY, (lambda v: _absent(v) or _equals(0.5)(v), "0.5 or nothing")),
+        ("top_logprobs", Feature.TOP_LOG_PROBS, (_absent, "0 or nothing")),
     )
 }
 
@@ -116,6 +118,7 @@ ENGINE_INPUT_FEATURES: dict[str, InputUse] = {
     "guided_decoding_guide_type": INPUT_FEATURES["guided_decoding_guide_type"],
     "guided_decoding_guide": INPUT_FEATURES["guided_decoding_guide"],
     "priority": INPUT_FEATURES["priority"],
+    "top_logprobs": INPUT_FEATURES["top_logprobs"],
 }
 
 
@@ -141,7 +144,9 @@ class EngineFeatures:
 # The CPU engine: n samples per prompt (OpenVINO GenAI num_return_sequences, multinomial
 # sampling) and guided decoding (StructuredOutputConfig: JSON schema, regex, EBNF grammar).
 # Priorities: the runner admits waiting requests by priority with aging
-# (model_repository/engine_step/admission.py) once max_num_seqs requests run.
+# (model_repository/engine_step/admission.py) once max_num_seqs requests run.  Top-k log probs
+# are added by with_top_logprobs where the deployment compiles the IR scorer
+# (model_repository/engines/openvino/ir_scorer.py; OpenVINO GenAI computes one log prob per position).
 CPU_ENGINE = EngineFeatures("the CPU engine (OpenVINO GenAI)",
                             frozenset({Feature.MULTIPLE_SEQUENCES, Feature.GUIDED_DECODING, Feature.PRIORITY}))
 # The same with prompt-lookup decoding on: OpenVINO GenAI 2026.4.1 refuses parallel sampling with
@@ -167,6 +172,8 @@ CPU_ENGINE_DRAFT_MODEL = EngineFeatures("the CPU engine (OpenVINO GenAI, draft-m
 # priority input (NVIDIA/TensorRT-LLM triton_backend/inflight_batcher_llm/src/utils.cc at
 # c8c6df08bd0ead54cd47f7973e1e425c28a174cd, the v1.1.0 source of the semantics table; not
 # confirmed at the tag itself).  Refused there rather than silently ignored.
+# Top-k log probs: the backend returns output_log_probs of the chosen tokens only (row
+# output.output_log_probs) and declares no input asking for alternatives: refused.
 TRTLLM_ENGINE = EngineFeatures("TensorRT-LLM (engine flow)",
                                frozenset({Feature.MULTIPLE_SEQUENCES, Feature.PERF_METRICS, Feature.EMBEDDING_BIAS,
                                           Feature.BAD_WORDS}))
@@ -177,11 +184,12 @@ TRTLLM_ENGINE = EngineFeatures("TensorRT-LLM (engine flow)",
 # with_guided_decoding where the LLM is built with guided_decoding_backend (the default; it then
 # loads its tokenizer, which the executor's xgrammar decoder is built from: row
 # llm.guided.tokenizer), LoRA by with_lora where adapters are rendered (LoraConfig +
-# LoRARequest: row llm.lora).  Logit bias, perf metrics, logits and beams exist in the LLM API
+# LoRARequest: row llm.lora).  Top-k log probs: SamplingParams.logprobs = k (row
+# result.logprobs: one dict of token -> Logprob per generated token).  Logit bias, perf metrics, logits and beams exist in the LLM API
 # but are not wired to our contract yet: refused (priorities too: whether the LLM API at the
 # pinned versions takes one was not read).
 PYTORCH_ENGINE = EngineFeatures("TensorRT-LLM's PyTorch backend (LLM API)",
-                                frozenset({Feature.BAD_WORDS, Feature.MULTIPLE_SEQUENCES}))
+                                frozenset({Feature.BAD_WORDS, Feature.MULTIPLE_SEQUENCES, Feature.TOP_LOG_PROBS}))
 
 
 def with_guided_decoding(engine: EngineFeatures) -> EngineFeatures:
@@ -194,6 +202,11 @@ def with_lora(engine: EngineFeatures) -> EngineFeatures:
     """The same engine serving LoRA adapters (by lora_task_id; lora_weights / lora_config
     stay refused by the engine model: adapters are loaded at serve time)."""
     return EngineFeatures(engine.label, engine.features | {Feature.LORA})
+
+
+def with_top_logprobs(engine: EngineFeatures) -> EngineFeatures:
+    """The same engine answering top_logprobs (the CPU engine with its IR scorer compiled)."""
+    return EngineFeatures(engine.label, engine.features | {Feature.TOP_LOG_PROBS})
 
 
 def refusals(values: Mapping[str, Any], engine: EngineFeatures,

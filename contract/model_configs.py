@@ -99,6 +99,9 @@ class OpenVinoEngineParameters:
     # Draft-model speculative decoding: the draft's IR in <engine_dir>/draft (OpenVINO GenAI's
     # `draft_model` pipeline property); num_assistant_tokens draft tokens per step.
     draft_model: bool = False
+    # Top-k log probs (input top_logprobs): the IR compiled a second time scores those requests'
+    # tokens (engines/openvino/ir_scorer.py); false saves its memory and refuses top_logprobs.
+    top_logprobs: bool = True
     # LoRA adapters served beside the base model (contract/lora.py: JSON of LoraAdapter); "": none.
     lora_adapters: str = ""
 

@@ -56,6 +56,10 @@ class TensorSpec:
         return self.dims == (1,)
 
 
+# OpenAI's bound on top_logprobs (chat completions: 0-20), the largest the contract carries.
+MAX_TOP_LOGPROBS = 20
+
+
 def _scalar(name: str, dtype: DType, doc: str, *, optional: bool = True, extra: bool = False) -> TensorSpec:
     return TensorSpec(name, dtype, (1,), optional=optional, extra=extra, doc=doc)
 
@@ -121,6 +125,9 @@ ENSEMBLE_INPUTS: tuple[TensorSpec, ...] = (
     _scalar("skip_special_tokens", DType.BOOL, "drop special tokens from the text (default true)", extra=True),
     _scalar("priority", DType.FP32, "admission order when the engine is full: [0, 1], higher first, 0.5 default "
             "(TensorRT-LLM's executor scale; the CPU engine honours it)", extra=True),
+    _scalar("top_logprobs", DType.INT32, f"0-{MAX_TOP_LOGPROBS}: the most likely tokens at each generated "
+            "position, with their log probs (output_top_ids / output_top_log_probs); needs return_log_probs",
+            extra=True),
     dataclasses.replace(STOP, extra=True),  # NVIDIA's ensemble has none; their BLS and engine do
 )
 
@@ -160,9 +167,17 @@ ENGINE_CLIENT_OUTPUTS: tuple[TensorSpec, ...] = (
     TensorSpec("output_log_probs", DType.FP32, (-1, -1), doc="[beam, tokens] log probability of each new token"),
     TensorSpec("context_logits", DType.FP32, (-1, -1), doc="[prompt tokens, vocab]"),
     TensorSpec("generation_logits", DType.FP32, (-1, -1, -1), doc="[beam, tokens, vocab]"),
+    # ours: NVIDIA's C++ backend returns the chosen tokens' log probs only
+    TensorSpec("output_top_ids", DType.INT32, (-1, -1, -1), extra=True,
+               doc="[beam, tokens, top_logprobs] the most likely tokens at each new token's position, most likely first"),
+    TensorSpec("output_top_log_probs", DType.FP32, (-1, -1, -1), extra=True,
+               doc="[beam, tokens, top_logprobs] their log probabilities (the raw model distribution)"),
     _count("batch_index", DType.INT32, "which prompt of a batched request this response belongs to"),
     _count("sequence_index", DType.INT32, "which of num_return_sequences this response belongs to"),
 ) + PERF_METRIC_OUTPUTS
+
+# The top-k alternatives (input top_logprobs), sent only to requests that ask for them.
+TOP_LOGPROB_OUTPUTS: tuple[str, ...] = ("output_top_ids", "output_top_log_probs")
 
 ENSEMBLE_OUTPUTS: tuple[TensorSpec, ...] = (
     # One UTF-8 string per response: 1-D on the wire ([1]), as NVIDIA's postprocessing sends
@@ -221,7 +236,7 @@ ENGINE_PASSTHROUGH: dict[str, str] = {
     "return_perf_metrics": "return_perf_metrics", "prompt_embedding_table": "prompt_embedding_table",
     "prompt_vocab_size": "prompt_vocab_size", "lora_task_id": "lora_task_id", "lora_weights": "lora_weights",
     "lora_config": "lora_config", "guided_decoding_guide_type": "guided_decoding_guide_type",
-    "guided_decoding_guide": "guided_decoding_guide", "priority": "priority",
+    "guided_decoding_guide": "guided_decoding_guide", "priority": "priority", "top_logprobs": "top_logprobs",
 }
 _ENSEMBLE_BY_NAME = {t.name: t for t in ENSEMBLE_INPUTS}
 ENGINE_PASSTHROUGH_INPUTS: tuple[TensorSpec, ...] = tuple(
@@ -237,9 +252,9 @@ ENGINE_OUTPUTS: tuple[TensorSpec, ...] = (
 # What the relays send to the C++ `tensorrt_llm` model and ask back from it (a subset of
 # NVIDIA's declaration, which its config carries as it is): the engine contract without our
 # own tensors: detokenize_params, which the C++ model cannot echo (the `engine_relay` in
-# front adds it), and priority, which it does not declare (refused on that layout).
+# front adds it), and priority and top_logprobs, which it does not declare (refused there).
 TRTLLM_INPUTS: tuple[TensorSpec, ...] = tuple(t for t in ENGINE_INPUTS if not t.extra)
-TRTLLM_OUTPUTS: tuple[TensorSpec, ...] = tuple(t for t in ENGINE_OUTPUTS if t is not DETOKENIZE_PARAMS)
+TRTLLM_OUTPUTS: tuple[TensorSpec, ...] = tuple(t for t in ENGINE_OUTPUTS if not t.extra)
 
 # --- preprocessing / postprocessing -------------------------------------------------------
 # Preprocessing checks every input of the ensemble and of the BLS (the BLS hands it all it got).

@@ -10,6 +10,8 @@ from typing import Sequence
 
 from tokenizers import Tokenizer
 
+from client.types import Alternatives
+
 from model_repository.text.detokenizer import build_token_table
 
 
@@ -29,19 +31,32 @@ class TokenTexts:
             text = "bytes:" + "".join(f"\\x{b:02x}" for b in raw)
         return text, list(raw)
 
-    def chat_content(self, ids: Sequence[int], log_probs: Sequence[float]) -> list[dict]:
+    def _top(self, token_id: int, log_prob: float) -> dict:
+        text, raw = self.entry(token_id)
+        return {"token": text, "logprob": float(log_prob), "bytes": raw}
+
+    def chat_content(self, ids: Sequence[int], log_probs: Sequence[float],
+                     tops: Sequence[Alternatives] = ()) -> list[dict]:
+        """`tops`: each token's most likely tokens (top_logprobs), most likely first; () for none."""
         out = []
-        for token_id, lp in zip(ids, log_probs):
-            text, raw = self.entry(token_id)
-            out.append({"token": text, "logprob": float(lp), "bytes": raw, "top_logprobs": []})
+        for i, (token_id, lp) in enumerate(zip(ids, log_probs)):
+            alternatives = [self._top(t, a) for t, a in tops[i]] if i < len(tops) else []
+            out.append(self._top(token_id, lp) | {"top_logprobs": alternatives})
         return out
 
-    def completion(self, ids: Sequence[int], log_probs: Sequence[float], offset: int = 0) -> dict:
-        tokens, offsets = [], []
-        for token_id in ids:
+    def completion(self, ids: Sequence[int], log_probs: Sequence[float], offset: int = 0,
+                   tops: Sequence[Alternatives] = ()) -> dict:
+        """The legacy shape; with `tops`, top_logprobs holds per token {text: log prob} of the
+        most likely tokens and the chosen one (OpenAI: up to logprobs + 1 entries)."""
+        tokens, offsets, top_logprobs = [], [], []
+        for i, (token_id, lp) in enumerate(zip(ids, log_probs)):
             text, _ = self.entry(token_id)
             tokens.append(text)
             offsets.append(offset)
             offset += len(text)
+            if i < len(tops):
+                top = {self.entry(t)[0]: float(a) for t, a in tops[i]}
+                top.setdefault(text, float(lp))
+                top_logprobs.append(top)
         return {"tokens": tokens, "token_logprobs": [float(x) for x in log_probs], "text_offset": offsets,
-                "top_logprobs": None}
+                "top_logprobs": top_logprobs if tops else None}

@@ -8,6 +8,7 @@ import uuid
 
 import json
 
+from contract.tensors import MAX_TOP_LOGPROBS
 from client.types import ChatMessage, GenerationResult, Guide, SamplingParams, StreamChunk
 from openai_front.errors import invalid, unsupported
 from openai_front.schemas import ChatCompletionRequest, CompletionRequest, _Request
@@ -15,8 +16,7 @@ from openai_front.tools import ToolPlan, tool_plan
 
 
 MAX_N = 16  # samples per request (each holds a KV-cache sequence)
-TOP_LOGPROBS_NOTE = ("the engines return the chosen token's log prob only (OpenVINO GenAI 2026.4 computes one "
-                     "log prob per position; TensorRT-LLM's backend returns output_log_probs of the chosen tokens)")
+MAX_COMPLETION_LOGPROBS = 5  # OpenAI's bound for the completions endpoint's `logprobs`
 
 
 def _common_checks(req: _Request) -> None:
@@ -40,7 +40,7 @@ def _guide(req: _Request) -> Guide | None:
 
 
 def _sampling(req: _Request, max_tokens: int | None, echo: bool = False, *, log_probs: bool = False,
-              guide: Guide | None = None) -> SamplingParams:
+              top_logprobs: int = 0, guide: Guide | None = None) -> SamplingParams:
     stop = (req.stop,) if isinstance(req.stop, str) else tuple(req.stop or ())
     min_tokens = req.min_tokens
     if req.ignore_eos:
@@ -51,7 +51,8 @@ def _sampling(req: _Request, max_tokens: int | None, echo: bool = False, *, log_
     if req.n > 1 and temperature is None:
         temperature = 1.0  # OpenAI's default: n samples, not n copies of the greedy answer
     return SamplingParams(
-        max_tokens=max_tokens, temperature=temperature, n=req.n, return_log_probs=log_probs, guide=guide, top_p=req.top_p, top_k=req.top_k, min_tokens=min_tokens,
+        max_tokens=max_tokens, temperature=temperature, n=req.n, return_log_probs=log_probs, top_logprobs=top_logprobs,
+        guide=guide, top_p=req.top_p, top_k=req.top_k, min_tokens=min_tokens,
         seed=req.seed, repetition_penalty=req.repetition_penalty, presence_penalty=req.presence_penalty,
         frequency_penalty=req.frequency_penalty, stop=stop, skip_special_tokens=req.skip_special_tokens, echo=echo,
         priority=req.priority,
@@ -87,10 +88,15 @@ def completion_input(req: CompletionRequest) -> tuple[str, SamplingParams]:
         if len(prompt) != 1:
             raise unsupported("prompt", "send one prompt per request (a list of one string is fine)")
         prompt = prompt[0]
-    if req.logprobs is not None and req.logprobs is not False and int(req.logprobs) > 0:
-        raise unsupported("logprobs", f"only 0 (the chosen tokens' log probs): {TOP_LOGPROBS_NOTE}")
-    return prompt, _sampling(req, req.max_tokens, echo=req.echo, log_probs=req.logprobs is not None
-                             and req.logprobs is not False, guide=_guide(req))
+    log_probs = req.logprobs is not None and req.logprobs is not False
+    top = int(req.logprobs) if log_probs else 0
+    if not 0 <= top <= MAX_COMPLETION_LOGPROBS:
+        raise invalid(f"'logprobs' must be in [0, {MAX_COMPLETION_LOGPROBS}], got {top}", "logprobs")
+    if log_probs and req.echo:  # OpenAI would score the prompt too (lm-eval's loglikelihood requests)
+        raise unsupported("echo", "with 'logprobs': the engines return the generated tokens' log probs, not the "
+                                  "prompt's")
+    return prompt, _sampling(req, req.max_tokens, echo=req.echo, log_probs=log_probs, top_logprobs=top,
+                             guide=_guide(req))
 
 
 def _content(message, index: int) -> str:
@@ -116,10 +122,8 @@ def chat_input(req: ChatCompletionRequest) -> tuple[list[ChatMessage], SamplingP
     if req.top_logprobs is not None:
         if not req.logprobs:
             raise invalid("'top_logprobs' needs 'logprobs': true", "top_logprobs")
-        if not 0 <= req.top_logprobs <= 20:
-            raise invalid(f"'top_logprobs' must be in [0, 20], got {req.top_logprobs}", "top_logprobs")
-        if req.top_logprobs > 0:
-            raise unsupported("top_logprobs", f"only 0: {TOP_LOGPROBS_NOTE}")
+        if not 0 <= req.top_logprobs <= MAX_TOP_LOGPROBS:
+            raise invalid(f"'top_logprobs' must be in [0, {MAX_TOP_LOGPROBS}], got {req.top_logprobs}", "top_logprobs")
     guide = _response_format(req.response_format) or _guide(req)
     if plan is not None:
         if guide is not None:
@@ -131,7 +135,7 @@ def chat_input(req: ChatCompletionRequest) -> tuple[list[ChatMessage], SamplingP
     if plan is not None:
         messages.insert(0, plan.system_message())
     return messages, _sampling(req, req.max_completion_tokens or req.max_tokens, log_probs=bool(req.logprobs),
-                               guide=guide)
+                               top_logprobs=req.top_logprobs or 0, guide=guide)
 
 
 def _response_format(fmt: dict | None) -> Guide | None:
@@ -175,18 +179,18 @@ class ResponseShaper:
     def _envelope(self, obj: str, choices: list[dict], **extra) -> dict:
         return {"id": self.id, "object": obj, "created": self.created, "model": self.model, "choices": choices} | extra
 
-    def _logprobs(self, ids, log_probs) -> dict | None:
+    def _logprobs(self, ids, log_probs, tops=()) -> dict | None:
         if self.token_texts is None:
             return None
         if self.chat:
-            return {"content": self.token_texts.chat_content(ids, log_probs), "refusal": None}
-        return self.token_texts.completion(ids, log_probs)
+            return {"content": self.token_texts.chat_content(ids, log_probs, tops), "refusal": None}
+        return self.token_texts.completion(ids, log_probs, tops=tops)
 
     def whole(self, results: list[GenerationResult]) -> dict:
         choices = []
         for index, result in enumerate(results):
             finish = result.finish_reason or "stop"
-            logprobs = self._logprobs(result.token_ids, result.log_probs)
+            logprobs = self._logprobs(result.token_ids, result.log_probs, result.top_logprobs)
             if self.chat:
                 message, finish = self.message(result.text, finish)
                 choices.append({"index": index, "message": message, "finish_reason": finish, "logprobs": logprobs})
@@ -220,7 +224,7 @@ class ResponseShaper:
 
     def chunk(self, chunk: StreamChunk, finish_reason: str | None) -> dict:
         index = chunk.sequence_index
-        logprobs = self._logprobs(chunk.token_ids, chunk.log_probs) if chunk.token_ids else None
+        logprobs = self._logprobs(chunk.token_ids, chunk.log_probs, chunk.top_logprobs) if chunk.token_ids else None
         if self.chat:
             delta = {"content": chunk.text} if chunk.text else {}
             choice = {"index": index, "delta": delta, "finish_reason": finish_reason, "logprobs": logprobs}

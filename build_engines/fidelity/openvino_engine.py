@@ -12,18 +12,16 @@ from pathlib import Path
 
 import numpy as np
 
-IR_MODEL_FILE = "openvino_model.xml"
+from model_repository.engines.openvino.ir_scorer import IR_MODEL_FILE, IrScorer
 
 
 class OpenVinoScorer:
     def __init__(self, engine_dir: Path, properties: dict[str, object], chunk: int = 512) -> None:
-        import openvino as ov
-
         self.engine_dir = engine_dir
         self.properties = dict(properties)
         self.chunk = chunk
-        compiled = ov.Core().compile_model(str(engine_dir / IR_MODEL_FILE), "CPU", self.properties)
-        self._request = compiled.create_infer_request()
+        self._scorer = IrScorer(engine_dir, self.properties, chunk)
+        compiled = self._scorer.compiled
         self.describe = {"engine": "openvino", "ir": str(engine_dir / IR_MODEL_FILE), "properties":
                          {k: str(v) for k, v in self.properties.items()},
                          "effective": {k: str(compiled.get_property(k)) for k in
@@ -32,19 +30,11 @@ class OpenVinoScorer:
 
     def logits(self, ids: list[int], first: int) -> np.ndarray:
         """Logits of positions first-1 .. len(ids)-2 (the predictions of ids[first:]).  [T, V]"""
-        request = self._request
-        request.reset_state()
-        rows = []
-        for a in range(0, len(ids) - 1, self.chunk):
-            b = min(a + self.chunk, len(ids) - 1)  # the last token predicts nothing we score
-            request.infer({"input_ids": np.asarray([ids[a:b]], dtype=np.int64),
-                           "attention_mask": np.ones((1, b), dtype=np.int64),
-                           "position_ids": np.arange(a, b, dtype=np.int64)[None],
-                           "beam_idx": np.zeros(1, dtype=np.int32)})
-            lo, hi = max(a, first - 1), b
-            if hi > lo:
-                rows.append(np.array(request.get_tensor("logits").data[0, lo - a:hi - a], dtype=np.float32))
-        return np.concatenate(rows)
+        scoring = self._scorer.start(ids[:first])
+        try:
+            return scoring.extend(ids[first:])
+        finally:
+            scoring.close()
 
     def greedy_answers(self, prompts: list[list[int]], max_new_tokens: int, eos_ids: set[int]) -> list[list[int]]:
         """Greedy answers through the serving pipeline, one request at a time."""

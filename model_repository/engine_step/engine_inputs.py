@@ -10,7 +10,7 @@ from typing import Mapping
 
 import numpy as np
 
-from contract.tensors import ENGINE_CORE_INPUTS, DType, by_name
+from contract.tensors import ENGINE_CORE_INPUTS, MAX_TOP_LOGPROBS, DType, by_name
 from model_repository.engine_step.admission import DEFAULT_PRIORITY, check_priority
 from model_repository.engine_step.word_lists import from_word_list, to_word_list
 
@@ -19,6 +19,7 @@ _WORD_LISTS = ("stop_words_list", "bad_words_list")
 _VECTORS = {"input_ids": np.int32, "embedding_bias": np.float32}
 
 
+TOP_LOGPROBS_NEED = "needs 'return_log_probs' true (the alternatives come with the chosen tokens' log probs)"
 GUIDE_TYPES = ("json", "json_schema", "regex", "ebnf_grammar")  # TensorRT-LLM's names (GuidedDecodingParams)
 
 
@@ -32,6 +33,7 @@ class GenerationOptions:
     guided_decoding_guide: str = ""  # the JSON schema, regex or EBNF grammar
     priority: float = DEFAULT_PRIORITY  # admission order when the engine is full (engine_step/admission.py)
     lora_task_id: int = 0  # the LoRA adapter (contract/lora.py); 0: the base model
+    top_logprobs: int = 0  # alternatives returned per generated token (output_top_ids / _log_probs)
 
     @classmethod
     def from_arrays(cls, arrays: Mapping[str, np.ndarray]) -> "GenerationOptions":
@@ -46,6 +48,8 @@ class GenerationOptions:
         check_priority(options.priority)
         if options.num_return_sequences < 1:
             raise ValueError(f"'num_return_sequences' must be >= 1, got {options.num_return_sequences}")
+        if not 0 <= options.top_logprobs <= MAX_TOP_LOGPROBS:
+            raise ValueError(f"'top_logprobs' must be in [0, {MAX_TOP_LOGPROBS}], got {options.top_logprobs}")
         kind = options.guided_decoding_guide_type
         if kind and kind not in GUIDE_TYPES:
             raise ValueError(f"'guided_decoding_guide_type' {kind!r} is not supported; allowed: {list(GUIDE_TYPES)}")
@@ -85,6 +89,12 @@ class EngineInputs:
     def stop_request(cls) -> "EngineInputs":
         """A stop request: placeholders for the inputs the engine's config requires, stop=true."""
         return cls(input_ids=(0,), input_lengths=1, request_output_len=1, stop=True)
+
+    def option_problems(self) -> list[str]:
+        """What no engine answers in this combination of core inputs and options."""
+        if self.options.top_logprobs and not self.return_log_probs:
+            return [f"'top_logprobs' {TOP_LOGPROBS_NEED}"]
+        return []
 
     @property
     def is_greedy(self) -> bool:

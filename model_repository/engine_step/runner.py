@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Protocol, Sequence
 
+from model_repository.engine_step.alternatives import AlternativesSink, Scorer, TopLogprobs
 from model_repository.engine_step.admission import DEFAULT_AGING_PER_S, DEFAULT_PRIORITY, AgingQueue
 from model_repository.engine_step.engine_inputs import EngineInputs
 from model_repository.engine_step.sequences import SampleState, SequenceView, read_sequences
@@ -50,6 +51,9 @@ class GenerationBackend(Protocol):
     # the runner samples n guided sequences as n requests; see EngineRunner.submit).
     guides_every_sequence: bool
 
+    # Scores requests that ask for top_logprobs (alternatives.Scorer); None: the engine has none.
+    scorer: Scorer | None
+
     def add(self, request_id: int, request: EngineInputs) -> Handle: ...
 
     def step(self) -> None: ...
@@ -71,7 +75,8 @@ class ResponseSink(Protocol):
     def is_cancelled(self) -> bool: ...
 
     def send(self, ids: Sequence[int], log_probs: Sequence[float], cum_log_prob: float, final: bool,
-             sequence: int = 0) -> None: ...  # `sequence`: which of num_return_sequences
+             sequence: int = 0, top: TopLogprobs | None = None) -> None: ...
+    # `sequence`: which of num_return_sequences; `top`: the alternatives of ids (top_logprobs)
 
     def fail(self, message: str, code: FailCode = FailCode.INTERNAL) -> None: ...  # error + final
 
@@ -254,6 +259,12 @@ class EngineRunner:
         if sink.is_cancelled():
             sink.fail("cancelled before it started", FailCode.CANCELLED)
             return
+        if request.options.top_logprobs:
+            scorer = getattr(self._backend, "scorer", None)
+            if scorer is None:
+                sink.fail("'top_logprobs': this engine computes no alternatives")
+                return
+            sink = AlternativesSink(sink, scorer, request.input_ids, request.options.top_logprobs)
         key = self._next_id
         self._next_id += 1
         try:

@@ -43,8 +43,8 @@ class SequenceView:
     def is_cancelled(self) -> bool:
         return self._sink.is_cancelled()
 
-    def send(self, ids, log_probs, cum_log_prob, final, sequence: int = 0) -> None:
-        self._sink.send(ids, log_probs, cum_log_prob, final, sequence=self._index)
+    def send(self, ids, log_probs, cum_log_prob, final, sequence: int = 0, top=None) -> None:
+        self._sink.send(ids, log_probs, cum_log_prob, final, sequence=self._index, top=top)
 
     def fail(self, message: str, code=None) -> None:
         if code is None:

@@ -23,7 +23,7 @@ from model_repository.engine_step.engine_metrics import MetricsRecorder
 from model_repository.triton.triton_metrics import TritonMetricsPublisher
 from model_repository.engines.relay.bls_pipeline import (closing_response, new_log_probs, row_of, sequence_of,
                                                         without_base_adapter)
-from model_repository.engines.relay.relay import FINISHED, REQUESTED_OUTPUTS, Relay, SingleResponse, stop_request_arrays
+from model_repository.engines.relay.relay import FINISHED, Relay, SingleResponse, requested_outputs, stop_request_arrays
 from model_repository.engines.relay.relay_pool import RelayPool
 
 
@@ -247,5 +247,5 @@ def relay_stream(pool: RelayPool, target: str, arrays: Mapping[str, np.ndarray],
     id it received (upstream table row stop.lookup).  A request without an id gets a fresh
     one (it cannot be stopped by id, as upstream: row request_id.map)."""
     request_id = request_id or f"{id_prefix}-{uuid.uuid4().hex}"
-    start = functools.partial(stream, target, arrays, REQUESTED_OUTPUTS, request_id)
+    start = functools.partial(stream, target, arrays, requested_outputs(arrays), request_id)
     pool.submit(Relay(request_id, sink, start, functools.partial(cancel_stream, target)))

@@ -13,17 +13,19 @@ import numpy as np
 import triton_python_backend_utils as pb_utils
 
 from contract import features
-from contract.tensors import ENGINE_CORE_INPUTS, ENGINE_INPUTS, ENGINE_OUTPUTS, by_name
+from contract.tensors import ENGINE_CORE_INPUTS, ENGINE_INPUTS, ENGINE_OUTPUTS, TOP_LOGPROB_OUTPUTS, by_name
 from model_repository.triton import triton_io
 from model_repository.engine_step.runner import FailCode, ResponseSink
 from model_repository.engine_step.engine_inputs import EngineInputs, GenerationOptions
 from model_repository.triton.response_channel import SharedChannel
 
 CORE_NAMES = frozenset(t.name for t in ENGINE_CORE_INPUTS)
-# What these engines send (of ENGINE_OUTPUTS): no logits, no perf metrics.
+# What these engines send (of ENGINE_OUTPUTS): no logits, no perf metrics; the top-k
+# alternatives only to requests that ask for them (top_logprobs).
 SENT_OUTPUTS = tuple(by_name(ENGINE_OUTPUTS)[n] for n in (
     "output_ids", "sequence_length", "cum_log_probs", "output_log_probs", "batch_index", "sequence_index",
     "detokenize_params"))
+TOP_OUTPUTS = tuple(by_name(ENGINE_OUTPUTS)[n] for n in TOP_LOGPROB_OUTPUTS)
 
 
 class TritonSink:
@@ -38,9 +40,11 @@ class TritonSink:
     def is_cancelled(self):
         return self._channels[0].is_cancelled()
 
-    def send(self, ids, log_probs, cum_log_prob, final, sequence=0):
+    def send(self, ids, log_probs, cum_log_prob, final, sequence=0, top=None):
         n = len(ids)
-        tensors = triton_io.output_tensors({
+        tensors = [] if top is None else triton_io.output_tensors({
+            "output_top_ids": top.ids[None, None], "output_top_log_probs": top.log_probs[None, None]}, TOP_OUTPUTS)
+        tensors += triton_io.output_tensors({
             "output_ids": np.asarray(ids, dtype=np.int32).reshape(1, 1, n),
             "sequence_length": np.array([[n]], dtype=np.int32),
             "cum_log_probs": np.array([[cum_log_prob]], dtype=np.float32),
@@ -85,7 +89,7 @@ def serve_requests(requests: Iterable, engine: Engine, engine_features: features
         problems = triton_io.parameter_problems(request)
         problems += [f"'{name}' {reason}" for name, reason in
                      features.refusals(arrays, engine_features, features.ENGINE_INPUT_FEATURES)]
-        problems += [p for row in rows for p in checks(row)]
+        problems += [p for row in rows for p in row.option_problems() + checks(row)]
         if problems:
             triton_io.fail(channel, "; ".join(dict.fromkeys(problems)), "INVALID_ARG")
             continue

@@ -36,7 +36,8 @@ def oai(front):
     return openai.OpenAI(base_url=front + "/v1", api_key="none", max_retries=0)
 
 
-def _hf_log_probs(checkpoint, prompt: str, generated: list[int]) -> list[float]:
+def _hf_distributions(checkpoint, prompt: str, generated: list[int]):
+    """[len(generated), vocab]: the float32 checkpoint's log-softmax at each generated position."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -46,9 +47,13 @@ def _hf_log_probs(checkpoint, prompt: str, generated: list[int]) -> list[float]:
     ids = torch.tensor([prompt_ids + generated])
     with torch.no_grad():
         logits = model(ids).logits[0].float()
-    log_probs = torch.log_softmax(logits, dim=-1)
     start = len(prompt_ids) - 1
-    return [float(log_probs[start + i, t]) for i, t in enumerate(generated)]
+    return torch.log_softmax(logits, dim=-1)[start:start + len(generated)]
+
+
+def _hf_log_probs(checkpoint, prompt: str, generated: list[int]) -> list[float]:
+    log_probs = _hf_distributions(checkpoint, prompt, generated)
+    return [float(log_probs[i, t]) for i, t in enumerate(generated)]
 
 
 LOGPROB_PROMPT = "The three primary colors are"
@@ -96,7 +101,93 @@ def test_chat_logprobs_whole_and_streamed(oai):
     assert [e.token for e in entries] == [c.token for c in content]
     assert [e.logprob for e in entries] == pytest.approx([c.logprob for c in content], abs=1e-4)
     with pytest.raises(openai.BadRequestError, match="top_logprobs"):
-        oai.chat.completions.create(model=MODEL, messages=messages, logprobs=True, top_logprobs=3)
+        oai.chat.completions.create(model=MODEL, messages=messages, logprobs=True, top_logprobs=21)
+
+
+TOP_K = 5
+
+
+def _served_top_logprobs(grpc_url: str, model: str | None = None):
+    from contract import names
+
+    with LlmClient(grpc_url, model=model or names.ENSEMBLE) as client:
+        return client.generate(LOGPROB_PROMPT, SamplingParams(max_tokens=32, temperature=0, top_logprobs=TOP_K))
+
+
+# The CPU engine's alternatives come from its IR run a second time (same weights and numerics
+# settings, another summation order than the pipeline's paged attention): the greedy choice's
+# log prob there is within SCORER_TOL of output_log_probs', so where two tokens are that close
+# (a near-tie) the greedy choice can come second in the list.
+SCORER_TOL = 0.1
+
+
+def check_top_logprobs(result, checkpoint) -> None:
+    """Each generated position's TOP_K alternatives: most likely first, holding the greedy choice
+    (first unless a near-tie) with about the log prob output_log_probs gave it, and each
+    likely alternative's (p > 2%) log prob as the float32 checkpoint's within the chosen tokens'
+    tolerances (MEAN_TOL, MAX_TOL).  Unlikely ones are further off in nats (an INT8 engine's error
+    is relative to the probability: measured mean 0.09, max 0.61 over all 5 x 32 entries), so all
+    entries get twice the mean tolerance and at most 1 nat, and the set of 5 must be the
+    reference's 5 for at least 80% of the entries."""
+    tops = result.top_logprobs
+    assert len(tops) == len(result.token_ids) == result.completion_tokens
+    reference = _hf_distributions(checkpoint, LOGPROB_PROMPT, result.token_ids)
+    deltas, likely, chosen_deltas, first, ref_top1, shared = [], [], [], 0, 0, 0
+    for i, (chosen, lp, alternatives) in enumerate(zip(result.token_ids, result.log_probs, tops)):
+        ids = [t for t, _ in alternatives]
+        lps = [a for _, a in alternatives]
+        assert len(ids) == TOP_K == len(set(ids)) and lps == sorted(lps, reverse=True) and lps[0] <= 0
+        assert chosen in ids, (i, alternatives, chosen, lp)
+        mine = lps[ids.index(chosen)]
+        chosen_deltas.append(abs(mine - lp))
+        assert abs(mine - lp) <= SCORER_TOL and lps[0] - mine <= 2 * SCORER_TOL, (i, alternatives, chosen, lp)
+        first += ids[0] == chosen
+        deltas += [abs(a - float(reference[i, t])) for t, a in alternatives]
+        likely += [abs(a - float(reference[i, t])) for t, a in alternatives if float(reference[i, t]) > -3.9]
+        ref_top1 += int(reference[i].argmax()) == ids[0]
+        shared += len(set(ids) & set(reference[i].topk(TOP_K).indices.tolist()))
+    print(f"top-{TOP_K} log probs |delta| vs HF fp32 over {len(deltas)} entries: mean {sum(deltas) / len(deltas):.4f} "
+          f"max {max(deltas):.4f} (p > 2%: {len(likely)} entries, mean {sum(likely) / len(likely):.4f} max "
+          f"{max(likely):.4f}); {shared}/{len(deltas)} in the reference's top {TOP_K}; the greedy choice first at {first}/{len(tops)} positions, its log prob within "
+          f"{max(chosen_deltas):.4f} of output_log_probs; the reference's top-1 first at {ref_top1}/{len(tops)}")
+    assert sum(likely) / len(likely) <= MEAN_TOL and max(likely) <= MAX_TOL
+    assert sum(deltas) / len(deltas) <= 2 * MEAN_TOL and max(deltas) <= 1.0 and shared >= 0.8 * len(deltas)
+    assert first >= len(tops) - 2 and ref_top1 >= len(tops) - 3
+
+
+def test_top_logprobs_agree_with_hf_fp32(server, default_checkpoint):
+    """The CPU engine's alternatives (its IR scored beside the pipeline), through the ensemble and
+    the BLS, streamed and whole."""
+    from contract import names
+
+    result = _served_top_logprobs(server.settings.grpc_url)
+    check_top_logprobs(result, default_checkpoint)
+    bls = _served_top_logprobs(server.settings.grpc_url, names.LLM_BLS)
+    assert bls.token_ids == result.token_ids
+    assert [[t for t, _ in p] for p in bls.top_logprobs] == [[t for t, _ in p] for p in result.top_logprobs]
+    with LlmClient(server.settings.grpc_url) as client:
+        streamed = client.generate(LOGPROB_PROMPT, SamplingParams(max_tokens=32, temperature=0, top_logprobs=TOP_K),
+                                   stream=True)
+    assert streamed.token_ids == result.token_ids
+    for a, b in zip(streamed.top_logprobs, result.top_logprobs):
+        assert [t for t, _ in a] == [t for t, _ in b] and [x for _, x in a] == pytest.approx([x for _, x in b], abs=1e-4)
+
+
+def test_top_logprobs_through_the_front(oai):
+    """Chat top_logprobs and completions logprobs = k, whole and streamed, as OpenAI shapes them."""
+    messages = [{"role": "user", "content": "What is the capital of France?"}]
+    kwargs = dict(model=MODEL, messages=messages, max_tokens=12, temperature=0, logprobs=True, top_logprobs=3)
+    content = oai.chat.completions.create(**kwargs).choices[0].logprobs.content
+    assert content and all(len(c.top_logprobs) == 3 and c.token in [t.token for t in c.top_logprobs] for c in content)
+    assert all(c.top_logprobs[0].logprob >= c.top_logprobs[1].logprob >= c.top_logprobs[2].logprob for c in content)
+    streamed = [e for ch in oai.chat.completions.create(stream=True, **kwargs) for c in ch.choices if c.logprobs
+                for e in c.logprobs.content]
+    assert [[t.token for t in e.top_logprobs] for e in streamed] == [[t.token for t in c.top_logprobs] for c in content]
+    legacy = oai.completions.create(model=MODEL, prompt=LOGPROB_PROMPT, max_tokens=8, temperature=0, logprobs=2)
+    lp = legacy.choices[0].logprobs
+    assert len(lp.top_logprobs) == len(lp.tokens) and all(2 <= len(top) <= 3 for top in lp.top_logprobs)
+    assert all(top[token] == pytest.approx(chosen, abs=SCORER_TOL) for top, token, chosen
+               in zip(lp.top_logprobs, lp.tokens, lp.token_logprobs))
 
 
 def test_n_samples_whole_streamed_and_seeded(oai):
@@ -251,7 +342,10 @@ def test_standin_layout_honours_guides_and_n(standin_server, default_engine, tmp
         with pytest.raises(InvalidRequestError, match=r"'priority'.*request priorities.*TensorRT-LLM \(engine flow\)"):
             client.generate("Hi", SamplingParams(max_tokens=4, priority=0.9))
         assert client.generate("Hi", SamplingParams(max_tokens=2, priority=0.5)).completion_tokens == 2
-        # log probs: the stand-in returns the chosen tokens' log probs as the backend does
+        # log probs: the stand-in returns the chosen tokens' log probs as the backend does, and no
+        # alternatives (row output.output_log_probs): top_logprobs is refused by name
+        with pytest.raises(InvalidRequestError, match=r"'top_logprobs'.*top-k log probabilities.*engine flow"):
+            client.generate("Hi", SamplingParams(max_tokens=4, top_logprobs=2))
         result = client.generate(LOGPROB_PROMPT, SamplingParams(max_tokens=8, temperature=0, return_log_probs=True))
     assert len(result.log_probs) == len(result.token_ids) and all(lp <= 0 for lp in result.log_probs)
     assert any(lp < 0 for lp in result.log_probs)
@@ -390,6 +484,12 @@ def test_pytorch_layout_refuses_greedy_n_and_priorities_and_returns_log_probs(py
             client.generate("Hi", SamplingParams(max_tokens=4, priority=0.1))
         result = client.generate(LOGPROB_PROMPT, SamplingParams(max_tokens=8, temperature=0, return_log_probs=True))
     assert len(result.log_probs) == len(result.token_ids) and any(lp < 0 for lp in result.log_probs)
+
+
+def test_pytorch_layout_returns_top_logprobs(pytorch_server, default_checkpoint):
+    """SamplingParams.logprobs = k (row result.logprobs.top_k): the LLM's {token: Logprob} per
+    position, on the LLM API's stand-in (which scores with the CPU engine's IR)."""
+    check_top_logprobs(_served_top_logprobs(pytorch_server.settings.grpc_url), default_checkpoint)
 
 
 def test_bls_carries_n_samples_and_guides(server):

@@ -72,7 +72,7 @@ def test_length_finish_and_seed(oai):
 
 @pytest.mark.parametrize("kwargs,param", [
     ({"n": 17}, "n"),
-    ({"logprobs": True, "top_logprobs": 3}, "top_logprobs"),
+    ({"logprobs": True, "top_logprobs": 21}, "top_logprobs"),
     ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}]}, "tool_choice"),  # auto
     ({"temperature": 5}, "temperature"),
     ({"top_p": 1.5}, "top_p"),

@@ -65,7 +65,8 @@ def test_engine_passthrough_inputs_keep_the_tensorrt_llm_declarations():
             assert spec.dims == decl.dims, spec.name
 
 
-OUR_EXTRAS = {"messages", "skip_special_tokens", "priority", "stop", "finish_reason", "output_ids"}
+OUR_EXTRAS = {"messages", "skip_special_tokens", "priority", "top_logprobs", "stop", "finish_reason", "output_ids",
+              "output_top_ids", "output_top_log_probs"}
 
 
 def test_typed_objects_mirror_the_tables():

@@ -32,7 +32,6 @@ def test_completion_mapping_and_ignore_eos():
     (chat(n=0), "n"),
     (chat(tools=[{"type": "function"}]), "tools"),
     (chat(response_format={"type": "xml"}), "response_format"),
-    (chat(logprobs=True, top_logprobs=2), "top_logprobs"),
     (chat(top_logprobs=0), "top_logprobs"),
     (chat(logprobs=True, top_logprobs=21), "top_logprobs"),
     (chat(messages=[{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]), "messages[0].content"),
@@ -77,8 +76,36 @@ def test_features_map_to_typed_sampling():
     assert json.loads(sampling.guide.guide) == {"type": "object"} and sampling.n == 1 and sampling.temperature is None
     _, sampling = completion_input(CompletionRequest(model="m", prompt="x", logprobs=0, guided_regex="[ab]+"))
     assert sampling.return_log_probs and (sampling.guide.type, sampling.guide.guide) == ("regex", "[ab]+")
-    with pytest.raises(ApiError, match="logprobs"):
-        completion_input(CompletionRequest(model="m", prompt="x", logprobs=2))
+    _, sampling = chat_input(chat(logprobs=True, top_logprobs=20))
+    assert (sampling.return_log_probs, sampling.top_logprobs) == (True, 20)
+    _, sampling = completion_input(CompletionRequest(model="m", prompt="x", logprobs=5))
+    assert (sampling.return_log_probs, sampling.top_logprobs) == (True, 5)
+    with pytest.raises(ApiError, match="logprobs"):  # OpenAI's bound on the completions endpoint
+        completion_input(CompletionRequest(model="m", prompt="x", logprobs=6))
+    with pytest.raises(ApiError, match="echo") as e:  # lm-eval's loglikelihood: prompt log probs, not served
+        completion_input(CompletionRequest(model="m", prompt="x", logprobs=1, echo=True, max_tokens=1))
+    assert e.value.status == 400
+
+
+def test_top_logprobs_shape_as_openai(tmp_path):
+    """Chat: each content entry's top_logprobs lists {token, logprob, bytes} most likely first;
+    completions: {text: log prob} with the chosen token added when it is not among them."""
+    from openai_front.logprobs import TokenTexts
+    from tokenizers import Tokenizer, models, pre_tokenizers, decoders
+
+    tok = Tokenizer(models.BPE(vocab={"a": 0, "b": 1, "\u0120c": 2}, merges=[]))
+    tok.pre_tokenizer, tok.decoder = pre_tokenizers.ByteLevel(add_prefix_space=False), decoders.ByteLevel()
+    tok.save(str(tmp_path / "tokenizer.json"))
+    texts = TokenTexts(tmp_path)
+    tops = (((1, -0.1), (0, -2.5)),)
+    chat_body = ResponseShaper("m", chat=True, token_texts=texts).whole(
+        [GenerationResult("a", "stop", 1, 1, None, 0.1, token_ids=[0], log_probs=[-2.5], top_logprobs=list(tops))])
+    entry = chat_body["choices"][0]["logprobs"]["content"][0]
+    assert entry["token"] == "a" and entry["top_logprobs"] == [
+        {"token": "b", "logprob": -0.1, "bytes": [98]}, {"token": "a", "logprob": -2.5, "bytes": [97]}]
+    legacy = texts.completion([2], [-3.0], tops=tops)
+    assert legacy["tokens"] == [" c"] and legacy["top_logprobs"] == [{"b": -0.1, "a": -2.5, " c": -3.0}]
+    assert texts.completion([2], [-3.0])["top_logprobs"] is None
 
 
 def test_n_choices_and_summed_usage():

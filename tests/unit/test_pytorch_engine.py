@@ -205,7 +205,7 @@ class Sink:
     def is_cancelled(self):
         return self.cancelled
 
-    def send(self, ids, log_probs, cum, final, sequence=0):
+    def send(self, ids, log_probs, cum, final, sequence=0, top=None):
         self.sent.append((list(ids), final))
         if final:
             self.done.set()
@@ -293,7 +293,7 @@ class TwoSamples(FakeResult):
 
 
 class SequenceSink(Sink):
-    def send(self, ids, log_probs, cum, final, sequence=0):
+    def send(self, ids, log_probs, cum, final, sequence=0, top=None):
         self.sent.append((sequence, list(ids), final))
         if final and sum(f for _, _, f in self.sent) == 2:
             self.done.set()

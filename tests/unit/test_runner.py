@@ -78,7 +78,7 @@ class Sink:
     def is_cancelled(self):
         return self.cancelled
 
-    def send(self, ids, log_probs, cum_log_prob, final, sequence=0):
+    def send(self, ids, log_probs, cum_log_prob, final, sequence=0, top=None):
         assert not self.done.is_set(), "response after the final one"
         self.chunks.append(list(ids))
         self.cum = cum_log_prob
@@ -234,7 +234,7 @@ class SequencesSink(Sink):
         self.by_sequence: dict[int, list[int]] = {}
         self.final_sequences: list[int] = []
 
-    def send(self, ids, log_probs, cum_log_prob, final, sequence=0):
+    def send(self, ids, log_probs, cum_log_prob, final, sequence=0, top=None):
         self.by_sequence.setdefault(sequence, []).extend(ids)
         if final:
             self.final_sequences.append(sequence)

@@ -17,6 +17,7 @@ from contract.model_configs import OpenVinoEngineParameters
 from model_repository.engine_step.runner import HandleStatus
 from model_repository.engine_step.engine_inputs import EngineInputs
 from model_repository.engine_step.prefix_hits import PrefixHitEstimator
+from model_repository.engines.openvino.ir_scorer import IrScorer
 
 WARM_UP_REQUEST_ID = 2**62  # never reached by the runner's counter
 
@@ -154,6 +155,9 @@ class OpenVinoBackend:
         self._adapters = {a.task_id: a for a in lora.from_parameter(params.lora_adapters)}
         if self._adapters:  # registered with every pipeline; each applies one (below)
             properties["adapters"] = og.AdapterConfig([og.Adapter(a.weights) for a in self._adapters.values()])
+        # top_logprobs: the pipeline computes one log prob per position (GenerationConfig.logprobs
+        # above 1 acts as 1), so the IR is compiled again, same numerics, to score those requests.
+        self.scorer = IrScorer(params.engine_dir, engine_properties(params)) if params.top_logprobs else None
         self._make = lambda: og.ContinuousBatchingPipeline(str(Path(params.engine_dir)), scheduler, "CPU", properties)
         self._pipes: dict[int, object] = {}
         self._make_all()

@@ -29,8 +29,11 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
+import numpy as np
+
+from model_repository.engine_step.alternatives import TopLogprobs
 from model_repository.engine_step.runner import FailCode, HandleStatus, ResponseSink, RunnerObserver, ends_with_stop
 from model_repository.engine_step.engine_inputs import EngineInputs
 from model_repository.engines.pytorch import outputs
@@ -48,6 +51,15 @@ class _Sample:
     log_probs: list[float] = field(default_factory=list)
     cum_log_prob: float = 0.0
     sent: int = 0
+    top_ids: list[list[int]] = field(default_factory=list)  # top_logprobs: each token's alternatives
+    top_log_probs: list[list[float]] = field(default_factory=list)
+
+    def top(self, k: int) -> TopLogprobs | None:
+        """The alternatives of the tokens not sent yet (None when none were asked for)."""
+        if not k:
+            return None
+        return TopLogprobs(np.asarray(self.top_ids[self.sent:], dtype=np.int32).reshape(-1, k),
+                           np.asarray(self.top_log_probs[self.sent:], dtype=np.float32).reshape(-1, k))
 
 
 @dataclass
@@ -206,7 +218,9 @@ class LlmEngine:
                 stopped = False
                 for sample, completion in zip(r.samples, step.outputs):  # CompletionOutput.index order
                     ids, lps = outputs.step_tokens(completion)
-                    stopped = self._take_tokens(r, sample, ids, lps, stops) or stopped
+                    k = r.request.options.top_logprobs
+                    tops = [outputs.alternatives(entry, k) for entry in (completion.logprobs_diff or ())] if k else ()
+                    stopped = self._take_tokens(r, sample, ids, lps, stops, tops) or stopped
                 if stopped:
                     self._abort(r)  # a stop sequence of several tokens completed
                     self._finish(r, HandleStatus.STOPPED)
@@ -222,17 +236,22 @@ class LlmEngine:
         if not r.done:  # the outputs ended without a finished one: end the request all the same
             self._finish(r, HandleStatus.FINISHED, closing=True)
 
-    def _take_tokens(self, r: _Request, sample: _Sample, ids: list[int], lps: list[float], stops) -> bool:
-        """Record a step's tokens of one sample; True when one completes a multi-token stop sequence."""
+    def _take_tokens(self, r: _Request, sample: _Sample, ids: list[int], lps: list[float], stops,
+                     tops: Sequence[tuple[list[int], list[float]]] = ()) -> bool:
+        """Record a step's tokens of one sample (and their alternatives, `tops`, when
+        top_logprobs asked for them); True when one completes a multi-token stop sequence."""
         if not ids:
             return False
         now = self._clock()
         self._observer.on_tokens(not r.generated_count, now - r.last_token_at, len(ids))
         r.last_token_at = now
-        for token, lp in zip(ids, lps):
+        for i, (token, lp) in enumerate(zip(ids, lps)):
             sample.generated.append(token)
             sample.log_probs.append(lp)
             sample.cum_log_prob += lp
+            if tops:
+                sample.top_ids.append(tops[i][0])
+                sample.top_log_probs.append(tops[i][1])
             if stops and len(sample.generated) >= r.request.min_tokens and ends_with_stop(sample.generated, stops):
                 return True
         return False
@@ -246,7 +265,7 @@ class LlmEngine:
     def _send(self, r: _Request, index: int, final: bool) -> None:
         sample = r.samples[index]
         self._outbox.post(r.sink.send, sample.generated[sample.sent:], sample.log_probs[sample.sent:],
-                          sample.cum_log_prob, final, index)
+                          sample.cum_log_prob, final, index, sample.top(r.request.options.top_logprobs))
         sample.sent = len(sample.generated)
 
     def _finish(self, r: _Request, status: HandleStatus, closing: bool = False) -> None:

@@ -16,6 +16,17 @@ def token_log_prob(entry: Any, token: int) -> float:
     return float(entry)
 
 
+def alternatives(entry: Any, k: int) -> tuple[list[int], list[float]]:
+    """The k most likely tokens of one position and their log probs, most likely first, from
+    the LLM API's {token_id: Logprob(logprob, rank)} (row result.logprobs; SamplingParams.logprobs
+    = k).  Raises ValueError when it holds fewer than k."""
+    if not isinstance(entry, dict) or len(entry) < k:
+        raise ValueError(f"the LLM returned {len(entry) if isinstance(entry, dict) else 0} alternatives for a "
+                         f"position; top_logprobs asked {k}")
+    ranked = sorted(entry.items(), key=lambda item: (-float(getattr(item[1], "logprob", item[1])), item[0]))[:k]
+    return [int(t) for t, _ in ranked], [float(getattr(lp, "logprob", lp)) for _, lp in ranked]
+
+
 def step_tokens(completion: Any) -> tuple[list[int], list[float]]:
     """(new ids, their log probs) of one step; log probs are 0.0 when none were asked for."""
     ids = [int(t) for t in completion.token_ids_diff]

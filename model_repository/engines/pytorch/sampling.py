@@ -42,7 +42,8 @@ def sampling_kwargs(r: EngineInputs) -> dict[str, Any]:
         "frequency_penalty": r.frequency_penalty,
         "stop_token_ids": single_token_ids(r.stop_words_list) or None,
         "bad_token_ids": single_token_ids(r.bad_words_list) or None,
-        "logprobs": 1 if r.return_log_probs else None,  # row sampling.logprobs_int
+        # row sampling.logprobs_int; k > 1: the k most likely tokens too (row result.logprobs)
+        "logprobs": max(1, r.options.top_logprobs) if r.return_log_probs else None,
         "detokenize": False,
         "n": r.options.num_return_sequences,  # row sampling.field.n (best_of follows: sampling.post_init)
     }

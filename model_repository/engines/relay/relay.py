@@ -21,17 +21,24 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Callable, Iterable, Protocol
+from typing import Callable, Iterable, Mapping, Protocol
 
 import numpy as np
 
-from contract.tensors import STOP, TRTLLM_INPUTS, TRTLLM_OUTPUTS
+from contract.tensors import STOP, TOP_LOGPROB_OUTPUTS, TRTLLM_INPUTS, TRTLLM_OUTPUTS
 from model_repository.engines.relay.engine_errors import classify
 from model_repository.engine_step.engine_inputs import EngineInputs
 
 # What the relay sends to the target and asks back (the engine contract without the echo).
 FORWARDED_INPUTS = tuple(t.name for t in TRTLLM_INPUTS if t is not STOP)
 REQUESTED_OUTPUTS = tuple(t.name for t in TRTLLM_OUTPUTS)
+
+
+def requested_outputs(arrays: Mapping[str, np.ndarray]) -> tuple[str, ...]:
+    """The outputs to ask the target for: the top-k alternatives too when the request asks for
+    them (only engines of ours declare them; preprocessing refuses top_logprobs for the others)."""
+    top = arrays.get("top_logprobs")
+    return REQUESTED_OUTPUTS + TOP_LOGPROB_OUTPUTS if top is not None and np.asarray(top).any() else REQUESTED_OUTPUTS
 
 
 def stop_request_arrays() -> dict[str, np.ndarray]:

@@ -94,7 +94,7 @@ class _RowSink:
         return False
 
     def send(self, ids: Sequence[int], log_probs: Sequence[float], cum_log_prob: float, final: bool,
-             sequence: int = 0) -> None:
+             sequence: int = 0, top=None) -> None:  # `top`: never asked (the C++ backend has no top_logprobs)
         self._executor._on_tokens(self._id, ids, log_probs, cum_log_prob, final, sequence)
 
     def fail(self, message: str, code: FailCode = FailCode.INTERNAL) -> None:

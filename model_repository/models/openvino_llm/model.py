@@ -10,6 +10,7 @@ from contract.build_record import BuildRecord, check_runtime
 from contract.model_configs import OpenVinoEngineParameters
 from model_repository.triton import triton_io
 from model_repository.engines.openvino.openvino_backend import OpenVinoBackend
+from model_repository.engines.openvino.ir_scorer import scoring_problems
 from model_repository.engine_step.request_check import EngineRequestCheck
 from model_repository.engine_step.runner import EngineRunner
 from model_repository.triton.engine_adapter import serve_requests
@@ -32,6 +33,8 @@ class TritonPythonModel:
         self.adapters = {a.task_id: a.name for a in lora.from_parameter(params.lora_adapters)}
         if self.adapters:
             self.features = features.with_lora(self.features)
+        if params.top_logprobs:
+            self.features = features.with_top_logprobs(self.features)
         recorder = MetricsRecorder()
         backend = OpenVinoBackend(params, on_prefix_lookup=recorder.on_prefix_lookup)
         backend.warm_up()
@@ -55,7 +58,8 @@ class TritonPythonModel:
 
     def execute(self, requests):
         serve_requests(requests, self.runner, self.features,
-                       lambda row: self.check.problems(row) + lora.request_problems(row.options.lora_task_id, self.adapters))
+                       lambda row: self.check.problems(row) + lora.request_problems(row.options.lora_task_id, self.adapters)
+                       + scoring_problems(row.options))
         return None
 
     def _gauges(self):

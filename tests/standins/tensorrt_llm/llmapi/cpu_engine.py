@@ -77,7 +77,9 @@ def engine_request(prompt: list[int], p, lora_task_id: int = 0) -> EngineInputs:
         repetition_penalty=p.repetition_penalty if p.repetition_penalty is not None else 1.0,
         presence_penalty=p.presence_penalty or 0.0, frequency_penalty=p.frequency_penalty or 0.0,
         min_tokens=p.min_tokens or 0, return_log_probs=bool(p.logprobs), streaming=True,
+        # logprobs = K > 1: the top K of each position, from the CPU engine's scorer (row result.logprobs.top_k)
         options=GenerationOptions(num_return_sequences=p.n, lora_task_id=lora_task_id,
+                                  top_logprobs=p.logprobs if p.logprobs and p.logprobs > 1 else 0,
                                   **guide_options(p.guided_decoding)), **sampling)
 
 
@@ -151,8 +153,8 @@ class _Releasing:
     def is_cancelled(self) -> bool:
         return self._sink.is_cancelled()
 
-    def send(self, ids, log_probs, cum_log_prob, final, sequence=0) -> None:
-        self._sink.send(ids, log_probs, cum_log_prob, final, sequence)
+    def send(self, ids, log_probs, cum_log_prob, final, sequence=0, top=None) -> None:
+        self._sink.send(ids, log_probs, cum_log_prob, final, sequence, top)
         if final and sequence in self._open:
             self._open.discard(sequence)
             if not self._open:

@@ -51,11 +51,11 @@ class _Sink:
     def is_cancelled(self) -> bool:
         return self._output._aborted
 
-    def send(self, ids, log_probs, cum_log_prob, final, sequence=0) -> None:
-        self._output._post((list(ids), list(log_probs), cum_log_prob, final, None, sequence))
+    def send(self, ids, log_probs, cum_log_prob, final, sequence=0, top=None) -> None:
+        self._output._post((list(ids), list(log_probs), cum_log_prob, final, None, sequence, top))
 
     def fail(self, message, code=None) -> None:  # the whole request
-        self._output._post(([], [], None, True, (getattr(code, "value", code), message), None))
+        self._output._post(([], [], None, True, (getattr(code, "value", code), message), None, None))
 
 
 class RequestOutput:
@@ -95,7 +95,7 @@ class RequestOutput:
         for out in self.outputs:  # row result.diffs: the diffs are since the previous iteration
             out._last_token_ids_len, out._last_logprobs_len = len(out.token_ids), len(out.logprobs)
         while True:
-            ids, lps, cum, final, failure, sequence = await self._queue.get()
+            ids, lps, cum, final, failure, sequence, top = await self._queue.get()
             if failure is not None:
                 if not (failure[0] == "CANCELLED" and self._aborted):
                     raise RuntimeError(f"request {self.request_id} failed: {failure[1]}")
@@ -103,7 +103,7 @@ class RequestOutput:
                     self._finish(self.outputs[index], cancelled=True)
                 self._open.clear()
             else:
-                self._take(self.outputs[sequence], ids, lps, cum)
+                self._take(self.outputs[sequence], ids, lps, cum, top)
                 if final and sequence in self._open:
                     self._open.discard(sequence)
                     self._finish(self.outputs[sequence], cancelled=False)
@@ -113,9 +113,12 @@ class RequestOutput:
             if self._streaming and ids:  # non-streaming: one output, at the end (row result.fields)
                 return self
 
-    def _take(self, out: CompletionOutput, ids, lps, cum) -> None:
+    def _take(self, out: CompletionOutput, ids, lps, cum, top=None) -> None:
         out.token_ids.extend(ids)
-        if self._params.logprobs:
+        if top is not None:  # logprobs = K > 1: exactly the top K, ranked (row result.logprobs.top_k)
+            out.logprobs.extend({int(t): Logprob(float(lp), rank=r + 1) for r, (t, lp) in enumerate(zip(row_ids, row_lps))}
+                                for row_ids, row_lps in zip(top.ids, top.log_probs))
+        elif self._params.logprobs:  # K = 1: the sampled token (upstream: the most likely one; the same when greedy)
             out.logprobs.extend({t: Logprob(lp, rank=1)} for t, lp in zip(ids, lps))
         if cum is not None:
             out.cumulative_logprob = cum
