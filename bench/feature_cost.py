@@ -9,7 +9,9 @@ request makes the same number of tokens):
 - n=4 vs n=1: output tokens per second counting every sample (n=4 puts 4 sequences per request
   in the batch; the prompt is prefilled once);
 - structured output (a JSON schema, the grammar masks every step's logits) vs free text, both
-  running to max_tokens.
+  running to max_tokens;
+- top_logprobs 5 vs log probs alone (the CPU engine scores each such request's tokens with its
+  IR a second time: model_repository/engines/openvino/ir_scorer.py).
 """
 
 from __future__ import annotations
@@ -61,6 +63,8 @@ def comparisons(max_tokens: int) -> list[tuple[Side, Side]]:
         (Side("n=1", SamplingParams(**base)), Side("n=4", SamplingParams(**base, n=4))),
         (Side("free text", SamplingParams(**base)),
          Side("json_schema", SamplingParams(**base, guide=Guide.json_schema(SCHEMA)))),
+        (Side("log probs", SamplingParams(**base, return_log_probs=True)),
+         Side("top_logprobs=5", SamplingParams(**base, top_logprobs=5))),
     ]
 
 
@@ -70,11 +74,12 @@ def comparisons(max_tokens: int) -> list[tuple[Side, Side]]:
 @click.option("--requests", default=48, show_default=True)
 @click.option("--max-tokens", default=64, show_default=True)
 @click.option("--rounds", default=2, show_default=True)
-@click.option("--only", type=click.Choice(["all", "n", "json"]), default="all", show_default=True)
+@click.option("--only", type=click.Choice(["all", "n", "json", "top_logprobs"]), default="all", show_default=True)
 def main(grpc_url: str, concurrency: int, requests: int, max_tokens: int, rounds: int, only: str) -> None:
     report = []
     pairs = comparisons(max_tokens)
-    for a, b in pairs if only == "all" else [pairs[0]] if only == "n" else [pairs[1]]:
+    chosen = {"all": pairs, "n": pairs[:1], "json": pairs[1:2], "top_logprobs": pairs[2:]}[only]
+    for a, b in chosen:
         for r in range(rounds):
             ta = asyncio.run(_throughput(grpc_url, a, concurrency, requests))
             tb = asyncio.run(_throughput(grpc_url, b, concurrency, requests))

@@ -488,8 +488,15 @@ def test_pytorch_layout_refuses_greedy_n_and_priorities_and_returns_log_probs(py
 
 def test_pytorch_layout_returns_top_logprobs(pytorch_server, default_checkpoint):
     """SamplingParams.logprobs = k (row result.logprobs.top_k): the LLM's {token: Logprob} per
-    position, on the LLM API's stand-in (which scores with the CPU engine's IR)."""
+    position, on the LLM API's stand-in (which scores with the CPU engine's IR).  At 1.2.x those
+    dicts hold the top k only, not the sampled token: log probs of sampled requests are refused
+    rather than reported as a made-up number."""
+    from client import InvalidRequestError
+
     check_top_logprobs(_served_top_logprobs(pytorch_server.settings.grpc_url), default_checkpoint)
+    with LlmClient(pytorch_server.settings.grpc_url) as client:
+        with pytest.raises(InvalidRequestError, match=r"'return_log_probs' with sampling.*1\.2\.1"):
+            client.generate("Hi", SamplingParams(max_tokens=4, temperature=1.0, seed=1, return_log_probs=True))
 
 
 def test_bls_carries_n_samples_and_guides(server):

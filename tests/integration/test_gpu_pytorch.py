@@ -153,3 +153,18 @@ def test_guided_decoding_and_n_samples(server, tmp_path):
         oai_client = openai.OpenAI(base_url=base + "/v1", api_key="none", max_retries=0)
         features_tests.check_guided_decoding(server.settings.grpc_url, oai_client)
         features_tests.check_n_samples(server.settings.grpc_url, oai_client)
+
+
+def test_top_logprobs_and_the_top_k_rule(server, default_checkpoint):
+    """SamplingParams.logprobs = k on the real LLM API: k alternatives per position, the greedy
+    choice first, each within the INT8-engine tolerances of the float32 checkpoint (the CPU
+    checks); and row result.logprobs.top_k, read at a commit rather than the tag: at 1.2.x the
+    LLM's dicts hold the top k only, so log probs of sampled requests are refused by name."""
+    from client import InvalidRequestError
+    from tests.integration import test_generation_features as features_tests
+
+    features_tests.check_top_logprobs(features_tests._served_top_logprobs(server.settings.grpc_url),
+                                      default_checkpoint)
+    with LlmClient(server.settings.grpc_url) as client:
+        with pytest.raises(InvalidRequestError, match=r"'return_log_probs' with sampling.*result\.logprobs\.top_k"):
+            client.generate("Hi", SamplingParams(max_tokens=4, temperature=1.0, seed=1, return_log_probs=True))

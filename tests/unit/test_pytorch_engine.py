@@ -121,6 +121,22 @@ def test_step_tokens_read_dict_and_float_log_probs():
         ([5, 6], [-0.5, -1.5])
     assert outputs.step_tokens(Completion([5], [-0.25])) == ([5], [-0.25])
     assert outputs.step_tokens(Completion([5, 6], [])) == ([5, 6], [0.0, 0.0])
+    with pytest.raises(ValueError, match="no log prob for the chosen token 5"):  # 1.2.x: top K only
+        outputs.step_tokens(Completion([5], [{9: Logprob(-0.1)}]))
+
+
+def test_sampled_log_probs_are_refused_where_the_llm_returns_the_top_k_only():
+    from contract.upstream.llmapi import llmapi
+    from model_repository.engines.pytorch.sampling import log_prob_problems
+
+    sampled = EngineInputs(input_ids=(1,), input_lengths=1, request_output_len=4, runtime_top_k=40,
+                           temperature=1.0, return_log_probs=True)
+    greedy = EngineInputs(input_ids=(1,), input_lengths=1, request_output_len=4, return_log_probs=True)
+    for version, refused in (("1.2.1", True), ("1.3.0rc29", False)):
+        included = llmapi(version).rule("result.logprobs.top_k").extra["sampled_token_included"]
+        assert bool(log_prob_problems(sampled, included, version)) is refused
+        assert not log_prob_problems(greedy, included, version)
+    assert "row result.logprobs.top_k" in log_prob_problems(sampled, False, "1.2.1")[0]
 
 
 def test_kv_cache_usage_from_an_iteration_stat():

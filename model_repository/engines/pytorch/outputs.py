@@ -8,11 +8,16 @@ from typing import Any, Sequence
 
 
 def token_log_prob(entry: Any, token: int) -> float:
-    """A log prob as the LLM API gives it: a float, or {token_id: Logprob(logprob, rank)} holding
-    at least the sampled token.  0.0 where the sampled token is missing (never seen upstream)."""
+    """A log prob as the LLM API gives it: a float, or {token_id: Logprob(logprob, rank)} (row
+    result.logprobs.top_k: at 1.2.x the top K, not always the chosen token).  A chosen token
+    missing from it fails the request (ValueError) rather than reading as a made-up 0.0: where
+    that can happen by design (sampling at 1.2.x) the engine model refuses log probs up front."""
     if isinstance(entry, dict):
         found = entry.get(token)
-        return float(getattr(found, "logprob", found)) if found is not None else 0.0
+        if found is None:
+            raise ValueError(f"the LLM returned no log prob for the chosen token {token} (its top "
+                             f"{len(entry)}: {sorted(entry)[:5]}; row result.logprobs.top_k)")
+        return float(getattr(found, "logprob", found))
     return float(entry)
 
 

@@ -85,6 +85,17 @@ def problems(r: EngineInputs) -> list[str]:
     return out
 
 
+def log_prob_problems(r: EngineInputs, sampled_token_included: bool, version: str) -> list[str]:
+    """Row result.logprobs.top_k: where the LLM's per-token dict holds the top K only (1.2.x), a
+    sampled token outside them has no log prob there, so log probs of sampled requests are
+    refused rather than reported wrong (greedy picks the top one)."""
+    if r.return_log_probs and not r.is_greedy and not sampled_token_included:
+        return [f"'return_log_probs' with sampling: TensorRT-LLM {version}'s LLM API returns each position's "
+                "top-k tokens' log probs, not the sampled token's (row result.logprobs.top_k); ask greedy "
+                "(temperature 0) for log probs, or sample without them"]
+    return []
+
+
 def multi_token_stops(r: EngineInputs) -> tuple[tuple[int, ...], ...]:
     """The stop sequences the engine watches itself (the LLM gets the single-token ones)."""
     return tuple(w for w in r.stop_words_list if len(w) > 1)

@@ -12,6 +12,7 @@ from pathlib import Path
 from contract import features, lora, metrics
 from contract.build_record import BuildRecord, check_runtime
 from contract.model_configs import PyTorchEngineParameters
+from contract.upstream.llmapi import llmapi as llmapi_table
 from model_repository.triton import triton_io
 from model_repository.engine_step.request_check import EngineRequestCheck
 from model_repository.triton.engine_adapter import serve_requests
@@ -27,7 +28,11 @@ class TritonPythonModel:
         self.engine = self.metrics = None
         triton_io.log_environment("tensorrt_llm_pytorch")
         params = triton_io.load_parameters(args, PyTorchEngineParameters)
-        check_runtime(BuildRecord.read(params.engine_dir))  # refuses a build made for another TensorRT-LLM
+        record = BuildRecord.read(params.engine_dir)
+        check_runtime(record)  # refuses a build made for another TensorRT-LLM
+        self.version = record.versions["tensorrt_llm"]
+        # row result.logprobs.top_k: whether each position's log probs hold the sampled token
+        self.sampled_log_probs = llmapi_table(self.version).rule("result.logprobs.top_k").extra["sampled_token_included"]
         place = mpi_world.world(os.environ)
         if place.role == mpi_world.Role.SINGLE:
             mpi_world.clear_job_variables(os.environ)
@@ -91,6 +96,7 @@ class TritonPythonModel:
 
     def _problems(self, row):
         return (self.check.problems(row) + sampling.problems(row)
+                + sampling.log_prob_problems(row, self.sampled_log_probs, self.version)
                 + lora.request_problems(row.options.lora_task_id, self.adapter_names))
 
     def _gauges(self):
