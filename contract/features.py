@@ -184,10 +184,10 @@ TRTLLM_ENGINE = EngineFeatures("TensorRT-LLM (engine flow)",
 # with_guided_decoding where the LLM is built with guided_decoding_backend (the default; it then
 # loads its tokenizer, which the executor's xgrammar decoder is built from: row
 # llm.guided.tokenizer), LoRA by with_lora where adapters are rendered (LoraConfig +
-# LoRARequest: row llm.lora).  Top-k log probs: SamplingParams.logprobs = k (row
-# result.logprobs: one dict of token -> Logprob per generated token).  Logit bias, perf metrics, logits and beams exist in the LLM API
-# but are not wired to our contract yet: refused (priorities too: whether the LLM API at the
-# pinned versions takes one was not read).
+# LoRARequest: row llm.lora).  Top-k log probs: SamplingParams.logprobs = k (rows
+# result.logprobs, result.logprobs.top_k).  Logit bias, perf metrics, logits and beams exist in
+# the LLM API but are not wired to our contract yet: refused (priorities too: whether the LLM API
+# at the pinned versions takes one was not read).
 PYTORCH_ENGINE = EngineFeatures("TensorRT-LLM's PyTorch backend (LLM API)",
                                 frozenset({Feature.BAD_WORDS, Feature.MULTIPLE_SEQUENCES, Feature.TOP_LOG_PROBS}))
 

@@ -113,3 +113,24 @@ def test_the_openai_front_gets_the_served_tokenizer_and_model_name(repository, d
     cmd = OpenAiFront(
         "127.0.0.1:1", "127.0.0.1", 9, "m", tmp_path / "log", tokenizer_dir=default_engine)._cmd
     assert cmd[-2:] == ["--tokenizer", str(default_engine)]
+
+
+def test_top_logprobs_follow_the_spec(repository, default_engine):
+    """On by default (the engine model compiles its IR scorer and preprocessing lets
+    top_logprobs through); `build --no-top-logprobs` renders neither."""
+    import dataclasses
+
+    from build_engines.repository import engine_features, openvino_engine_model
+    from build_engines.spec import BuildSpec
+    from contract.build_record import BuildRecord
+    from contract.features import Feature
+
+    pre = read_config(repository / names.PREPROCESSING / "config.pbtxt")
+    assert "TOP_LOG_PROBS" in pre.parameters["engine_features"].string_value.split(",")
+    spec = BuildSpec.from_dict(BuildRecord.read(default_engine).spec)
+    assert spec.openvino.top_logprobs and Feature.TOP_LOG_PROBS in engine_features(spec).features
+    off = dataclasses.replace(spec, openvino=dataclasses.replace(spec.openvino, top_logprobs=False))
+    assert BuildSpec.from_dict(off.to_dict()) == off
+    assert Feature.TOP_LOG_PROBS not in engine_features(off).features
+    config = openvino_engine_model(default_engine, off).config
+    assert config.parameters["top_logprobs"].string_value in ("false", "False", "0")
