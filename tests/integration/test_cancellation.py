@@ -6,6 +6,7 @@ to the engine (contract/tensors.py, STOP)."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import pytest
@@ -47,9 +48,11 @@ def settled(metrics, name, **labels):
         time.sleep(0.6)
 
 
-def test_cancel_mid_stream_frees_the_engine_slot(client, metrics):
+# top_logprobs: the request's IR scoring session (engine_step/alternatives.py) ends with it
+@pytest.mark.parametrize("sampling", [LONG, dataclasses.replace(LONG, top_logprobs=5)], ids=["plain", "top_logprobs"])
+def test_cancel_mid_stream_frees_the_engine_slot(client, metrics, sampling):
     before = settled(metrics, m.REQUESTS_FINISHED.name, outcome="cancelled")
-    stream = client.stream(PROMPT, LONG)
+    stream = client.stream(PROMPT, sampling)
     for _ in range(3):
         next(stream)
     assert wait_for(lambda: running(metrics) == 1, 1.0)
