@@ -173,6 +173,18 @@ def test_top_logprobs_agree_with_hf_fp32(server, default_checkpoint):
         assert [t for t, _ in a] == [t for t, _ in b] and [x for _, x in a] == pytest.approx([x for _, x in b], abs=1e-4)
 
 
+def test_relay_layout_carries_top_logprobs(server, relay_server):
+    """Behind a relay (the non-decoupled CPU deployment, the GPU wiring in front of the CPU
+    engine) top_logprobs reaches the engine and its alternatives come back, as without one."""
+    from contract import names
+
+    direct = _served_top_logprobs(server.settings.grpc_url)
+    for model in (names.ENSEMBLE, names.LLM_BLS):
+        relayed = _served_top_logprobs(relay_server.settings.grpc_url, model)
+        assert relayed.token_ids == direct.token_ids and len(relayed.top_logprobs) == len(direct.top_logprobs)
+        assert [[t for t, _ in p] for p in relayed.top_logprobs] == [[t for t, _ in p] for p in direct.top_logprobs]
+
+
 def test_top_logprobs_through_the_front(oai):
     """Chat top_logprobs and completions logprobs = k, whole and streamed, as OpenAI shapes them."""
     messages = [{"role": "user", "content": "What is the capital of France?"}]

@@ -16,7 +16,7 @@ import numpy as np
 
 from contract.tensors import (DETOKENIZE_PARAMS, ENGINE_PASSTHROUGH, ENGINE_TO_CLIENT, POSTPROCESSING_INPUTS,
                              POSTPROCESSING_OUTPUTS)
-from model_repository.engines.relay.relay import FORWARDED_INPUTS
+from model_repository.engines.relay.relay import FORWARDED_INPUTS, forwarded
 
 POSTPROCESSING_INPUT_NAMES = tuple(t.name for t in POSTPROCESSING_INPUTS)
 POSTPROCESSING_OUTPUT_NAMES = tuple(t.name for t in POSTPROCESSING_OUTPUTS)
@@ -29,7 +29,7 @@ def engine_request(preprocessed: Mapping[str, np.ndarray],
     postprocessing)."""
     engine = {name: preprocessed[name] for name in FORWARDED_INPUTS if name in preprocessed}
     engine.update({inner: request[outer] for outer, inner in ENGINE_PASSTHROUGH.items() if outer in request})
-    return engine, preprocessed[DETOKENIZE_PARAMS.name]
+    return forwarded(engine), preprocessed[DETOKENIZE_PARAMS.name]
 
 
 def _index(engine: Mapping[str, np.ndarray], name: str) -> int:

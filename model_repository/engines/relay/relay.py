@@ -25,13 +25,25 @@ from typing import Callable, Iterable, Mapping, Protocol
 
 import numpy as np
 
-from contract.tensors import STOP, TOP_LOGPROB_OUTPUTS, TRTLLM_INPUTS, TRTLLM_OUTPUTS
+from contract.features import ENGINE_INPUT_FEATURES
+from contract.tensors import ENGINE_INPUTS, STOP, TOP_LOGPROB_OUTPUTS, TRTLLM_INPUTS, TRTLLM_OUTPUTS
 from model_repository.engines.relay.engine_errors import classify
 from model_repository.engine_step.engine_inputs import EngineInputs
 
 # What the relay sends to the target and asks back (the engine contract without the echo).
 FORWARDED_INPUTS = tuple(t.name for t in TRTLLM_INPUTS if t is not STOP)
 REQUESTED_OUTPUTS = tuple(t.name for t in TRTLLM_OUTPUTS)
+# Pass-through inputs of ours (priority, top_logprobs): our engine models declare them, the C++
+# model does not.  Preprocessing lets a value that asks for something through only to an engine
+# with the feature (contract/features.py), so a relay forwards one exactly then: to our engines
+# behind a relay (non-decoupled deployments) it arrives, and the C++ model never gets one.
+OWN_INPUTS = tuple(t.name for t in ENGINE_INPUTS if t.extra and t.name in ENGINE_INPUT_FEATURES)
+
+
+def forwarded(arrays: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """`arrays` without the OWN_INPUTS whose values ask for nothing (their engine defaults)."""
+    return {name: value for name, value in arrays.items()
+            if name not in OWN_INPUTS or not ENGINE_INPUT_FEATURES[name].neutral(value)}
 
 
 def requested_outputs(arrays: Mapping[str, np.ndarray]) -> tuple[str, ...]:

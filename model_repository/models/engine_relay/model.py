@@ -7,7 +7,7 @@ from contract.tensors import DETOKENIZE_PARAMS
 from model_repository.triton import bls_calls
 from model_repository.triton import triton_io
 from model_repository.engines.relay.bls_pipeline import relay_outputs
-from model_repository.engines.relay.relay import FORWARDED_INPUTS
+from model_repository.engines.relay.relay import FORWARDED_INPUTS, OWN_INPUTS, forwarded
 
 
 class TritonRelaySink(bls_calls.SenderSink):
@@ -29,9 +29,9 @@ class TritonPythonModel:
             if triton_io.is_stop(request):
                 self.relays.stop(channel, request)
                 continue
-            arrays = bls_calls.copied_arrays(request, FORWARDED_INPUTS + (DETOKENIZE_PARAMS.name,))
+            arrays = bls_calls.copied_arrays(request, FORWARDED_INPUTS + OWN_INPUTS + (DETOKENIZE_PARAMS.name,))
             echo = arrays.pop(DETOKENIZE_PARAMS.name, triton_io.text_array(""))
-            self.relays.serve(channel, request.request_id(), arrays,
+            self.relays.serve(channel, request.request_id(), forwarded(arrays),
                               lambda streaming: TritonRelaySink(channel, echo, streaming), "relay")
         return None
 
