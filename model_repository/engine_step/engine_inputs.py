@@ -19,7 +19,6 @@ _WORD_LISTS = ("stop_words_list", "bad_words_list")
 _VECTORS = {"input_ids": np.int32, "embedding_bias": np.float32}
 
 
-TOP_LOGPROBS_NEED = "needs 'return_log_probs' true (the alternatives come with the chosen tokens' log probs)"
 GUIDE_TYPES = ("json", "json_schema", "regex", "ebnf_grammar")  # TensorRT-LLM's names (GuidedDecodingParams)
 
 
@@ -91,9 +90,11 @@ class EngineInputs:
         return cls(input_ids=(0,), input_lengths=1, request_output_len=1, stop=True)
 
     def option_problems(self) -> list[str]:
-        """What no engine answers in this combination of core inputs and options."""
+        """What no engine answers in this combination of core inputs and options (every engine
+        model checks it: engine_adapter.serve_requests; the relays' targets are such models)."""
         if self.options.top_logprobs and not self.return_log_probs:
-            return [f"'top_logprobs' {TOP_LOGPROBS_NEED}"]
+            return ["'top_logprobs' needs 'return_log_probs' true (the alternatives come with the chosen tokens' "
+                    "log probs)"]
         return []
 
     @property

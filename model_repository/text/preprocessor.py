@@ -13,7 +13,7 @@ from contract import lora
 from contract.features import Feature, refusals
 from contract.guided import guide_problems
 from contract.params import InvalidParameter
-from model_repository.engine_step.engine_inputs import TOP_LOGPROBS_NEED, EngineInputs, GenerationOptions
+from model_repository.engine_step.engine_inputs import EngineInputs, GenerationOptions
 from model_repository.text.generate_request import GenerateRequest
 from model_repository.text.generation_defaults import GenerationDefaults
 from model_repository.text.postprocess_params import PostprocessParams
@@ -96,8 +96,6 @@ class Preprocessor:
             check_guide(dict(req.feature_inputs))
         if Feature.LORA in self.engine.features:
             self.check_lora(dict(req.feature_inputs))
-        if _options(dict(req.feature_inputs), "top_logprobs").top_logprobs and not req.return_log_probs:
-            raise InvalidParameter("top_logprobs", TOP_LOGPROBS_NEED)
         limits = self.params
         ids = self.prompt_ids(req)
         if not ids:

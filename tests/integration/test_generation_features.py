@@ -173,6 +173,14 @@ def test_top_logprobs_agree_with_hf_fp32(server, default_checkpoint):
         assert [t for t, _ in a] == [t for t, _ in b] and [x for _, x in a] == pytest.approx([x for _, x in b], abs=1e-4)
 
 
+def test_top_logprobs_without_log_probs_is_refused(server):
+    from tests.integration.test_bad_requests import raw_request
+
+    _, error = raw_request(server.settings.grpc_url, text_input="hi", top_logprobs=3)
+    assert error is not None and "[INVALID_ARG]" in error.message()
+    assert "'top_logprobs' needs 'return_log_probs' true" in error.message()
+
+
 def test_relay_layout_carries_top_logprobs(server, relay_server):
     """Behind a relay (the non-decoupled CPU deployment, the GPU wiring in front of the CPU
     engine) top_logprobs reaches the engine and its alternatives come back, as without one."""

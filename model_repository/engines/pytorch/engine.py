@@ -211,6 +211,7 @@ class LlmEngine:
         # Multi-token stops end the request here only with one sample (the LLM ends a request,
         # not one of its samples); with n, postprocessing cuts each sample's text.
         stops = multi_token_stops(r.request) if len(r.samples) == 1 else ()
+        k = r.request.options.top_logprobs  # alternatives per token (0: none asked)
         try:
             async for step in r.output:
                 if r.done:
@@ -218,7 +219,6 @@ class LlmEngine:
                 stopped = False
                 for sample, completion in zip(r.samples, step.outputs):  # CompletionOutput.index order
                     ids, lps = outputs.step_tokens(completion)
-                    k = r.request.options.top_logprobs
                     tops = [outputs.alternatives(entry, k) for entry in (completion.logprobs_diff or ())] if k else ()
                     stopped = self._take_tokens(r, sample, ids, lps, stops, tops) or stopped
                 if stopped:
