@@ -20,6 +20,7 @@ from build_engines.render import RenderedModel, ensemble_config, write_repositor
 from build_engines.repository import text_models
 from build_engines.spec import BuildSpec, EngineBackend, Precision
 from build_engines.trtllm_repository import bls_model, trtllm_engine_models
+from build_engines.trtllm_lora import TrtLlmLora, lora_options, served
 from build_engines.trtllm_spec import TrtLlmOptions, TrtLlmServing
 from contract import names
 from contract.build_record import BuildRecord
@@ -32,41 +33,54 @@ class StandinRenderError(ValueError):
     pass
 
 
-def standin_spec(engine_dir: Path, serving: TrtLlmServing | None = None) -> BuildSpec:
-    """The TensorRT-LLM spec the GPU path would render for the CPU engine's limits."""
+def standin_spec(engine_dir: Path, serving: TrtLlmServing | None = None, lora: TrtLlmLora | None = None) -> BuildSpec:
+    """The TensorRT-LLM spec the GPU path would render for the CPU engine's limits (an FP16
+    engine: the dtype of the LoRA tasks it prefetches, model_repository.engines.trtllm_standin.lora_cache)."""
     record = BuildRecord.read(engine_dir)
     if record.backend != EngineBackend.OPENVINO.value:
         raise StandinRenderError(f"{engine_dir} is a {record.backend} engine; the stand-in runs the CPU engine")
     spec = BuildSpec.from_dict(record.spec)
     return dataclasses.replace(spec, backend=EngineBackend.TENSORRT_LLM, precision=Precision.FP16,
-                               trtllm=TrtLlmOptions(serving=serving or TrtLlmServing()))
+                               trtllm=TrtLlmOptions(serving=serving or TrtLlmServing(), lora=lora or TrtLlmLora()))
 
 
-def standin_engine_models(engine_dir: Path, spec: BuildSpec) -> list[RenderedModel]:
-    """The GPU's engine step (engine_relay + tensorrt_llm), the latter served by the stand-in."""
+def standin_engine_models(engine_dir: Path, spec: BuildSpec, prefetch_dir: Path | None = None) -> list[RenderedModel]:
+    """The GPU's engine step (engine_relay + tensorrt_llm), the latter served by the stand-in;
+    `prefetch_dir` replaces the engine's own lora_prefetch_dir (<engine>/lora on a GPU)."""
     models = []
     for model in trtllm_engine_models(engine_dir, spec, engine_dir):  # the CPU engine holds its tokenizer
         if model.config.name == names.TRTLLM_ENGINE:
             config = type(model.config)()
             config.CopyFrom(model.config)
             config.backend = PYTHON_BACKEND
+            if prefetch_dir is not None:
+                config.parameters["lora_prefetch_dir"].string_value = str(prefetch_dir.resolve())
             model = RenderedModel(config, STANDIN_ADAPTER)
         models.append(model)
     return models
 
 
-def standin_models(engine_dir: Path, serving: TrtLlmServing | None = None) -> list[RenderedModel]:
+def standin_models(engine_dir: Path, serving: TrtLlmServing | None = None, lora_dir: Path | None = None,
+                   prefetch_dir: Path | None = None) -> list[RenderedModel]:
+    """`lora_dir`: the PEFT adapters the engine would be built for (names, modules, rank), with
+    `prefetch_dir` holding them converted by hf_lora_convert.py (<task id>/model.lora_*.npy,
+    task ids in name order from 1), which a GPU build writes into <engine>/lora."""
     engine_dir = engine_dir.resolve()
-    spec = standin_spec(engine_dir, serving)
+    lora = lora_options(lora_dir) if lora_dir is not None else None
+    if (lora is None) != (prefetch_dir is None):
+        raise StandinRenderError("'lora_dir' and 'prefetch_dir' go together (the adapters and their converted tasks)")
+    spec = standin_spec(engine_dir, serving, lora)
     batch = spec.limits.max_batch_size
-    models = text_models(engine_dir, spec) + standin_engine_models(engine_dir, spec)  # the CPU engine holds its tokenizer
+    models = (text_models(engine_dir, spec, served(lora) if lora else None)  # the CPU engine holds its tokenizer
+              + standin_engine_models(engine_dir, spec, prefetch_dir))
     models.append(bls_model(engine_dir, names.TRTLLM_ENGINE, batch, first_token_timeout_s=spec.trtllm.serving.queue_timeout_s))
     models.append(RenderedModel(ensemble_config(names.ENGINE_RELAY, batch), None))
     return models
 
 
-def render_standin_repository(engine_dir: Path, out_dir: Path, serving: TrtLlmServing | None = None) -> list[str]:
-    models = standin_models(engine_dir, serving)
+def render_standin_repository(engine_dir: Path, out_dir: Path, serving: TrtLlmServing | None = None,
+                              lora_dir: Path | None = None, prefetch_dir: Path | None = None) -> list[str]:
+    models = standin_models(engine_dir, serving, lora_dir, prefetch_dir)
     write_repository(models, out_dir)
     return [m.config.name for m in models]
 
@@ -77,9 +91,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("out_dir", type=Path)
     parser.add_argument("--no-chunked-context", action="store_true", help="enable_chunked_context false")
     parser.add_argument("--max-queue-size", type=int, default=0, help="dynamic_batching default_queue_policy")
+    parser.add_argument("--lora-dir", type=Path, help="PEFT adapters (with --lora-prefetch-dir: their converted tasks)")
+    parser.add_argument("--lora-prefetch-dir", type=Path, help="hf_lora_convert.py's output per task id")
     args = parser.parse_args(argv)
     serving = TrtLlmServing(enable_chunked_context=not args.no_chunked_context, max_queue_size=args.max_queue_size)
-    print(" ".join(render_standin_repository(args.engine_dir, args.out_dir, serving)))
+    print(" ".join(render_standin_repository(args.engine_dir, args.out_dir, serving, args.lora_dir,
+                                             args.lora_prefetch_dir)))
 
 
 if __name__ == "__main__":

@@ -11,7 +11,9 @@ Upstream facts this relies on (none confirmed at the pinned tags):
 - examples/hf_lora_convert.py (NVIDIA/TensorRT-LLM, read at 05316d33): `-i <adapter dir>
   -o <out dir> --storage-type float32|float16|bfloat16` writes model.lora_weights.npy and
   model.lora_config.npy, folding PEFT's lora_alpha / r (lora_alpha / sqrt(r) with
-  use_rslora) into the weights; its module names for Llama are HF_TO_TRTLLM below.
+  use_rslora) into the weights; its module names for Llama are HF_TO_TRTLLM below.  Those
+  files are in the engine's dtype, and the backend's .npy loader cannot read bfloat16 ones
+  (row lora.prefetch_dtypes): convert_argv refuses LoRA on bfloat16 engines.
 - The backend's lora_prefetch_dir (model_instance_state.cc getPeftCacheConfigFromParams, read
   at c8c6df08; docs/lora.md): every subdirectory, named by its task id digits, holding those
   two files, is loaded into the LoRA cache when the model instance starts.  Cache pages:
@@ -29,10 +31,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from contract import lora
+from contract.upstream.backend_semantics import SUPPORTED_VERSIONS, backend_semantics
 
-# hf_lora_convert.py hf_modules_to_trtllm_modules, the Llama entries.
-HF_TO_TRTLLM = {"q_proj": "attn_q", "k_proj": "attn_k", "v_proj": "attn_v", "o_proj": "attn_dense",
-                "gate_proj": "mlp_h_to_4h", "down_proj": "mlp_4h_to_h", "up_proj": "mlp_gate"}
+# hf_lora_convert.py hf_modules_to_trtllm_modules, the Llama entries (row lora.tensor_layout,
+# the same in every supported version's table).
+HF_TO_TRTLLM = {m["hf"].rsplit(".", 1)[-1]: m["trtllm"]
+                for m in backend_semantics(SUPPORTED_VERSIONS[-1]).rule("lora.tensor_layout").extra["modules"]}
 CONVERT_SCRIPT = "hf_lora_convert.py"
 PREFETCH_SUBDIR = "lora"  # <engine>/lora/<task id>/model.lora_{weights,config}.npy
 DEFAULT_MAX_ADAPTER_SIZE = 64  # lora_cache_max_adapter_size's default (getPeftCacheConfigFromParams)
@@ -84,8 +88,17 @@ def build_flags(options: TrtLlmLora) -> tuple[str, ...]:
             "--max_lora_rank", str(options.max_rank))
 
 
-def convert_argv(options: TrtLlmLora, examples_dir: Path, engine_dir: Path, dtype: str) -> list[tuple[str, ...]]:
-    """One hf_lora_convert.py run per adapter, into <engine>/lora/<task id>."""
+def convert_argv(options: TrtLlmLora, examples_dir: Path, engine_dir: Path, dtype: str,
+                 version: str) -> list[tuple[str, ...]]:
+    """One hf_lora_convert.py run per adapter, into <engine>/lora/<task id>, stored in the
+    engine's dtype; lora.LoraError when TensorRT-LLM `version` could not prefetch that dtype
+    (row lora.prefetch_dtypes: its .npy loader knows no bfloat16, and a task must have the
+    engine's dtype; read in upstream's source, not run on a GPU)."""
+    allowed = backend_semantics(version).rule("lora.prefetch_dtypes").extra["prefetchable_model_dtypes"]
+    if options.enabled and dtype not in allowed:
+        raise lora.LoraError(f"'lora_dir': TensorRT-LLM {version} prefetches LoRA adapters from .npy files in the "
+                             f"engine's dtype, {dtype} here, which its loader cannot read (row lora.prefetch_dtypes); "
+                             f"it can for {' or '.join(allowed)} engines: build with --precision fp16")
     source = Path(options.source_dir)
     return [("python3", str(examples_dir / CONVERT_SCRIPT), "-i", str(source / name),
              "-o", str(engine_dir / PREFETCH_SUBDIR / str(task_id)), "--storage-type", dtype)

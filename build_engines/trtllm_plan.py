@@ -142,9 +142,9 @@ def lora_steps(spec: BuildSpec, paths: BuildPaths, dtype: str) -> list[Step]:
     """Each LoRA adapter converted into the engine's prefetch directory (hf_lora_convert.py
     is an example script, not a table tool: its arguments are cited in trtllm_lora.py)."""
     lora = spec.trtllm.lora
+    argvs = convert_argv(lora, paths.examples_dir, paths.engine_dir, dtype, spec.trtllm.trtllm_version)
     return [Step(f"convert LoRA adapter {name} (task {i})", argv)
-            for i, (name, argv) in enumerate(zip(lora.adapters, convert_argv(lora, paths.examples_dir,
-                                                                             paths.engine_dir, dtype)), start=1)]
+            for i, (name, argv) in enumerate(zip(lora.adapters, argvs), start=1)]
 
 
 def checked(spec: BuildSpec, step: Step) -> Step:

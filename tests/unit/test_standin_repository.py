@@ -72,7 +72,7 @@ def test_only_a_cpu_engine_can_stand_in(tmp_path):
 
 # Row ids as the package names them (in code, comments and docstrings).  `request.` and
 # `param.` are also Python names there (a pb_utils request, a ModelParameter): those are left out.
-ROW_ID = re.compile(r"\b(?:request_id|stop|cancel|error|limit|input|output|param|sampling|request|metric)\.[a-z_0-9]+\b")
+ROW_ID = re.compile(r"\b(?:request_id|stop|cancel|error|limit|input|output|param|sampling|request|metric|lora)\.[a-z_0-9]+\b")
 CODE_NAMES = re.compile(r"request\.(?!batch_split)|param\.(default|type)$")
 
 

@@ -16,8 +16,9 @@ import pytest
 from build_engines.render import read_config
 from build_engines.repository import render_repository
 from build_engines.spec import BuildSpec
-from build_engines.trtllm_lora import TrtLlmLora, lora_options
-from build_engines.trtllm_plan import BuildPaths, checked, engine_step, lora_steps
+from build_engines.trtllm_lora import HF_TO_TRTLLM, TrtLlmLora, lora_options
+from build_engines.spec import Precision
+from build_engines.trtllm_plan import BuildPaths, checked, engine_step, lora_steps, plan_steps
 from contract import lora, names
 from contract.build_record import BuildRecord
 from contract.features import Feature
@@ -73,10 +74,14 @@ def test_build_flags_and_conversions(adapters, tmp_path, version):
     at = argv.index("--lora_target_modules")
     assert argv[argv.index("--lora_plugin") + 1] == "auto" and argv[argv.index("--max_lora_rank") + 1] == "16"
     assert argv[at + 1:at + 8] == spec.trtllm.lora.target_modules
-    steps = lora_steps(spec, PATHS, "bfloat16")
+    steps = lora_steps(spec, PATHS, "float16")
     assert [s.argv for s in steps] == [
         ("python3", "/examples/hf_lora_convert.py", "-i", str(adapters.resolve() / name), "-o", f"/engine/lora/{i}",
-         "--storage-type", "bfloat16") for i, name in ((1, "chat"), (2, "sql"))]
+         "--storage-type", "float16") for i, name in ((1, "chat"), (2, "sql"))]
+    # a bfloat16 engine could not prefetch them (row lora.prefetch_dtypes): refused while planning
+    bf16 = dataclasses.replace(spec, precision=Precision.BF16)
+    with pytest.raises(lora.LoraError, match=r"'lora_dir': TensorRT-LLM .* bfloat16 here, .*build with --precision fp16"):
+        plan_steps(bf16, info_of(bf16.checkpoint), PATHS)
     plain = trtllm_spec(llama_8b_checkpoint(tmp_path / "llama8b"), version=version)
     assert "--lora_plugin" not in engine_step(plain, PATHS).argv and lora_steps(plain, PATHS, "float16") == []
 
@@ -123,9 +128,8 @@ def test_the_relays_send_no_task_for_the_base_model():
     assert without_base_adapter(engine) is engine
 
 
-def test_the_stand_in_refuses_a_lora_cache():
-    params = {"gpt_model_type": "inflight_fused_batching", "tokenizer_dir": "", "guided_decoding_backend": "",
-              "xgrammar_tokenizer_info_path": "", "gpt_model_path": "/engine", "lora_prefetch_dir": "/engine/lora"}
-    config = {"parameters": {k: {"string_value": v} for k, v in params.items()}}
-    with pytest.raises(StandinLimitation, match="LoRA"):
-        load_settings(upstream.semantics(), config)
+def test_the_module_table_is_the_same_in_every_version():
+    from contract.upstream.backend_semantics import SUPPORTED_VERSIONS, backend_semantics
+
+    tables = [backend_semantics(v).rule("lora.tensor_layout").extra["modules"] for v in SUPPORTED_VERSIONS]
+    assert all(t == tables[0] for t in tables) and len(HF_TO_TRTLLM) == 7

@@ -12,9 +12,11 @@ import math
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
 
 from build_engines.capacity import TOKENS_PER_BLOCK
 from contract.build_record import BuildRecord
+from contract.lora import LoraAdapter, to_parameter
 from contract.model_configs import OpenVinoEngineParameters
 from model_repository.engine_step.runner import EngineRunner, GenerationBackend, Handle, HandleStatus
 from model_repository.engine_step.engine_inputs import EngineInputs
@@ -108,25 +110,28 @@ class AccountingBackend:
         return SequenceStats(len(live), len(context), sum(context), used, self.max_blocks, self.tokens_per_block)
 
 
-def openvino_parameters(engine_dir: Path, limits: EngineLimits) -> OpenVinoEngineParameters:
-    """The CPU engine run with the engine's own limits (and its recorded CPU options).
-    enable_kv_cache_reuse is not mapped to prefix caching: reuse changes speed, not tokens."""
+def openvino_parameters(engine_dir: Path, limits: EngineLimits, adapters: Sequence[LoraAdapter] = ()) -> OpenVinoEngineParameters:
+    """The CPU engine run with the engine's own limits (and its recorded CPU options), serving
+    the LoRA cache's adapters.  enable_kv_cache_reuse is not mapped to prefix caching: reuse
+    changes speed, not tokens."""
     options = BuildRecord.read(engine_dir).spec.get("openvino", {})
     return OpenVinoEngineParameters(
         engine_dir=engine_dir, max_num_seqs=limits.max_batch_size, max_num_batched_tokens=limits.max_num_tokens,
         kv_cache_size_gb=options.get("kv_cache_size_gb", 0), inference_threads=options.get("inference_threads", 0),
+        lora_adapters=to_parameter(list(adapters)) if adapters else "",
         **{k: options[k] for k in ("activation_precision", "kv_cache_precision",
                                                  "dynamic_quantization_group_size") if k in options})
 
 
-def start_engine(engine_dir: Path, limits: EngineLimits) -> tuple[EngineRunner, AccountingBackend]:
+def start_engine(engine_dir: Path, limits: EngineLimits,
+                 adapters: Sequence[LoraAdapter] = ()) -> tuple[EngineRunner, AccountingBackend]:
     """The OpenVINO pipeline (warmed up) behind the runner.  Cancellation reaches it only
     through EngineRunner.stop (the executor's), never through the runner's own sink checks,
     and there is no queue bound or first-token timeout here: upstream's executor has neither
     in the runner's sense (the stand-in's executor bounds its own queue)."""
     from model_repository.engines.openvino.openvino_backend import OpenVinoBackend
 
-    backend = OpenVinoBackend(openvino_parameters(engine_dir, limits))
+    backend = OpenVinoBackend(openvino_parameters(engine_dir, limits, adapters))
     backend.warm_up()
     books = AccountingBackend(backend, limits)
     runner = EngineRunner(books, stream_interval=STREAM_EVERY_STEP)

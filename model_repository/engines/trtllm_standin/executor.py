@@ -16,7 +16,7 @@ import logging
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Protocol, Sequence
+from typing import Mapping, Protocol, Sequence
 
 from contract.upstream.backend_semantics import BackendSemantics
 from model_repository.engine_step.runner import FailCode
@@ -60,6 +60,8 @@ class ExecutorLimits:
     vocab_size_padded: int
     max_beam_width: int
     guard_streaming: bool  # error.streaming_evictable applies: max_utilization without chunked context
+    # The LoRA cache's tasks: upstream task id -> the CPU engine's adapter (lora_cache.py)
+    lora_tasks: Mapping[int, int] = dataclasses.field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -218,7 +220,7 @@ class StandinExecutor:
                 self.registry.finished(head.triton_id, head.executor_id)
                 actions.append(("fail", head, problem))
                 continue
-            head.request = self._clamped(head.request)
+            head.request = self._on_adapter(self._clamped(head.request))
             head.states = {i: RowState(head.request.inputs.input_ids, head.request.inputs.streaming,
                                        head.request.exclude_input_in_output, head.request.end_id,
                                        head.request.inputs.return_log_probs) for i in range(head.sequences)}
@@ -242,10 +244,21 @@ class StandinExecutor:
         max_new = min(r.inputs.request_output_len, limits.max_seq_len - prompt)  # limit.output_len_clamped
         if r.inputs.streaming and limits.guard_streaming and prompt + max_new - 1 > limits.max_input_len:
             return fetch_failure(sem, eid, "error.streaming_evictable")
+        if r.lora_error:  # loraValidateRequestTensorDims runs before the cache lookup
+            return fetch_failure(sem, eid, r.lora_error)
+        if r.lora_task_id is not None and r.lora_task_id not in limits.lora_tasks:
+            return fetch_failure(sem, eid, "error.lora_not_cached", task_id=r.lora_task_id)
         if any(not 0 <= t < limits.vocab_size_padded for t in r.inputs.input_ids):
             # Out-of-vocabulary prompt ids would break the CPU engine's step for every request.
             return StandinLimitation(f"prompt token ids outside the vocabulary [0, {limits.vocab_size_padded}) are refused")
         return None
+
+    def _on_adapter(self, request: ExecutorRequest) -> ExecutorRequest:
+        """The cached task's adapter for the CPU engine (the base model without a task)."""
+        if request.lora_task_id is None:
+            return request
+        options = dataclasses.replace(request.inputs.options, lora_task_id=self.limits.lora_tasks[request.lora_task_id])
+        return dataclasses.replace(request, inputs=dataclasses.replace(request.inputs, options=options))
 
     def _clamped(self, request: ExecutorRequest) -> ExecutorRequest:
         """Row limit.output_len_clamped: not an error; max new tokens lowered to fit max_seq_len."""

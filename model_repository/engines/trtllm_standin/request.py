@@ -15,7 +15,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from contract.upstream.backend_semantics import BackendSemantics
-from contract.features import ENGINE_INPUT_FEATURES, EngineFeatures, Feature, refusals, with_guided_decoding
+from contract.features import ENGINE_INPUT_FEATURES, EngineFeatures, Feature, refusals, with_guided_decoding, with_lora
 from contract.guided import guide_problems
 from model_repository.engine_step.engine_inputs import EngineInputs, GenerationOptions
 from model_repository.engines.trtllm_standin.upstream import StandinLimitation, error
@@ -43,6 +43,8 @@ class ExecutorRequest:
     end_id: int | None  # None: unset (row input.end_id)
     beam_width: int
     exclude_input_in_output: bool
+    lora_task_id: int | None = None  # input.lora_task_id: the LoRA cache's task (None: the base model)
+    lora_error: str = ""  # the row of an error the executor answers when it fetches the request
 
 
 def bool_input(arrays: Mapping[str, np.ndarray], name: str) -> bool:
@@ -56,8 +58,9 @@ def is_stop(arrays: Mapping[str, np.ndarray]) -> bool:
 
 
 def parse_request(sem: BackendSemantics, arrays: Mapping[str, np.ndarray], *, decoupled: bool,
-                  exclude_input_default: bool, guided: bool = False) -> list[ExecutorRequest]:
-    """`guided`: the executor has a guided decoder (the settings' guided_decoding)."""
+                  exclude_input_default: bool, guided: bool = False, lora: bool = False) -> list[ExecutorRequest]:
+    """`guided`: the executor has a guided decoder (the settings' guided_decoding); `lora`: a
+    LoRA cache (the settings' lora_prefetch_dir)."""
     tensors = {k: np.asarray(v) for k, v in arrays.items() if k not in SKIPPED}
     rows = _split_batch(sem, tensors)
     streaming = bool_input(arrays, STREAMING)  # row input.streaming
@@ -65,7 +68,7 @@ def parse_request(sem: BackendSemantics, arrays: Mapping[str, np.ndarray], *, de
         raise error(sem, "error.batch_needs_decoupled")
     if streaming and not decoupled:
         raise error(sem, "error.streaming_needs_decoupled")
-    return [_row_request(sem, row, streaming, exclude_input_default, guided) for row in rows]
+    return [_row_request(sem, row, streaming, exclude_input_default, guided, lora) for row in rows]
 
 
 def _split_batch(sem: BackendSemantics, tensors: dict[str, np.ndarray]) -> list[dict[str, np.ndarray]]:
@@ -101,7 +104,7 @@ def _scalar(sem: BackendSemantics, row: Mapping[str, np.ndarray], name: str, kin
 
 
 def _row_request(sem: BackendSemantics, row: Mapping[str, np.ndarray], streaming: bool,
-                 exclude_input_default: bool, guided: bool) -> ExecutorRequest:
+                 exclude_input_default: bool, guided: bool, lora: bool) -> ExecutorRequest:
     return_log_probs = bool(_scalar(sem, row, "return_log_probs", bool) or False)  # input.return_log_probs
     exclude = _scalar(sem, row, "exclude_input_in_output", bool)  # input.exclude_input_in_output: request wins
     prompt = tuple(int(t) for t in row["input_ids"].reshape(-1))  # input.input_ids (whole row at batch 1)
@@ -119,8 +122,30 @@ def _row_request(sem: BackendSemantics, row: Mapping[str, np.ndarray], streaming
         return_log_probs=return_log_probs, streaming=streaming, exclude_input_in_output=True,
         options=dataclasses.replace(_guided_options(sem, row) if guided else GenerationOptions(),
                                     num_return_sequences=sequences), **sampling)
-    _refuse_unsupported(row, inputs, guided)
-    return ExecutorRequest(inputs, end_id, beam_width, exclude_input_default if exclude is None else exclude)
+    task_id, lora_error = _lora_task(sem, row) if lora else (None, "")
+    if lora and (task_id is None or lora_error):  # ignored without a task id; a lone config fails at fetch
+        row = {k: v for k, v in row.items() if k not in ("lora_weights", "lora_config")}
+    _refuse_unsupported(row, inputs, guided, lora)
+    return ExecutorRequest(inputs, end_id, beam_width, exclude_input_default if exclude is None else exclude, task_id,
+                           lora_error)
+
+
+def _lora_task(sem: BackendSemantics, row: Mapping[str, np.ndarray]) -> tuple[int | None, str]:
+    """getLoraConfigFromTensors (row input.lora_task_id): the task id, and the row of the error
+    the executor will answer at fetch ("" for none).  Weights without a config fail here
+    (error.lora_weights_without_config); a config without weights only when fetched
+    (error.lora_config_without_weights); both together are refused by the stand-in."""
+    task_id = _scalar(sem, row, "lora_task_id", int)
+    if task_id is None:
+        return None, ""
+    weights, config = row.get("lora_weights") is not None, row.get("lora_config") is not None
+    if weights and not config:
+        raise error(sem, "error.lora_weights_without_config")
+    if weights:  # upstream would put them in its cache under task_id (PeftCacheManager::addRequestPeft)
+        raise StandinLimitation("'lora_weights' / 'lora_config': LoRA weights sent with a request are not implemented "
+                                "(the CPU engine builds its adapters at start); put the converted task in "
+                                "lora_prefetch_dir and send 'lora_task_id' alone")
+    return task_id, "error.lora_config_without_weights" if config else ""
 
 
 def _sampling(sem: BackendSemantics, row: Mapping[str, np.ndarray]) -> tuple[int, int, dict[str, Any]]:
@@ -219,12 +244,13 @@ STANDIN_ENGINE = EngineFeatures("the CPU stand-in of tensorrt_llm (generation by
 STANDIN_CHECKED = {k: v for k, v in ENGINE_INPUT_FEATURES.items() if k != "beam_width"}
 
 
-def _refuse_unsupported(row: Mapping[str, np.ndarray], inputs: EngineInputs, guided: bool) -> None:
+def _refuse_unsupported(row: Mapping[str, np.ndarray], inputs: EngineInputs, guided: bool, lora: bool) -> None:
     unknown = sorted(set(row) - KNOWN)
     if unknown:
         raise StandinLimitation(f"input {unknown[0]!r} is not implemented")
-    # What the CPU engine under the stand-in cannot honour (bad words, LoRA, ...), which the
+    # What the CPU engine under the stand-in cannot honour (bad words, LoRA weights, ...), which the
     # C++ backend would: the stand-in's own refusal, never an upstream text.
     engine = with_guided_decoding(STANDIN_ENGINE) if guided else STANDIN_ENGINE
+    engine = with_lora(engine) if lora else engine  # lora_weights / lora_config stay refused (lora_cache.py)
     for name, reason in refusals(row, engine, STANDIN_CHECKED):
         raise StandinLimitation(f"'{name}' {reason}")

@@ -13,6 +13,7 @@ decoupled mode is model_transaction_policy.decoupled (row param.decoupled).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import re
@@ -105,6 +106,9 @@ class StandinSettings:
     cancellation_check_period_ms: int
     stats_check_period_ms: int
     guided_decoding: bool = False  # a GuidedDecodingConfig was built (row guided.config)
+    # A LoRA cache with the tasks of this directory (row param.lora_prefetch_dir); None: no
+    # LoRA, lora inputs refused
+    lora_prefetch_dir: Path | None = None
 
 
 def load_settings(sem: BackendSemantics, config: Mapping[str, Any]) -> StandinSettings:
@@ -132,15 +136,22 @@ def load_settings(sem: BackendSemantics, config: Mapping[str, Any]) -> StandinSe
     )
     if settings.max_beam_width != 1:
         raise StandinLimitation(f"max_beam_width {settings.max_beam_width}: the CPU engine has no beam search")
+    return dataclasses.replace(settings, **_lora_cache(params))
+
+
+def _lora_cache(params: ParameterReader) -> dict[str, Any]:
+    """getPeftCacheConfigFromParams (row param.lora_prefetch_dir): read inside a try, so an
+    absent key is unset.  Upstream's LoRA cache exists whenever the engine has the LoRA plugin;
+    the stand-in cannot see a plugin, so it serves LoRA exactly when a prefetch directory is
+    named (an empty value or the unfilled placeholder: no LoRA), which the engine flow renders
+    whenever it builds the plugin (build_engines/trtllm_lora.py cache_parameters)."""
     try:
-        prefetch = params.text("lora_prefetch_dir")  # read inside a try upstream (getPeftCacheConfigFromParams)
+        prefetch = params.text("lora_prefetch_dir")
     except ParameterError:
         prefetch = ""
-    if not _unset(prefetch, "lora_prefetch_dir"):
-        # build_engines/trtllm_lora.py: TensorRT-LLM's LoRA cache, which the CPU engine under
-        # the stand-in does not reproduce (it serves PEFT adapters itself: contract/lora.py)
-        raise StandinLimitation("lora_prefetch_dir: LoRA adapters are not implemented")
-    return settings
+    if _unset(prefetch, "lora_prefetch_dir"):  # the stand-in: no LoRA cache at all (see above)
+        return {}
+    return {"lora_prefetch_dir": Path(prefetch)}
 
 
 def _check_batching_type(sem: BackendSemantics, value: str) -> None:

@@ -9,7 +9,7 @@ import triton_python_backend_utils as pb_utils
 from contract import guided
 from contract.build_record import BuildRecord, check_runtime
 from model_repository.triton import triton_io
-from model_repository.engines.trtllm_standin import upstream
+from model_repository.engines.trtllm_standin import lora_cache, upstream
 from model_repository.engines.trtllm_standin.engine import start_engine
 from model_repository.engines.trtllm_standin.executor import ExecutorLimits, StandinExecutor
 from model_repository.engines.trtllm_standin.metrics import iteration_stats, series
@@ -39,14 +39,16 @@ class TritonPythonModel:
             guided.warm_up()
         check_runtime(BuildRecord.read(s.gpt_model_path))  # the CPU engine's versions
         limits = engine_limits(s.gpt_model_path)
+        self.lora = lora_cache.for_engine(self.sem, s.lora_prefetch_dir, s.gpt_model_path)
         self.inputs = [i["name"] for i in config["input"]]
         self.outputs = [o["name"] for o in config["output"]]
-        self.runner, self.books = start_engine(s.gpt_model_path, limits)
+        self.runner, self.books = start_engine(s.gpt_model_path, limits, self.lora.adapters)
         self.executor = StandinExecutor(self.sem, self.runner, ExecutorLimits(
             max_active=limits.max_batch_size, max_queue_size=s.max_queue_size,
             max_input_len=limits.max_input_len(self.sem, s.enable_chunked_context), max_seq_len=limits.max_seq_len,
             vocab_size_padded=limits.vocab_size_padded, max_beam_width=s.max_beam_width,
-            guard_streaming=s.batch_scheduler_policy == "max_utilization" and not s.enable_chunked_context))
+            guard_streaming=s.batch_scheduler_policy == "max_utilization" and not s.enable_chunked_context,
+            lora_tasks=self.lora.engine_keys()))
         self.canceller = Periodic(s.cancellation_check_period_ms / 1000, self.executor.poll_cancelled,
                                   "standin-cancel").start()
         self.metrics = StandinMetricsPublisher(args["model_name"], str(args["model_version"]), series(self.sem),
@@ -55,7 +57,7 @@ class TritonPythonModel:
         triton_io.logger().log_info(
             f"tensorrt_llm stand-in (TensorRT-LLM {self.sem.version} semantics): engine {s.gpt_model_path}, "
             f"max_input_len {self.executor.limits.max_input_len}, max_queue_size {s.max_queue_size}, "
-            f"decoupled {s.decoupled}")
+            f"decoupled {s.decoupled}, LoRA tasks {sorted(self.lora.tasks) if s.lora_prefetch_dir else 'off'}")
 
     def execute(self, requests):
         for request in requests:
@@ -78,7 +80,8 @@ class TritonPythonModel:
         try:
             rows = parse_request(self.sem, arrays, decoupled=self.settings.decoupled,
                                  exclude_input_default=self.settings.exclude_input_in_output,
-                                 guided=self.settings.guided_decoding)
+                                 guided=self.settings.guided_decoding,
+                                 lora=self.settings.lora_prefetch_dir is not None)
             self.executor.enqueue(rows, responder, triton_id)
         except (upstream.UpstreamError, upstream.StandinLimitation) as e:  # row error.enqueue_exception
             channel.finish(_error(e.code, e.message))
@@ -102,3 +105,4 @@ class TritonPythonModel:
         self.metrics.stop()
         self.executor.shutdown()
         self.runner.shutdown()
+        self.lora.close()
