@@ -14,6 +14,7 @@ from build_engines.openvino_compress import MODES, SENSITIVITY_METRICS, Int4Reci
 from build_engines.pytorch_speculative import PyTorchSpecMode, PyTorchSpeculative
 from build_engines.spec import DEFAULT_PRECISION, BuildSpec, EngineBackend, EngineLimits, OpenVinoOptions, Precision, SpecError
 from contract.model_configs import ACTIVATION_PRECISIONS, KV_CACHE_PRECISIONS
+from build_engines.trtllm_eagle import EagleOptions, parse_choices
 from build_engines.trtllm_versions import TrtllmTargetError, resolve_target
 from contract.upstream.trtllm_build import supported_versions
 from build_engines.trtllm_spec import (
@@ -138,7 +139,16 @@ _OPTIONS = [
                                          "decoder; none: refused."),
     click.option("--speculative-decoding", type=_choice(SpeculativeDecoding), default=SpeculativeDecoding.NONE.value,
                  show_default=True, help="[tensorrt_llm] lookahead_decoding: the engine drafts and verifies its own "
-                                         "n-grams (no draft model); the other upstream modes are not wired."),
+                                         "n-grams (no draft model); eagle: EAGLE-1 heads (--eagle-model-dir) built "
+                                         "into the engine; the other upstream modes are not wired."),
+    click.option("--eagle-model-dir", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
+                 help="[tensorrt_llm eagle] the EAGLE-1 heads checkpoint (Hugging Face Llama format)."),
+    click.option("--eagle-tree", default=None, metavar="MAX_DRAFT_LEN,LAYERS,NON_LEAVES",
+                 help="[tensorrt_llm eagle] max_draft_len, num_eagle_layers, max_non_leaves_per_layer "
+                      "(the converter's defaults 63,4,10)."),
+    click.option("--eagle-choices", default=None, metavar="JSON",
+                 help="[tensorrt_llm eagle] the draft tree, e.g. '[[0],[0,0],[1]]' (its depth = num_eagle_layers); "
+                      "default: the backend's mc_sim_7b_63."),
     click.option("--lookahead", "lookahead", default=None, metavar="W,N,G",
                  help="[tensorrt_llm lookahead] window, n-gram and verification-set sizes (upstream default 4,3,4); "
                       "the engine's --max_draft_len follows from them."),
@@ -166,6 +176,27 @@ def lookahead_config(value: str | None, mode: SpeculativeDecoding) -> LookaheadC
     except ValueError:
         raise SpecError(f"'lookahead' must be three integers W,N,G (window, n-gram, verification set), got {value!r}") from None
     return LookaheadConfig(w, n, g)
+
+
+def eagle_options(mode: SpeculativeDecoding, model_dir: Path | None, tree: str | None,
+                  choices: str | None) -> EagleOptions:
+    """`--eagle-model-dir/--eagle-tree/--eagle-choices`, refused without eagle decoding."""
+    if mode != SpeculativeDecoding.EAGLE:
+        if model_dir is not None or tree is not None or choices is not None:
+            raise SpecError("'eagle_model_dir', 'eagle_tree' and 'eagle_choices' need 'speculative_decoding' eagle")
+        return EagleOptions()
+    try:
+        sizes = tuple(int(v) for v in tree.split(",")) if tree else ()
+        parsed = parse_choices(choices)
+    except ValueError as e:
+        raise SpecError(str(e) if "eagle_choices" in str(e) else f"'eagle_tree' must be three integers "
+                        f"MAX_DRAFT_LEN,LAYERS,NON_LEAVES, got {tree!r}") from None
+    if sizes and len(sizes) != 3:
+        raise SpecError(f"'eagle_tree' must be three integers MAX_DRAFT_LEN,LAYERS,NON_LEAVES, got {tree!r}")
+    defaults = EagleOptions()
+    max_draft_len, layers, non_leaves = sizes or (defaults.max_draft_len, defaults.num_eagle_layers,
+                                                  defaults.max_non_leaves_per_layer)
+    return EagleOptions(str(model_dir.resolve()) if model_dir else "", max_draft_len, layers, non_leaves, parsed)
 
 
 def spec_options(f):
@@ -200,6 +231,7 @@ def make_spec(checkpoint: Path, backend: str, precision: str | None, max_batch_s
               kv_cache_fraction: float = _SERVING.kv_cache_free_gpu_mem_fraction, kv_cache_reuse: bool = True,
               chunked_context: bool = True, scheduler_policy: str = _SERVING.batch_scheduler_policy.value,
               max_queue_delay_us: int = 0, speculative_decoding: str = "none", lookahead: str | None = None,
+              eagle_model_dir: Path | None = None, eagle_tree: str | None = None, eagle_choices: str | None = None,
               guided_decoding: str = _SERVING.guided_decoding_backend.value, trtllm_version: str | None = None,
               triton_image: str | None = None, detect=detect_gpus, activation_precision: str = _OV.activation_precision,
               kv_cache_precision: str = _OV.kv_cache_precision,
@@ -229,6 +261,7 @@ def make_spec(checkpoint: Path, backend: str, precision: str | None, max_batch_s
             gpu=resolve_gpu(gpu, gpu_count, gpu_sm, gpu_memory_gib, tp_size * pp_size, detect),
             speculative_decoding=SpeculativeDecoding(speculative_decoding),
             lookahead=lookahead_config(lookahead, SpeculativeDecoding(speculative_decoding)),
+            eagle=eagle_options(SpeculativeDecoding(speculative_decoding), eagle_model_dir, eagle_tree, eagle_choices),
             serving=TrtLlmServing(kv_cache_free_gpu_mem_fraction=kv_cache_fraction, enable_kv_cache_reuse=kv_cache_reuse,
                                   enable_chunked_context=chunked_context,
                                   batch_scheduler_policy=SchedulerPolicy(scheduler_policy),
@@ -248,6 +281,7 @@ def make_spec(checkpoint: Path, backend: str, precision: str | None, max_batch_s
             max_queue_size=max_queue_size, queue_timeout_s=queue_timeout_s, paged_context_fmha=paged_context_fmha,
             scheduler_policy=scheduler_policy, max_queue_delay_us=max_queue_delay_us,
             speculative_decoding=speculative_decoding, lookahead=lookahead, guided_decoding=guided_decoding,
+            eagle_model_dir=eagle_model_dir, eagle_tree=eagle_tree, eagle_choices=eagle_choices,
             speculative=PyTorchSpeculative(PyTorchSpecMode(pt_speculative_decoding), max_draft_len,
                                            max_matching_ngram_size,
                                            str(speculative_model_dir.resolve()) if speculative_model_dir else ""))
@@ -256,7 +290,10 @@ def make_spec(checkpoint: Path, backend: str, precision: str | None, max_batch_s
           or max_matching_ngram_size != PyTorchSpeculative().max_matching_ngram_size):
         raise SpecError("'pt_speculative_decoding', 'max_draft_len', 'max_matching_ngram_size' and "
                         "'speculative_model_dir' configure --backend tensorrt_llm_pytorch; on tensorrt_llm use "
-                        "--speculative-decoding lookahead_decoding --lookahead W,N,G")
+                        "--speculative-decoding lookahead_decoding --lookahead W,N,G or --speculative-decoding eagle "
+                        "--eagle-model-dir DIR")
+    if engine_backend == EngineBackend.OPENVINO and (eagle_model_dir or eagle_tree or eagle_choices):
+        raise SpecError("'eagle_model_dir', 'eagle_tree' and 'eagle_choices' configure --backend tensorrt_llm")
     spec = BuildSpec(
         checkpoint=checkpoint.resolve(),
         backend=engine_backend,

@@ -22,7 +22,8 @@ ENGINE_ONLY = {"--no-paged-context-fmha": ("paged_context_fmha", TrtLlmOptions()
                "--scheduler-policy": ("scheduler_policy", TrtLlmServing().batch_scheduler_policy.value),
                "--max-queue-delay-us": ("max_queue_delay_us", TrtLlmServing().max_queue_delay_microseconds),
                "--speculative-decoding": ("speculative_decoding", SpeculativeDecoding.NONE.value),
-               "--lookahead": ("lookahead", None)}
+               "--lookahead": ("lookahead", None), "--eagle-model-dir": ("eagle_model_dir", None),
+               "--eagle-tree": ("eagle_tree", None), "--eagle-choices": ("eagle_choices", None)}
 
 
 def pytorch_options(*, triton_image: str | None, trtllm_version: str | None, tp_size: int, pp_size: int,

@@ -24,6 +24,7 @@ from pathlib import Path
 from build_engines.capacity import TOKENS_PER_BLOCK
 from build_engines.checkpoint import CheckpointInfo
 from build_engines.spec import BuildSpec, Precision
+from build_engines.trtllm_eagle import TOOL as TOOL_EAGLE, convert_argv as eagle_convert_argv
 from build_engines.trtllm_lora import build_flags, convert_argv
 from build_engines.trtllm_rules import WEIGHT_FORMAT
 from build_engines.trtllm_spec import CALIBRATED_PRECISIONS, KvCacheDtype, SpeculativeDecoding, effective
@@ -103,6 +104,10 @@ def checkpoint_step(spec: BuildSpec, info: CheckpointInfo, paths: BuildPaths) ->
             argv += ("--awq_block_size", str(t.awq_block_size))
         return Step(f"quantize ({QFORMAT[spec.precision]}, calibrated on {t.calib_dataset}) into a TensorRT-LLM checkpoint",
                     argv, TOOL_QUANTIZE)
+    if t.speculative_decoding == SpeculativeDecoding.EAGLE:  # build_engines/trtllm_eagle.py
+        argv = eagle_convert_argv(t.eagle, paths.examples_dir, spec.checkpoint, paths.checkpoint_dir,
+                                  model_dtype(spec, info), t.tp_size, t.pp_size, t.world_size)
+        return Step("convert the checkpoint and its EAGLE heads into one TensorRT-LLM checkpoint", argv, TOOL_EAGLE)
     argv = ("python3", str(paths.examples_dir / CONVERT_SCRIPT), *common, "--workers", str(t.world_size))
     if spec.precision == Precision.INT8_WO:
         argv += ("--use_weight_only", "--weight_only_precision", "int8")
@@ -132,10 +137,24 @@ def engine_step(spec: BuildSpec, paths: BuildPaths) -> Step:
     if t.speculative_decoding == SpeculativeDecoding.LOOKAHEAD:  # trtllm_spec.LOOKAHEAD_CITATIONS
         argv += ("--speculative_decoding_mode", t.speculative_decoding.value,
                  "--max_draft_len", str(t.lookahead.max_draft_len))
+    if t.speculative_decoding == SpeculativeDecoding.EAGLE:  # build_engines/trtllm_eagle.py
+        argv += ("--speculative_decoding_mode", t.speculative_decoding.value, "--max_draft_len", str(t.eagle.max_draft_len))
     if t.lora.enabled:  # build_engines/trtllm_lora.py
         argv += build_flags(t.lora)
     argv += ("--workers", str(t.world_size))
-    return Step(f"compile the engine for {t.gpu.describe()}", argv, TOOL_BUILD)
+    return Step(f"compile the engine for {t.gpu.describe()}{_speculative_growth(spec)}", argv, TOOL_BUILD)
+
+
+def _speculative_growth(spec: BuildSpec) -> str:
+    """What the builder adds to the limits for a speculative engine (row speculative_decoding_grows_limits)."""
+    t, limits = spec.trtllm, spec.limits
+    draft = {SpeculativeDecoding.LOOKAHEAD: t.lookahead.max_draft_len, SpeculativeDecoding.EAGLE: t.eagle.max_draft_len}
+    if t.speculative_decoding not in draft:
+        return ""
+    extra = draft[t.speculative_decoding] + (t.eagle.num_eagle_layers if t.speculative_decoding == SpeculativeDecoding.EAGLE else 0)
+    tokens = max(limits.max_num_tokens, limits.max_batch_size * (draft[t.speculative_decoding] + 1))
+    return (f" (the builder makes max_seq_len {limits.max_seq_len + extra} and max_num_tokens {tokens} for the draft "
+            "tokens: row speculative_decoding_grows_limits)")
 
 
 def lora_steps(spec: BuildSpec, paths: BuildPaths, dtype: str) -> list[Step]:

@@ -15,6 +15,7 @@ from tritonclient.grpc import model_config_pb2 as mc
 
 from build_engines.render import RenderedModel, io_message, python_model_config
 from build_engines.spec import BuildSpec
+from build_engines.trtllm_eagle import serving_parameters as eagle_serving_parameters
 from build_engines.trtllm_lora import cache_parameters
 from build_engines.trtllm_spec import SpeculativeDecoding, effective
 from build_engines.xgrammar_info import INFO_FILE, write_tokenizer_info
@@ -87,6 +88,8 @@ def speculative_parameters(spec: BuildSpec) -> dict[str, str]:
     """The tensorrt_llm model's speculative-decoding parameters (trtllm_spec.LOOKAHEAD_CITATIONS);
     none without speculative decoding, so the backend's defaults stand."""
     t = spec.trtllm
+    if t.speculative_decoding == SpeculativeDecoding.EAGLE:
+        return eagle_serving_parameters(t.eagle)
     if t.speculative_decoding != SpeculativeDecoding.LOOKAHEAD:
         return {}
     return {"decoding_mode": "lookahead", "lookahead_window_size": str(t.lookahead.window_size),

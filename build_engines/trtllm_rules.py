@@ -41,10 +41,14 @@ CHUNKED_NEEDS_PAGED = "chunked_context_needs_paged_context_fmha"
 REUSE_NEEDS_PAGED = "kv_cache_reuse_needs_paged_context_fmha"
 PROMPT_NEEDS_CHUNKING = "context_longer_than_max_num_tokens_needs_chunking"
 KV_HEAD_DUPLICATION = "kv_heads_duplicated_across_tensor_parallelism"
+EAGLE_MATRIX, EAGLE_LIMITS = "eagle_support_matrix", "eagle_builder_limits"  # build_engines/trtllm_eagle.py
+EAGLE_TREE, EAGLE_CHOICES_PARAMETER = "eagle_choices_tree", "eagle_choices_parameter"
+SPECULATIVE_GROWS_LIMITS = "speculative_decoding_grows_limits"
 RULE_IDS = frozenset({CONTEXT_FMHA_OFF, FP8_CTX_NEEDS_FP8_WEIGHTS, FP8_KV_PAGED_NEEDS_FP8_WEIGHTS, FP8_CTX_MIN_SM,
                       FP8_CTX_WITH_PAGED_NEEDS_FP8_KV, FP8_KV_ENABLES_FP8_CTX, INT8_KV_NO_PAGED, SM100_NO_INT_QUANT,
                       SM100_NO_SMOOTHQUANT, REDUCE_FUSION_NEEDS_TP, CHUNKED_NEEDS_PAGED, REUSE_NEEDS_PAGED,
-                      PROMPT_NEEDS_CHUNKING, KV_HEAD_DUPLICATION})
+                      PROMPT_NEEDS_CHUNKING, KV_HEAD_DUPLICATION, EAGLE_MATRIX, EAGLE_LIMITS, EAGLE_TREE,
+                      EAGLE_CHOICES_PARAMETER, SPECULATIVE_GROWS_LIMITS})
 
 
 def _switch(on: bool) -> str:
@@ -111,6 +115,8 @@ def effective_config(table: TrtllmBuildTable, weights: str, options: "TrtLlmOpti
                    "enable_chunked_context": options.serving.enable_chunked_context,
                    "enable_kv_cache_reuse": options.serving.enable_kv_cache_reuse})
     _builder_rules(table, s)
+    if options.speculative_decoding.value == "eagle":  # after the FMHA chain in builder.py (row eagle_builder_limits)
+        s.set("use_paged_context_fmha", True, table.rule(EAGLE_LIMITS))
     _sm100_rules(table, s, options.gpu.name)
     _executor_rules(table, s)
     max_prompt = max_seq_len - 1

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from build_engines.gpus import FP8_MIN_SM, MIN_SM, GpuTarget, known_gpu, DEFAULT_GPU
+from build_engines.trtllm_eagle import EagleOptions, eagle_problems
 from build_engines.trtllm_lora import TrtLlmLora
 from build_engines.trtllm_rules import WEIGHT_FORMAT, EffectiveConfig, effective_config, kv_head_problems
 from build_engines.trtllm_versions import default_target
@@ -55,12 +56,14 @@ class GuidedDecodingBackend(str, enum.Enum):
 class SpeculativeDecoding(str, enum.Enum):
     """trtllm-build's --speculative_decoding_mode (table row flag --speculative_decoding_mode:
     draft_tokens_external, lookahead_decoding, medusa, explicit_draft_tokens, eagle).  Wired:
-    lookahead, which needs no second model (the engine drafts its own n-grams).  Not wired:
-    draft_tokens_external (a draft engine and the BLS's draft loop), eagle and medusa (heads
-    from a converted checkpoint), explicit_draft_tokens (ReDrafter)."""
+    lookahead, which needs no second model (the engine drafts its own n-grams), and eagle
+    (EAGLE-1 heads converted with the base model: build_engines/trtllm_eagle.py).  Not wired:
+    draft_tokens_external (a draft engine and the BLS's draft loop), medusa,
+    explicit_draft_tokens (ReDrafter)."""
 
     NONE = "none"
     LOOKAHEAD = "lookahead_decoding"
+    EAGLE = "eagle"
 
 
 _EXECUTOR_H = Source("NVIDIA/TensorRT-LLM", "v1.1.0", "cpp/include/tensorrt_llm/executor/executor.h",
@@ -172,6 +175,7 @@ class TrtLlmOptions:
     gpu: GpuTarget = field(default_factory=lambda: known_gpu(DEFAULT_GPU))
     speculative_decoding: SpeculativeDecoding = SpeculativeDecoding.NONE
     lookahead: LookaheadConfig = field(default_factory=LookaheadConfig)  # with speculative_decoding lookahead
+    eagle: EagleOptions = field(default_factory=EagleOptions)  # with speculative_decoding eagle
     lora: TrtLlmLora = field(default_factory=TrtLlmLora)  # LoRA adapters built in (build_engines/trtllm_lora.py)
     serving: TrtLlmServing = field(default_factory=TrtLlmServing)
 
@@ -229,6 +233,9 @@ def trtllm_problems(precision: str, o: TrtLlmOptions, limits, info: "CheckpointI
         errors.append("'reduce_fusion' fuses the AllReduce of tensor parallelism: it needs 'tp_size' > 1")
     if o.speculative_decoding == SpeculativeDecoding.LOOKAHEAD:
         errors += o.lookahead.problems()
+    if o.speculative_decoding == SpeculativeDecoding.EAGLE:
+        errors += eagle_problems(load_build_table(o.trtllm_version), o.eagle, precision, o.kv_cache_dtype.value,
+                                 o.pp_size, limits.max_batch_size)
     if precision in WEIGHT_FORMAT:  # the rest is BuildSpec.validate's error
         errors += list(effective(precision, o, limits).refusals)
     return errors
@@ -272,6 +279,7 @@ def trtllm_options_from_dict(data: dict) -> TrtLlmOptions:
     d["kv_cache_dtype"] = KvCacheDtype(d["kv_cache_dtype"])
     d["speculative_decoding"] = SpeculativeDecoding(d["speculative_decoding"])
     d["lookahead"] = LookaheadConfig(**d.get("lookahead", {}))
+    d["eagle"] = EagleOptions.from_dict(d.get("eagle", {}))
     d["lora"] = TrtLlmLora.from_dict(d.get("lora", {}))
     d["plugins"] = TrtLlmPlugins(**d["plugins"])
     d["gpu"] = GpuTarget(**d["gpu"])

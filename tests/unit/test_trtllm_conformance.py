@@ -62,7 +62,7 @@ def test_image_rows_match_the_mirror(version):
 @pytest.mark.parametrize("version", ["1.1.0", "1.2.1"])
 def test_tools_and_their_scripts(version):
     table = load_build_table(version)
-    assert set(table.tools) == {TRTLLM_BUILD, "quantize", "convert_checkpoint"}
+    assert set(table.tools) == {TRTLLM_BUILD, "quantize", "convert_checkpoint", "convert_eagle"}
     assert table.tools["quantize"].source.path.endswith(str(QUANTIZE_SCRIPT))
     assert table.tools["convert_checkpoint"].source.path.endswith(str(CONVERT_SCRIPT))
 
@@ -95,7 +95,7 @@ def test_check_argv_names_each_problem():
         "trtllm-build --use_fp8_context_fmha accepts ['enable', 'disable'], got 'on'"]
     assert table.check_argv("quantize", ["--qformat"]) == ["quantize --qformat needs a value"]
     assert table.check_argv("mpirun", []) == ["'mpirun' is not a tool of TensorRT-LLM 1.1.0; tools: "
-                                              "['convert_checkpoint', 'quantize', 'trtllm-build']"]
+                                              "['convert_checkpoint', 'convert_eagle', 'quantize', 'trtllm-build']"]
 
 
 @pytest.mark.parametrize("version", ["1.1.0", "1.2.1"])
