@@ -211,3 +211,37 @@ def test_guided_decoding_and_n_samples(server, tmp_path):
         oai_client = openai.OpenAI(base_url=base + "/v1", api_key="none", max_retries=0)
         features_tests.check_guided_decoding(server.settings.grpc_url, oai_client)
         features_tests.check_n_samples(server.settings.grpc_url, oai_client)
+
+
+def test_lora_adapters_built_into_the_engine(default_checkpoint, tmp_path_factory):
+    """Issue 12's LoRA on the C++ backend: the default model built at fp16 with the two test
+    adapters (`--lora-dir`: LoRA plugin, hf_lora_convert.py into <engine>/lora, prefetched by
+    the backend), served with `serving gpu-up`; the same checks as on the stand-in (each
+    adapter follows PEFT's float32 answers and changes the base model's, the OpenAI front
+    selects them, an uncached task fails with upstream's text)."""
+    import dataclasses
+
+    from build_engines.cli_options import make_spec
+    from build_engines.repository import render_repository
+    from build_engines.trtllm_build import build_trtllm_engine, engine_is_built
+    from build_engines.trtllm_lora import lora_options
+    from contract.build_record import BuildRecord
+    from tests.integration import test_lora as lora_tests
+
+    lora_dir = lora_tests.make_adapters(default_checkpoint, tmp_path_factory.mktemp("adapters"))
+    spec = make_spec(default_checkpoint, "tensorrt_llm", "fp16", 16, 1024, 2048, 1024, 256, None, False, 0)
+    spec = dataclasses.replace(spec, trtllm=dataclasses.replace(spec.trtllm, lora=lora_options(lora_dir)))
+    engine_dir = ROOT / "build" / "engines" / "SmolLM2-135M-Instruct-tensorrt_llm-fp16-tp1-pp1-lora"
+    if not (engine_is_built(engine_dir) and BuildRecord.read(engine_dir).spec == spec.to_dict()):
+        build_trtllm_engine(spec, engine_dir)
+    repository = tmp_path_factory.mktemp("gpu-lora") / "repository"
+    render_repository(engine_dir, repository, lora_dir=lora_dir)
+    settings = ServerSettings.on_free_ports(repository, tmp_path_factory.mktemp("gpu-lora-logs") / "server.log")
+    served = _gpu_up(settings)
+    server = next(served)
+    try:
+        lora_tests.check_engine_flow_adapters(server.settings.grpc_url,
+                                              lora_tests.peft_references(default_checkpoint, lora_dir), None,
+                                              tmp_path_factory.mktemp("front"))
+    finally:
+        next(served, None)  # _gpu_up's teardown: the server terminated

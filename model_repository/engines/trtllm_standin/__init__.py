@@ -13,6 +13,7 @@ is a text, a default or a limit; the row ids are named where they are used.
     results.py    what one executor result holds and the tensors it becomes
     executor.py   queue bound, admission, validation at fetch, cancellation, finals
     engine.py     the CPU engine behind the executor, with KV-block accounting for metrics
+    lora_cache.py the LoRA cache: lora_prefetch_dir's tasks as PEFT adapters for the CPU engine
     responder.py  one Triton request's responses (final flag when all its rows are final)
     metrics.py    the backend's nv_trt_llm_* metric families from the table
     periodic.py   the cancellation-poll and stats threads

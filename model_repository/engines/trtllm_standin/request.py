@@ -123,7 +123,7 @@ def _row_request(sem: BackendSemantics, row: Mapping[str, np.ndarray], streaming
         options=dataclasses.replace(_guided_options(sem, row) if guided else GenerationOptions(),
                                     num_return_sequences=sequences), **sampling)
     task_id, lora_error = _lora_task(sem, row) if lora else (None, "")
-    if lora and (task_id is None or lora_error):  # ignored without a task id; a lone config fails at fetch
+    if lora:  # _lora_task has dealt with them (ignored, refused, or failed at fetch)
         row = {k: v for k, v in row.items() if k not in ("lora_weights", "lora_config")}
     _refuse_unsupported(row, inputs, guided, lora)
     return ExecutorRequest(inputs, end_id, beam_width, exclude_input_default if exclude is None else exclude, task_id,
@@ -251,6 +251,6 @@ def _refuse_unsupported(row: Mapping[str, np.ndarray], inputs: EngineInputs, gui
     # What the CPU engine under the stand-in cannot honour (bad words, LoRA weights, ...), which the
     # C++ backend would: the stand-in's own refusal, never an upstream text.
     engine = with_guided_decoding(STANDIN_ENGINE) if guided else STANDIN_ENGINE
-    engine = with_lora(engine) if lora else engine  # lora_weights / lora_config stay refused (lora_cache.py)
+    engine = with_lora(engine) if lora else engine
     for name, reason in refusals(row, engine, STANDIN_CHECKED):
         raise StandinLimitation(f"'{name}' {reason}")
