@@ -245,3 +245,24 @@ def speculative(repository: Path, out: Path, levels: tuple[int, ...], max_tokens
     out.mkdir(parents=True, exist_ok=True)
     (out / "speculative.md").write_text(text + "\n")
     click.echo(text)
+
+
+@main.command("pipeline-tax")
+@click.option("--repository", type=click.Path(exists=True, file_okay=False, path_type=Path), default=Path("build/repository"),
+              show_default=True)
+@click.option("--concurrency", type=int, default=16, show_default=True)
+@click.option("--output-tokens", type=int, default=64, show_default=True)
+@click.option("--rounds", type=int, default=4, show_default=True)
+def pipeline_tax_command(repository: Path, concurrency: int, output_tokens: int, rounds: int) -> None:
+    """Served ensemble (light in-process gRPC client) vs the same engine in-process, alternating
+    pairs, with the served runs' CPU per server process and for the client."""
+    from bench import pipeline_tax
+    from bench.offline import engine_parameters
+    from serving.launcher import ServerSettings, TritonServer
+
+    params = engine_parameters(repository)
+    settings = ServerSettings.on_free_ports(repository, Path("build/bench/pipeline-tax-tritonserver.log"))
+    with TritonServer(settings) as server:
+        pairs = pipeline_tax.measure(settings.grpc_url, params, concurrency, output_tokens, rounds, progress=click.echo,
+                                     server_pid=server.process.pid)
+    click.echo(pipeline_tax.summary(pairs))

@@ -39,23 +39,35 @@ def _children_cpu_s() -> float:
     return t.children_user + t.children_system
 
 
+def _own_cpu_s() -> float:
+    """CPU seconds of this process (an in-process load generator), all its threads."""
+    t = os.times()
+    return t.user + t.system
+
+
 @dataclass
 class CpuAccount:
-    """`with CpuAccount(pid) as account: run the load` -> account.shares: % of one core each."""
+    """`with CpuAccount(pid) as account: run the load` -> account.shares: % of one core each.
+    The load generator is this process's children (a load tool), or this process itself with
+    `in_process` (bench/pipeline_tax.py's asyncio client)."""
 
     server_pid: int
+    in_process: bool = False
     wall_s: float = 0.0
     shares: dict[str, float] = field(default_factory=dict)
 
     def __enter__(self) -> "CpuAccount":
-        self._server, self._children, self._t0 = server_cpu_s(self.server_pid), _children_cpu_s(), time.monotonic()
+        self._server, self._generator, self._t0 = server_cpu_s(self.server_pid), self._generator_cpu_s(), time.monotonic()
         return self
 
     def __exit__(self, *exc) -> None:
         self.wall_s = time.monotonic() - self._t0
         used = {k: v - self._server.get(k, 0.0) for k, v in server_cpu_s(self.server_pid).items()}
-        used[LOAD_GENERATOR] = _children_cpu_s() - self._children
+        used[LOAD_GENERATOR] = self._generator_cpu_s() - self._generator
         self.shares = {k: 100 * v / self.wall_s for k, v in used.items() if self.wall_s > 0}
+
+    def _generator_cpu_s(self) -> float:
+        return _own_cpu_s() if self.in_process else _children_cpu_s()
 
     def summary(self, top: int = 5) -> str:
         ranked = sorted(self.shares.items(), key=lambda kv: -kv[1])[:top]

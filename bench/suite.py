@@ -100,7 +100,8 @@ def run_suite(config: SuiteConfig) -> Path:
             texts = _texts(Path(served.artifacts))
             ours_http = http(config, "ours-openai-front", front.url + "/v1", served_model_name(config.repository), texts, chat)
             results.append(ours_http)
-            tax = pipeline_tax.measure(settings.grpc_url, params, max(config.concurrency), config.output_tokens)
+            tax = pipeline_tax.measure(settings.grpc_url, params, max(config.concurrency), config.output_tokens,
+                                       server_pid=server.process.pid)
         finally:
             front.stop()
 

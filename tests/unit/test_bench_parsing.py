@@ -88,3 +88,20 @@ def test_cpu_account_names_the_server_processes_and_the_load_generator():
     # Shares are of wall time, which a busy host stretches: that each side is seen and named is the point.
     assert account.shares[LOAD_GENERATOR] > 0 and max(v for k, v in account.shares.items() if k != LOAD_GENERATOR) > 0
     assert LOAD_GENERATOR in account.summary()
+
+
+def test_cpu_account_counts_an_in_process_load_generator():
+    """bench/pipeline_tax.py's client runs in this process: with in_process its CPU is this
+    process's own, and a child's is not counted."""
+    import os
+    import subprocess
+    import sys
+
+    from bench.cpu_account import LOAD_GENERATOR, CpuAccount
+
+    with CpuAccount(os.getpid(), in_process=True) as account:
+        t = time.process_time()
+        while time.process_time() - t < 0.3:
+            pass
+        subprocess.run([sys.executable, "-c", "import time; t = time.process_time()\nwhile time.process_time() - t < 1.0: pass"])
+    assert 0.3 <= account.shares[LOAD_GENERATOR] * account.wall_s / 100 < 1.0
