@@ -11,10 +11,8 @@ exactly as `make bench` does (bench/genai_perf.py).  The first run creates that 
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import urllib.request
-import warnings
 from pathlib import Path
 
 import pytest
@@ -42,36 +40,9 @@ def bench_tools() -> Path:
     return ensure_venv("bench-tools", ROOT / "requirements" / "bench-tools.lock")
 
 
-def _export_cut_short(out_dir: Path) -> bool:
-    """perf_analyzer's export exists but is not a whole JSON document (see `profile`)."""
-    export = next(out_dir.rglob("profile_export.json"), None)
-    if export is None:
-        return False
-    try:
-        json.loads(export.read_bytes() or b"")
-    except ValueError:
-        return True
-    return False
-
-
 def profile(bench_tools: Path, target: Target, engine: Path, out_dir: Path, streaming: bool = True) -> RunResult:
-    """One genai-perf run; once more if perf_analyzer left its profile export cut short.
-
-    perf_analyzer 2.51 records, for every response, every output the model declares; for one a
-    response does not carry (NVIDIA's contract declares many that only some requests produce)
-    it keeps whatever bytes it had.  When such an FP32 happens to be NaN or Inf, its JSON writer
-    stops: the export stays empty (0 bytes) or ends at a 64 KiB buffer boundary, perf_analyzer
-    still exits 0 and genai-perf fails reading it ("Input is a zero-length, empty document",
-    "unexpected end of data").  Seen in 3 of 50 runs per layout, the server having answered
-    every request (docs/examples/nvidia-clients.md).  That signature, and only it, gets a
-    second run."""
-    try:
-        return run(bench_tools, target, WORKLOAD, LOAD, engine, out_dir, SLO, streaming=streaming)
-    except RuntimeError:
-        if not _export_cut_short(out_dir):
-            raise
-    warnings.warn("perf_analyzer wrote a cut-short profile export (a perf_analyzer 2.51 bug); running genai-perf again")
-    shutil.rmtree(out_dir)
+    """One genai-perf run (bench.genai_perf.run runs it again when perf_analyzer 2.51 cuts its
+    export short)."""
     return run(bench_tools, target, WORKLOAD, LOAD, engine, out_dir, SLO, streaming=streaming)
 
 
