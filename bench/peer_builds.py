@@ -36,6 +36,23 @@ def _run(cmd: list[str], log: Path, **kwargs) -> None:
         subprocess.run(cmd, check=True, stdout=out, stderr=subprocess.STDOUT, **kwargs)
 
 
+def extract_safely(tar: tarfile.TarFile, dest: Path) -> None:
+    """Extract an archive with nothing landing outside `dest`: tarfile's "data" filter where this
+    Python has it (3.11.4+, and the 3.8-3.10 security releases), else the same checks by hand
+    (3.11.2, a fresh machine's Python here, has no `filter` argument)."""
+    if hasattr(tarfile, "data_filter"):
+        tar.extractall(dest, filter="data")
+        return
+    root = dest.resolve()
+    for member in tar.getmembers():
+        target = (root / member.name).resolve()
+        link = (target.parent / member.linkname).resolve() if member.issym() else \
+            (root / member.linkname).resolve() if member.islnk() else target
+        if not (target.is_relative_to(root) and link.is_relative_to(root)) or member.isdev():
+            raise RuntimeError(f"{member.name}: refusing to extract an archive member outside {dest} (or a device)")
+    tar.extractall(dest)
+
+
 def ensure_llama_cpp(python: Path) -> LlamaCpp:
     """build/llama.cpp/<version>/: the sdist, its llama-server (native CPU flags, as a user
     would build it for this host) and the converter's packages.  ~11 CPU-minutes the first time."""
@@ -61,7 +78,7 @@ def ensure_llama_cpp(python: Path) -> LlamaCpp:
         raise RuntimeError(f"{sdist}: sha256 {digest}, expected {LLAMA_CPP_PYTHON_SHA256}")
     shutil.rmtree(source.parent.parent, ignore_errors=True)
     with tarfile.open(sdist) as tar:
-        tar.extractall(home, filter="data")
+        extract_safely(tar, home)
     cmake = shutil.which("cmake") or str(llama.pydeps / "bin" / "cmake")
     env = dict(os.environ, PYTHONPATH=str(llama.pydeps))
     _run([cmake, "-S", str(source), "-B", str(source / "build"), "-DCMAKE_BUILD_TYPE=Release", "-DGGML_NATIVE=ON",

@@ -3,6 +3,8 @@
 import json
 import time
 
+import pytest
+
 from bench.genai_perf import Endpoint, Load, Slo, Target, Workload, command, parse_export
 from serving.prometheus import parse, value
 
@@ -110,8 +112,6 @@ def test_cpu_account_counts_an_in_process_load_generator():
 def test_genai_perf_runs_again_only_after_a_cut_short_export(tmp_path, monkeypatch):
     """perf_analyzer 2.51 sometimes stops writing its export at a 64 KiB boundary: that failure,
     and no other, gets another run (bench.genai_perf.run)."""
-    import pytest
-
     from bench import genai_perf
 
     calls = []
@@ -137,3 +137,31 @@ def test_genai_perf_runs_again_only_after_a_cut_short_export(tmp_path, monkeypat
     monkeypatch.setattr(genai_perf, "_run_once", broken)
     with pytest.raises(RuntimeError, match="failed \\(2\\)"):
         genai_perf.run(tmp_path, None, None, None, tmp_path, tmp_path / "other", None)
+
+
+@pytest.mark.parametrize("has_filter", [True, False])
+def test_archives_are_extracted_only_inside_their_directory(tmp_path, monkeypatch, has_filter):
+    """bench/peer_builds.extract_safely (the llama.cpp sdist): with or without tarfile's data
+    filter (Python 3.11.2 has none), a member outside the directory is refused."""
+    import io
+    import tarfile
+
+    from bench.peer_builds import extract_safely
+
+    if not has_filter:
+        monkeypatch.delattr(tarfile, "data_filter", raising=False)
+
+    def archive(name: str) -> tarfile.TarFile:
+        buffer = io.BytesIO()
+        with tarfile.open(fileobj=buffer, mode="w") as tar:
+            info = tarfile.TarInfo(name)
+            info.size = 2
+            tar.addfile(info, io.BytesIO(b"ok"))
+        buffer.seek(0)
+        return tarfile.open(fileobj=buffer)
+
+    extract_safely(archive("pkg/file.txt"), tmp_path / "out")
+    assert (tmp_path / "out" / "pkg" / "file.txt").read_text() == "ok"
+    with pytest.raises(Exception):
+        extract_safely(archive("../escaped.txt"), tmp_path / "out")
+    assert not (tmp_path / "escaped.txt").exists()
