@@ -92,6 +92,7 @@ def test_prefetch_takes_digit_directories_and_skips_the_rest_as_upstream_does(tm
     ("float32", "Incompatible data types"),
     ("no_config", "unexpected error when creating modelInstanceState: Could not open file"),
     ("big_id", "unexpected error when creating modelInstanceState: stoi"),
+    ("not_npy", "unexpected error when creating modelInstanceState: tensorrt_llm stand-in: .*model.lora_config.npy"),
 ])
 def test_a_task_upstream_cannot_load_fails_the_model_load(tmp_path, case, message):
     peft_adapter(tmp_path / "peft")
@@ -99,6 +100,8 @@ def test_a_task_upstream_cannot_load_fails_the_model_load(tmp_path, case, messag
     convert(SEM, tmp_path / "peft", task, case if case in ("bfloat16", "float32") else "float16")
     if case == "no_config":
         (task / "model.lora_config.npy").unlink()
+    if case == "not_npy":
+        (task / "model.lora_config.npy").write_text("not a numpy file")
     with pytest.raises(RuntimeError, match=message):
         prefetch(SEM, tmp_path / "cache", DIMS)
 

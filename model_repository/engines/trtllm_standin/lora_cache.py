@@ -82,7 +82,10 @@ def _load(sem: BackendSemantics, path: Path) -> np.ndarray:
     rule = sem.rule("lora.prefetch").extra
     if not path.is_file():
         raise load_failure(sem, rule["open_failure"].format(path=path))
-    array = np.load(path, allow_pickle=False)
+    try:
+        array = np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as e:  # not a .npy file: upstream's loadNpy text was not read
+        raise load_failure(sem, f"tensorrt_llm stand-in: {path}: {e}") from None
     descr = array.dtype.str
     dtypes = sem.rule("lora.prefetch_dtypes").extra
     if descr.lstrip("<>=|") not in dtypes["npy_dtypes"]:  # e.g. '|V2': hf_lora_convert's bfloat16
