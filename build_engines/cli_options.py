@@ -186,17 +186,18 @@ def eagle_options(mode: SpeculativeDecoding, model_dir: Path | None, tree: str |
             raise SpecError("'eagle_model_dir', 'eagle_tree' and 'eagle_choices' need 'speculative_decoding' eagle")
         return EagleOptions()
     try:
-        sizes = tuple(int(v) for v in tree.split(",")) if tree else ()
         parsed = parse_choices(choices)
     except ValueError as e:
-        raise SpecError(str(e) if "eagle_choices" in str(e) else f"'eagle_tree' must be three integers "
-                        f"MAX_DRAFT_LEN,LAYERS,NON_LEAVES, got {tree!r}") from None
-    if sizes and len(sizes) != 3:
-        raise SpecError(f"'eagle_tree' must be three integers MAX_DRAFT_LEN,LAYERS,NON_LEAVES, got {tree!r}")
-    defaults = EagleOptions()
-    max_draft_len, layers, non_leaves = sizes or (defaults.max_draft_len, defaults.num_eagle_layers,
-                                                  defaults.max_non_leaves_per_layer)
-    return EagleOptions(str(model_dir.resolve()) if model_dir else "", max_draft_len, layers, non_leaves, parsed)
+        raise SpecError(str(e)) from None
+    options = EagleOptions(str(model_dir.resolve()) if model_dir else "", choices=parsed)
+    if not tree:
+        return options
+    try:
+        max_draft_len, layers, non_leaves = (int(v) for v in tree.split(","))
+    except ValueError:
+        raise SpecError(f"'eagle_tree' must be three integers MAX_DRAFT_LEN,LAYERS,NON_LEAVES, got {tree!r}") from None
+    return dataclasses.replace(options, max_draft_len=max_draft_len, num_eagle_layers=layers,
+                               max_non_leaves_per_layer=non_leaves)
 
 
 def spec_options(f):

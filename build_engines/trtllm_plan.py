@@ -134,27 +134,35 @@ def engine_step(spec: BuildSpec, paths: BuildPaths) -> Step:
             "--use_fused_mlp", _switch(p.use_fused_mlp), "--multiple_profiles", _switch(p.multiple_profiles))
     if eff.reduce_fusion:
         argv += ("--reduce_fusion", "enable")
-    if t.speculative_decoding == SpeculativeDecoding.LOOKAHEAD:  # trtllm_spec.LOOKAHEAD_CITATIONS
-        argv += ("--speculative_decoding_mode", t.speculative_decoding.value,
-                 "--max_draft_len", str(t.lookahead.max_draft_len))
-    if t.speculative_decoding == SpeculativeDecoding.EAGLE:  # build_engines/trtllm_eagle.py
-        argv += ("--speculative_decoding_mode", t.speculative_decoding.value, "--max_draft_len", str(t.eagle.max_draft_len))
+    draft = _draft_tokens(spec)
+    if draft is not None:
+        argv += ("--speculative_decoding_mode", t.speculative_decoding.value, "--max_draft_len", str(draft[0]))
     if t.lora.enabled:  # build_engines/trtllm_lora.py
         argv += build_flags(t.lora)
     argv += ("--workers", str(t.world_size))
     return Step(f"compile the engine for {t.gpu.describe()}{_speculative_growth(spec)}", argv, TOOL_BUILD)
 
 
+def _draft_tokens(spec: BuildSpec) -> tuple[int, int] | None:
+    """A speculative engine's --max_draft_len and the tree layers the builder also adds to
+    max_seq_len (lookahead: trtllm_spec.LOOKAHEAD_CITATIONS; eagle: build_engines/trtllm_eagle.py)."""
+    t = spec.trtllm
+    if t.speculative_decoding == SpeculativeDecoding.LOOKAHEAD:
+        return t.lookahead.max_draft_len, 0
+    if t.speculative_decoding == SpeculativeDecoding.EAGLE:
+        return t.eagle.max_draft_len, t.eagle.num_eagle_layers
+    return None
+
+
 def _speculative_growth(spec: BuildSpec) -> str:
     """What the builder adds to the limits for a speculative engine (row speculative_decoding_grows_limits)."""
-    t, limits = spec.trtllm, spec.limits
-    draft = {SpeculativeDecoding.LOOKAHEAD: t.lookahead.max_draft_len, SpeculativeDecoding.EAGLE: t.eagle.max_draft_len}
-    if t.speculative_decoding not in draft:
+    draft = _draft_tokens(spec)
+    if draft is None:
         return ""
-    extra = draft[t.speculative_decoding] + (t.eagle.num_eagle_layers if t.speculative_decoding == SpeculativeDecoding.EAGLE else 0)
-    tokens = max(limits.max_num_tokens, limits.max_batch_size * (draft[t.speculative_decoding] + 1))
-    return (f" (the builder makes max_seq_len {limits.max_seq_len + extra} and max_num_tokens {tokens} for the draft "
-            "tokens: row speculative_decoding_grows_limits)")
+    limits = spec.limits
+    tokens = max(limits.max_num_tokens, limits.max_batch_size * (draft[0] + 1))
+    return (f" (the builder makes max_seq_len {limits.max_seq_len + sum(draft)} and max_num_tokens {tokens} for the "
+            "draft tokens: row speculative_decoding_grows_limits)")
 
 
 def lora_steps(spec: BuildSpec, paths: BuildPaths, dtype: str) -> list[Step]:
