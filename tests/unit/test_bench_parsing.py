@@ -103,10 +103,11 @@ def test_cpu_account_counts_an_in_process_load_generator():
 
     with CpuAccount(os.getpid(), in_process=True) as account:
         t = time.process_time()
-        while time.process_time() - t < 0.3:
+        while time.process_time() - t < 0.5:
             pass
-        subprocess.run([sys.executable, "-c", "import time; t = time.process_time()\nwhile time.process_time() - t < 1.0: pass"])
-    assert 0.3 <= account.shares[LOAD_GENERATOR] * account.wall_s / 100 < 1.0
+        subprocess.run([sys.executable, "-c", "import time; t = time.process_time()\nwhile time.process_time() - t < 1.5: pass"])
+    # os.times counts whole clock ticks (10 ms), process_time does not: a tick of slack below
+    assert 0.48 <= account.shares[LOAD_GENERATOR] * account.wall_s / 100 < 1.5
 
 
 def test_genai_perf_runs_again_only_after_a_cut_short_export(tmp_path, monkeypatch):
