@@ -14,6 +14,7 @@ from build_engines.openvino_compress import MODES, SENSITIVITY_METRICS, Int4Reci
 from build_engines.pytorch_speculative import PyTorchSpecMode, PyTorchSpeculative
 from build_engines.spec import DEFAULT_PRECISION, BuildSpec, EngineBackend, EngineLimits, OpenVinoOptions, Precision, SpecError
 from contract.model_configs import ACTIVATION_PRECISIONS, KV_CACHE_PRECISIONS
+from build_engines.trtllm_draft_target import DraftTargetOptions
 from build_engines.trtllm_eagle import EagleOptions, parse_choices
 from build_engines.trtllm_versions import TrtllmTargetError, resolve_target
 from contract.upstream.trtllm_build import supported_versions
@@ -82,7 +83,9 @@ _OPTIONS = [
                  help="[openvino] prompt lookup: longest n-gram matched in the prompt."),
     click.option("--draft-checkpoint", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
                  help="[openvino] draft-model speculative decoding: a smaller HF checkpoint with the same tokenizer "
-                      "(num_assistant_tokens drafts per step); n > 1 is then refused."),
+                      "(num_assistant_tokens drafts per step); n > 1 is then refused.  [tensorrt_llm "
+                      "draft_tokens_external] the draft model (a smaller HF Llama checkpoint with the target's "
+                      "vocabulary), built into <engine>/draft."),
     click.option("--top-logprobs/--no-top-logprobs", "top_logprobs", default=_OV.top_logprobs, show_default=True,
                  help="[openvino] answer top_logprobs (a second compile of the IR scores those requests' tokens; "
                       "off: its memory is saved and top_logprobs refused)."),
@@ -140,7 +143,9 @@ _OPTIONS = [
     click.option("--speculative-decoding", type=_choice(SpeculativeDecoding), default=SpeculativeDecoding.NONE.value,
                  show_default=True, help="[tensorrt_llm] lookahead_decoding: the engine drafts and verifies its own "
                                          "n-grams (no draft model); eagle: EAGLE-1 heads (--eagle-model-dir) built "
-                                         "into the engine; the other upstream modes are not wired."),
+                                         "into the engine; draft_tokens_external: a draft model's engine "
+                                         "(--draft-checkpoint, --max-draft-len) and tensorrt_llm_bls's draft loop; "
+                                         "the other upstream modes are not wired."),
     click.option("--eagle-model-dir", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
                  help="[tensorrt_llm eagle] the EAGLE-1 heads checkpoint (Hugging Face Llama format)."),
     click.option("--eagle-tree", default=None, metavar="MAX_DRAFT_LEN,LAYERS,NON_LEAVES",
@@ -156,8 +161,11 @@ _OPTIONS = [
                  show_default=True, help="[tensorrt_llm_pytorch] the LLM API's speculative_config: ngram (prompt "
                                          "lookup), draft_target (--speculative-model-dir: a draft model with the "
                                          "target's tokenizer) or eagle3 (--speculative-model-dir: Eagle3 heads)."),
-    click.option("--max-draft-len", type=int, default=PyTorchSpeculative().max_draft_len, show_default=True,
-                 help="[tensorrt_llm_pytorch speculative] draft tokens per step."),
+    click.option("--max-draft-len", type=int, default=None,
+                 help=f"[tensorrt_llm_pytorch speculative] draft tokens per step (default "
+                      f"{PyTorchSpeculative().max_draft_len}); [tensorrt_llm draft_tokens_external] the target "
+                      f"engine's --max_draft_len, the most num_draft_tokens a request may ask for (default "
+                      f"{DraftTargetOptions().max_draft_len})."),
     click.option("--max-matching-ngram-size", type=int, default=PyTorchSpeculative().max_matching_ngram_size,
                  show_default=True, help="[tensorrt_llm_pytorch ngram] longest n-gram matched in the prompt."),
     click.option("--speculative-model-dir", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
@@ -198,6 +206,18 @@ def eagle_options(mode: SpeculativeDecoding, model_dir: Path | None, tree: str |
         raise SpecError(f"'eagle_tree' must be three integers MAX_DRAFT_LEN,LAYERS,NON_LEAVES, got {tree!r}") from None
     return dataclasses.replace(options, max_draft_len=max_draft_len, num_eagle_layers=layers,
                                max_non_leaves_per_layer=non_leaves)
+
+
+def draft_target_options(mode: SpeculativeDecoding, draft_checkpoint: Path | None,
+                         max_draft_len: int | None) -> DraftTargetOptions:
+    """`--draft-checkpoint/--max-draft-len` on --backend tensorrt_llm, refused without draft_tokens_external."""
+    if mode != SpeculativeDecoding.DRAFT_TOKENS_EXTERNAL:
+        if draft_checkpoint is not None or max_draft_len is not None:
+            raise SpecError("'draft_checkpoint' and 'max_draft_len' on --backend tensorrt_llm need "
+                            "'speculative_decoding' draft_tokens_external")
+        return DraftTargetOptions()
+    options = DraftTargetOptions(str(draft_checkpoint.resolve()) if draft_checkpoint else "")
+    return options if max_draft_len is None else dataclasses.replace(options, max_draft_len=max_draft_len)
 
 
 def spec_options(f):
@@ -245,7 +265,7 @@ def make_spec(checkpoint: Path, backend: str, precision: str | None, max_batch_s
               gate_min_top1: float | None = None, prompt_lookup: bool = _OV.prompt_lookup,
               num_assistant_tokens: int = _OV.num_assistant_tokens, max_ngram_size: int = _OV.max_ngram_size,
               draft_checkpoint: Path | None = None, pt_speculative_decoding: str = PyTorchSpecMode.NONE.value,
-              max_draft_len: int = PyTorchSpeculative().max_draft_len,
+              max_draft_len: int | None = None,
               max_matching_ngram_size: int = PyTorchSpeculative().max_matching_ngram_size,
               speculative_model_dir: Path | None = None, top_logprobs: bool = _OV.top_logprobs) -> BuildSpec:
     engine_backend = EngineBackend(backend)
@@ -263,6 +283,7 @@ def make_spec(checkpoint: Path, backend: str, precision: str | None, max_batch_s
             speculative_decoding=SpeculativeDecoding(speculative_decoding),
             lookahead=lookahead_config(lookahead, SpeculativeDecoding(speculative_decoding)),
             eagle=eagle_options(SpeculativeDecoding(speculative_decoding), eagle_model_dir, eagle_tree, eagle_choices),
+            draft_target=draft_target_options(SpeculativeDecoding(speculative_decoding), draft_checkpoint, max_draft_len),
             serving=TrtLlmServing(kv_cache_free_gpu_mem_fraction=kv_cache_fraction, enable_kv_cache_reuse=kv_cache_reuse,
                                   enable_chunked_context=chunked_context,
                                   batch_scheduler_policy=SchedulerPolicy(scheduler_policy),
@@ -283,16 +304,21 @@ def make_spec(checkpoint: Path, backend: str, precision: str | None, max_batch_s
             scheduler_policy=scheduler_policy, max_queue_delay_us=max_queue_delay_us,
             speculative_decoding=speculative_decoding, lookahead=lookahead, guided_decoding=guided_decoding,
             eagle_model_dir=eagle_model_dir, eagle_tree=eagle_tree, eagle_choices=eagle_choices,
-            speculative=PyTorchSpeculative(PyTorchSpecMode(pt_speculative_decoding), max_draft_len,
+            speculative=PyTorchSpeculative(PyTorchSpecMode(pt_speculative_decoding),
+                                           PyTorchSpeculative().max_draft_len if max_draft_len is None else max_draft_len,
                                            max_matching_ngram_size,
                                            str(speculative_model_dir.resolve()) if speculative_model_dir else ""))
+        if draft_checkpoint is not None:
+            raise SpecError("'draft_checkpoint' configures --backend openvino or tensorrt_llm; on "
+                            "tensorrt_llm_pytorch use --pt-speculative-decoding draft_target --speculative-model-dir DIR")
     elif (pt_speculative_decoding != PyTorchSpecMode.NONE.value or speculative_model_dir is not None
-          or max_draft_len != PyTorchSpeculative().max_draft_len
+          or (max_draft_len is not None and engine_backend != EngineBackend.TENSORRT_LLM)
           or max_matching_ngram_size != PyTorchSpeculative().max_matching_ngram_size):
         raise SpecError("'pt_speculative_decoding', 'max_draft_len', 'max_matching_ngram_size' and "
                         "'speculative_model_dir' configure --backend tensorrt_llm_pytorch; on tensorrt_llm use "
-                        "--speculative-decoding lookahead_decoding --lookahead W,N,G or --speculative-decoding eagle "
-                        "--eagle-model-dir DIR")
+                        "--speculative-decoding lookahead_decoding --lookahead W,N,G, --speculative-decoding eagle "
+                        "--eagle-model-dir DIR or --speculative-decoding draft_tokens_external --draft-checkpoint DIR "
+                        "[--max-draft-len N]")
     if engine_backend == EngineBackend.OPENVINO and (eagle_model_dir or eagle_tree or eagle_choices):
         raise SpecError("'eagle_model_dir', 'eagle_tree' and 'eagle_choices' configure --backend tensorrt_llm")
     spec = BuildSpec(
@@ -306,7 +332,8 @@ def make_spec(checkpoint: Path, backend: str, precision: str | None, max_batch_s
                                  Int4Recipe(int4_mode, int4_group_size, int4_ratio, int4_sensitivity_metric, int4_awq,
                                             int4_scale_estimation, int4_gptq, int4_calibration_samples),
                                  prompt_lookup, num_assistant_tokens, max_ngram_size,
-                                 str(draft_checkpoint.resolve()) if draft_checkpoint else "", top_logprobs),
+                                 str(draft_checkpoint.resolve())
+                                 if draft_checkpoint and engine_backend == EngineBackend.OPENVINO else "", top_logprobs),
         trtllm=trtllm,
         fidelity=FidelityOptions(fidelity_evaluation, gate_max_mean_kld, gate_max_ppl_change, gate_min_top1),
     )

@@ -14,7 +14,7 @@ from build_engines.render import RenderedModel, ensemble_config, python_model_co
 from build_engines.spec import BuildSpec, EngineBackend
 from build_engines import trtllm_lora
 from build_engines.trtllm_build import TOKENIZER_SUBDIR
-from build_engines.trtllm_repository import bls_model, relay_model, trtllm_engine_models
+from build_engines.trtllm_repository import bls_model, draft_relay, relay_model, trtllm_engine_models
 from contract import lora, names
 from contract.lora import LoraAdapter
 from contract.build_record import BuildRecord
@@ -25,6 +25,7 @@ from contract.features import (
     EngineFeatures,
     with_guided_decoding,
     with_lora,
+    with_draft_model,
     with_top_logprobs,
 )
 from contract.model_configs import OpenVinoEngineParameters, PostprocessingParameters, PreprocessingParameters
@@ -48,6 +49,8 @@ def engine_features(spec: BuildSpec, lora: bool = False) -> EngineFeatures:
         engine = with_guided_decoding(engine)
     if spec.backend == EngineBackend.OPENVINO and spec.openvino.top_logprobs:
         engine = with_top_logprobs(engine)
+    if spec.backend == EngineBackend.TENSORRT_LLM and spec.trtllm.has_draft_engine:
+        engine = with_draft_model(engine)
     return with_lora(engine) if lora else engine
 
 
@@ -143,7 +146,8 @@ def render_repository(engine_dir: Path, out_dir: Path, *, relay: bool = False, d
         engines = [engine] + ([relay_model(engine_dir, engine.config.name, batch, decoupled)] if relay else [])
         tokenizer_dir, target = (engine_dir / MODEL_SUBDIR if pytorch else engine_dir), engine.config.name
     step = names.ENGINE_RELAY if spec.backend == EngineBackend.TENSORRT_LLM or relay else target
-    bls = bls_model(engine_dir, target, batch, decoupled, spec.trtllm.serving.queue_timeout_s)
+    draft = draft_relay(spec) if spec.backend == EngineBackend.TENSORRT_LLM else ("", 0)
+    bls = bls_model(engine_dir, target, batch, decoupled, spec.trtllm.serving.queue_timeout_s, draft)
     models = text_models(tokenizer_dir, spec, served) + engines + [bls]
     models.append(RenderedModel(ensemble_config(step, batch), None))
     write_repository(models, out_dir)

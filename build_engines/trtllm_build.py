@@ -17,7 +17,7 @@ from build_engines.gpus import GpuTarget, detect_gpus
 from build_engines.process import BuildError, run_streaming
 from build_engines.progress import StepProgress
 from build_engines.spec import BuildSpec, EngineBackend
-from build_engines.trtllm_plan import BuildPaths, checkpoint_step, engine_step, find_examples_dir, lora_steps, model_dtype
+from build_engines.trtllm_plan import BuildPaths, command_steps, find_examples_dir
 from contract.build_record import BUILD_RECORD_FILE, RUNTIME_PACKAGES, BuildRecord, container_version, installed_versions
 
 # The versions the server must match (RUNTIME_PACKAGES) and the tools of the quantize step.
@@ -60,7 +60,7 @@ def build_trtllm_engine(spec: BuildSpec, engine_dir: Path, *, log_file: Path | N
                         keep_checkpoint: bool = False) -> BuildRecord:
     from build_engines.trtllm_probe import runtime_versions  # imports tensorrt_llm: inside the image only
 
-    progress = StepProgress(total=4 + len(spec.trtllm.lora.adapters))
+    progress = StepProgress(total=4 + 2 * spec.trtllm.has_draft_engine + len(spec.trtllm.lora.adapters))
     with progress.step(f"check the spec, the GPU and the tools ({spec.checkpoint})"):
         info = validated_checkpoint(spec, EngineBackend.TENSORRT_LLM)
         check_host(spec, detect_gpus())
@@ -69,25 +69,29 @@ def build_trtllm_engine(spec: BuildSpec, engine_dir: Path, *, log_file: Path | N
         check_versions(spec, versions)
         paths = BuildPaths(engine_dir.with_name(engine_dir.name + ".checkpoint"), staging_dir(engine_dir),
                            find_examples_dir())
-        script = Path(checkpoint_step(spec, info, paths).argv[1])
+        steps = command_steps(spec, info, paths)
+        script = Path(steps[0].argv[1])
         if not script.is_file():
             raise BuildError(f"{script} is missing: set TRTLLM_EXAMPLES_DIR to the TensorRT-LLM examples of this image")
         digest = checkpoint_hash(spec.checkpoint)
     if log_file:
         log_file.write_text("")
     t0 = time.monotonic()
-    shutil.rmtree(paths.checkpoint_dir, ignore_errors=True)
-    for step in (checkpoint_step(spec, info, paths), engine_step(spec, paths),
-                 *lora_steps(spec, paths, model_dtype(spec, info))):
+    intermediate = (paths.checkpoint_dir, paths.draft_checkpoint_dir)
+    for directory in intermediate:
+        shutil.rmtree(directory, ignore_errors=True)
+    for step in steps:
         with progress.step(step.title):
             run_streaming(step.argv, log_file, what=step.title, append=True)
     with progress.step(f"tokenizer files, {BUILD_RECORD_FILE}, move into place"):
-        if not has_engine_files(paths.engine_dir):
-            raise BuildError(f"trtllm-build finished but {paths.engine_dir} has no {ENGINE_CONFIG} and rank*.engine")
+        for built in (paths.engine_dir, *([paths.draft_engine_dir] if spec.trtllm.has_draft_engine else [])):
+            if not has_engine_files(built):
+                raise BuildError(f"trtllm-build finished but {built} has no {ENGINE_CONFIG} and rank*.engine")
         (paths.engine_dir / TOKENIZER_SUBDIR).mkdir()
         copy_tokenizer_files(spec.checkpoint, paths.engine_dir / TOKENIZER_SUBDIR)
         record = finish_engine(paths.engine_dir, engine_dir, spec, info, digest, versions, t0)
         if not keep_checkpoint:
-            shutil.rmtree(paths.checkpoint_dir, ignore_errors=True)
+            for directory in intermediate:
+                shutil.rmtree(directory, ignore_errors=True)
     return record
 

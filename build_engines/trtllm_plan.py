@@ -24,6 +24,7 @@ from pathlib import Path
 from build_engines.capacity import TOKENS_PER_BLOCK
 from build_engines.checkpoint import CheckpointInfo
 from build_engines.spec import BuildSpec, Precision
+from build_engines.trtllm_draft_target import DRAFT_ENGINE_SUBDIR, read_draft
 from build_engines.trtllm_eagle import TOOL as TOOL_EAGLE, convert_argv as eagle_convert_argv
 from build_engines.trtllm_lora import build_flags, convert_argv
 from build_engines.trtllm_rules import WEIGHT_FORMAT
@@ -64,6 +65,19 @@ class BuildPaths:
     engine_dir: Path  # where trtllm-build writes; renamed into place when everything succeeded
     examples_dir: Path
 
+    @property
+    def draft_checkpoint_dir(self) -> Path:
+        """The draft model's TensorRT-LLM checkpoint (draft-target decoding; deleted like the target's)."""
+        return self.checkpoint_dir.with_name(self.checkpoint_dir.name + ".draft")
+
+    @property
+    def draft_engine_dir(self) -> Path:
+        return self.engine_dir / DRAFT_ENGINE_SUBDIR
+
+    def checkpoint_and_engine(self, draft: bool) -> tuple[Path, Path]:
+        """The TensorRT-LLM checkpoint and engine directories of the target, or of the draft model."""
+        return (self.draft_checkpoint_dir, self.draft_engine_dir) if draft else (self.checkpoint_dir, self.engine_dir)
+
 
 def find_examples_dir(environ: dict[str, str] | None = None) -> Path:
     env = os.environ if environ is None else environ
@@ -89,9 +103,13 @@ def uses_modelopt(spec: BuildSpec) -> bool:
     return spec.precision.value in CALIBRATED_PRECISIONS or spec.trtllm.kv_cache_dtype != KvCacheDtype.AUTO
 
 
-def checkpoint_step(spec: BuildSpec, info: CheckpointInfo, paths: BuildPaths) -> Step:
+def checkpoint_step(spec: BuildSpec, info: CheckpointInfo, paths: BuildPaths, draft: bool = False) -> Step:
+    """The Hugging Face checkpoint into a TensorRT-LLM checkpoint; `draft`: the draft model of
+    draft-target decoding (`info` its own), with the same tool and flags."""
     t = spec.trtllm
-    common = ("--model_dir", str(spec.checkpoint), "--output_dir", str(paths.checkpoint_dir),
+    model_dir = Path(t.draft_target.draft_checkpoint) if draft else spec.checkpoint
+    of = "the draft model: " if draft else ""
+    common = ("--model_dir", str(model_dir), "--output_dir", str(paths.checkpoint_and_engine(draft)[0]),
               "--dtype", model_dtype(spec, info), "--tp_size", str(t.tp_size), "--pp_size", str(t.pp_size))
     if uses_modelopt(spec):
         argv = ("python3", str(paths.examples_dir / QUANTIZE_SCRIPT), *common,
@@ -102,8 +120,8 @@ def checkpoint_step(spec: BuildSpec, info: CheckpointInfo, paths: BuildPaths) ->
             argv += ("--kv_cache_dtype", t.kv_cache_dtype.value)
         if spec.precision == Precision.INT4_AWQ:
             argv += ("--awq_block_size", str(t.awq_block_size))
-        return Step(f"quantize ({QFORMAT[spec.precision]}, calibrated on {t.calib_dataset}) into a TensorRT-LLM checkpoint",
-                    argv, TOOL_QUANTIZE)
+        return Step(f"{of}quantize ({QFORMAT[spec.precision]}, calibrated on {t.calib_dataset}) into a TensorRT-LLM "
+                    "checkpoint", argv, TOOL_QUANTIZE)
     if t.speculative_decoding == SpeculativeDecoding.EAGLE:  # build_engines/trtllm_eagle.py
         argv = eagle_convert_argv(t.eagle, paths.examples_dir, spec.checkpoint, paths.checkpoint_dir,
                                   model_dtype(spec, info), t.tp_size, t.pp_size, t.world_size)
@@ -111,18 +129,21 @@ def checkpoint_step(spec: BuildSpec, info: CheckpointInfo, paths: BuildPaths) ->
     argv = ("python3", str(paths.examples_dir / CONVERT_SCRIPT), *common, "--workers", str(t.world_size))
     if spec.precision == Precision.INT8_WO:
         argv += ("--use_weight_only", "--weight_only_precision", "int8")
-    return Step("convert the Hugging Face checkpoint into a TensorRT-LLM checkpoint", argv, TOOL_CONVERT)
+    return Step(f"{of}convert the Hugging Face checkpoint into a TensorRT-LLM checkpoint", argv, TOOL_CONVERT)
 
 
 def _switch(on: bool) -> str:
     return "enable" if on else "disable"
 
 
-def engine_step(spec: BuildSpec, paths: BuildPaths) -> Step:
-    """trtllm-build with the effective switches: what upstream's rules leave of what we ask."""
+def engine_step(spec: BuildSpec, paths: BuildPaths, draft: bool = False) -> Step:
+    """trtllm-build with the effective switches: what upstream's rules leave of what we ask.
+    `draft`: the draft model's engine into <engine>/draft, with the same switches and limits but
+    no speculative decoding and no LoRA (row draft_target_requirements)."""
     t, limits, p = spec.trtllm, spec.limits, spec.trtllm.plugins
     eff = effective(spec.precision.value, t, limits)
-    argv = (TRTLLM_BUILD, "--checkpoint_dir", str(paths.checkpoint_dir), "--output_dir", str(paths.engine_dir),
+    checkpoint_dir, engine_dir = paths.checkpoint_and_engine(draft)
+    argv = (TRTLLM_BUILD, "--checkpoint_dir", str(checkpoint_dir), "--output_dir", str(engine_dir),
             "--max_batch_size", str(limits.max_batch_size), "--max_input_len", str(limits.max_input_len),
             "--max_seq_len", str(limits.max_seq_len), "--max_num_tokens", str(limits.max_num_tokens),
             "--max_beam_width", "1", "--kv_cache_type", "paged" if t.paged_kv_cache else "continuous",
@@ -134,9 +155,12 @@ def engine_step(spec: BuildSpec, paths: BuildPaths) -> Step:
             "--use_fused_mlp", _switch(p.use_fused_mlp), "--multiple_profiles", _switch(p.multiple_profiles))
     if eff.reduce_fusion:
         argv += ("--reduce_fusion", "enable")
-    draft = _draft_tokens(spec)
-    if draft is not None:
-        argv += ("--speculative_decoding_mode", t.speculative_decoding.value, "--max_draft_len", str(draft[0]))
+    if draft:
+        return Step(f"compile the draft model's engine into <engine>/{DRAFT_ENGINE_SUBDIR} for {t.gpu.describe()}",
+                    argv + ("--workers", str(t.world_size)), TOOL_BUILD)
+    tokens = _draft_tokens(spec)
+    if tokens is not None:
+        argv += ("--speculative_decoding_mode", t.speculative_decoding.value, "--max_draft_len", str(tokens[0]))
     if t.lora.enabled:  # build_engines/trtllm_lora.py
         argv += build_flags(t.lora)
     argv += ("--workers", str(t.world_size))
@@ -145,12 +169,15 @@ def engine_step(spec: BuildSpec, paths: BuildPaths) -> Step:
 
 def _draft_tokens(spec: BuildSpec) -> tuple[int, int] | None:
     """A speculative engine's --max_draft_len and the tree layers the builder also adds to
-    max_seq_len (lookahead: trtllm_spec.LOOKAHEAD_CITATIONS; eagle: build_engines/trtllm_eagle.py)."""
+    max_seq_len (lookahead: trtllm_spec.LOOKAHEAD_CITATIONS; eagle: build_engines/trtllm_eagle.py;
+    draft_tokens_external: build_engines/trtllm_draft_target.py)."""
     t = spec.trtllm
     if t.speculative_decoding == SpeculativeDecoding.LOOKAHEAD:
         return t.lookahead.max_draft_len, 0
     if t.speculative_decoding == SpeculativeDecoding.EAGLE:
         return t.eagle.max_draft_len, t.eagle.num_eagle_layers
+    if t.speculative_decoding == SpeculativeDecoding.DRAFT_TOKENS_EXTERNAL:
+        return t.draft_target.max_draft_len, 0
     return None
 
 
@@ -184,12 +211,22 @@ def checked(spec: BuildSpec, step: Step) -> Step:
     return step
 
 
+def command_steps(spec: BuildSpec, info: CheckpointInfo, paths: BuildPaths) -> list[Step]:
+    """The commands of a build, in order, each checked against the version's tools: the target's
+    checkpoint and engine, the draft model's (draft-target decoding), the LoRA adapters."""
+    steps = [checkpoint_step(spec, info, paths), engine_step(spec, paths)]
+    if spec.trtllm.has_draft_engine:
+        steps += [checkpoint_step(spec, read_draft(spec.trtllm.draft_target), paths, draft=True),
+                  engine_step(spec, paths, draft=True)]
+    return [checked(spec, step) for step in steps] + lora_steps(spec, paths, model_dtype(spec, info))
+
+
 def plan_steps(spec: BuildSpec, info: CheckpointInfo, paths: BuildPaths) -> list[Step]:
+    draft = ", tensorrt_llm_draft" if spec.trtllm.has_draft_engine else ""
     return [
-        checked(spec, checkpoint_step(spec, info, paths)),
-        checked(spec, engine_step(spec, paths)),
-        *lora_steps(spec, paths, model_dtype(spec, info)),
+        *command_steps(spec, info, paths),
         Step("copy the tokenizer files into <engine>/tokenizer, write build.json (spec, versions, checkpoint hash), "
-             "move the engine into place, delete the intermediate checkpoint", ()),
-        Step("render the Triton model repository (ensemble, preprocessing, engine_relay, tensorrt_llm, postprocessing, tensorrt_llm_bls)", ()),
+             "move the engine into place, delete the intermediate checkpoint" + ("s" if draft else ""), ()),
+        Step(f"render the Triton model repository (ensemble, preprocessing, engine_relay, tensorrt_llm{draft}, "
+             "postprocessing, tensorrt_llm_bls)", ()),
     ]

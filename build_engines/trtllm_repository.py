@@ -9,15 +9,17 @@ engine model work, and our relay's requests use a subset of it.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from tritonclient.grpc import model_config_pb2 as mc
 
 from build_engines.render import RenderedModel, io_message, python_model_config
 from build_engines.spec import BuildSpec
+from build_engines.trtllm_draft_target import DRAFT_ENGINE_SUBDIR
 from build_engines.trtllm_eagle import serving_parameters as eagle_serving_parameters
-from build_engines.trtllm_lora import cache_parameters
-from build_engines.trtllm_spec import SpeculativeDecoding, effective
+from build_engines.trtllm_lora import TrtLlmLora, cache_parameters
+from build_engines.trtllm_spec import GuidedDecodingBackend, SpeculativeDecoding, effective
 from build_engines.xgrammar_info import INFO_FILE, write_tokenizer_info
 from contract import names
 from contract.model_configs import EngineRelayParameters, TensorRtLlmParameters
@@ -35,7 +37,9 @@ def tensorrt_llm_parameters(engine_dir: Path, spec: BuildSpec) -> TensorRtLlmPar
     guided = s.guided_decoding_backend.parameter
     return TensorRtLlmParameters(
         gpt_model_path=engine_dir,
-        kv_cache_free_gpu_mem_fraction=s.kv_cache_free_gpu_mem_fraction,
+        # with a draft engine on the same GPUs each takes half (NVIDIA's example gives each 0.5:
+        # row draft_target_requirements)
+        kv_cache_free_gpu_mem_fraction=s.kv_cache_free_gpu_mem_fraction / (2 if spec.trtllm.has_draft_engine else 1),
         enable_kv_cache_reuse=eff.enable_kv_cache_reuse,
         enable_chunked_context=eff.enable_chunked_context,
         batch_scheduler_policy=s.batch_scheduler_policy.value,
@@ -84,6 +88,25 @@ def tensorrt_llm_config(engine_dir: Path, spec: BuildSpec) -> mc.ModelConfig:
     return config
 
 
+def draft_relay(spec: BuildSpec) -> tuple[str, int]:
+    """tensorrt_llm_bls's draft model and max_draft_len (none without draft-target decoding)."""
+    return (names.TRTLLM_DRAFT, spec.trtllm.draft_target.max_draft_len) if spec.trtllm.has_draft_engine else ("", 0)
+
+
+def draft_model_config(engine_dir: Path, spec: BuildSpec) -> mc.ModelConfig:
+    """tensorrt_llm_draft: NVIDIA's tensorrt_llm config under the draft's name, on the draft
+    engine (<engine>/draft), as their Triton workflow makes it (a copy of tensorrt_llm renamed:
+    row draft_target_requirements); without the target's speculative decoding, LoRA and
+    guided decoding (the draft loop sends the draft neither adapters nor guides)."""
+    t = spec.trtllm
+    serving = dataclasses.replace(t.serving, guided_decoding_backend=GuidedDecodingBackend.NONE,
+                                  kv_cache_free_gpu_mem_fraction=t.serving.kv_cache_free_gpu_mem_fraction / 2)
+    plain = dataclasses.replace(t, speculative_decoding=SpeculativeDecoding.NONE, lora=TrtLlmLora(), serving=serving)
+    config = tensorrt_llm_config(engine_dir / DRAFT_ENGINE_SUBDIR, dataclasses.replace(spec, trtllm=plain))
+    config.name = names.TRTLLM_DRAFT
+    return config
+
+
 def speculative_parameters(spec: BuildSpec) -> dict[str, str]:
     """The tensorrt_llm model's speculative-decoding parameters (trtllm_spec.LOOKAHEAD_CITATIONS);
     none without speculative decoding, so the backend's defaults stand."""
@@ -98,13 +121,15 @@ def speculative_parameters(spec: BuildSpec) -> dict[str, str]:
 
 
 def _relaying_model(name: str, inputs, outputs, engine_dir: Path, target_model: str,
-                    max_batch_size: int, decoupled: bool, first_token_timeout_s: float) -> RenderedModel:
+                    max_batch_size: int, decoupled: bool, first_token_timeout_s: float,
+                    draft: tuple[str, int] = ("", 0)) -> RenderedModel:
     # In front of TensorRT-LLM the relays keep the promises the CPU engine keeps itself: a
     # first-token timeout and the llm_* metrics (the C++ backend has neither).
     trtllm = target_model == names.TRTLLM_ENGINE
     params = EngineRelayParameters(target_model=target_model, engine_dir=engine_dir,
                                    first_token_timeout_s=first_token_timeout_s if trtllm else 0.0,
-                                   record_metrics=trtllm)  # each request passes one of them
+                                   record_metrics=trtllm,  # each request passes one of them
+                                   draft_model=draft[0], max_draft_len=draft[1])
     config = python_model_config(name, inputs, outputs, max_batch_size=max_batch_size,
                                  parameters=to_parameters(params), decoupled=decoupled, dynamic_batching=False)
     return RenderedModel(config, f"model_repository.models.{name}.model")
@@ -120,10 +145,11 @@ def relay_model(engine_dir: Path, target_model: str, max_batch_size: int, decoup
 
 
 def bls_model(engine_dir: Path, target_model: str, max_batch_size: int, decoupled: bool = True,
-              first_token_timeout_s: float = 0.0) -> RenderedModel:
-    """tensorrt_llm_bls: NVIDIA's BLS contract as one model whose client cancellation reaches the engine."""
+              first_token_timeout_s: float = 0.0, draft: tuple[str, int] = ("", 0)) -> RenderedModel:
+    """tensorrt_llm_bls: NVIDIA's BLS contract as one model whose client cancellation reaches the
+    engine; `draft`: its draft model and max_draft_len (draft_relay)."""
     return _relaying_model(names.LLM_BLS, BLS_INPUTS, ENSEMBLE_OUTPUTS, engine_dir, target_model, max_batch_size,
-                           decoupled, first_token_timeout_s)
+                           decoupled, first_token_timeout_s, draft)
 
 
 def trtllm_engine_models(engine_dir: Path, spec: BuildSpec, tokenizer_dir: Path,
@@ -132,6 +158,9 @@ def trtllm_engine_models(engine_dir: Path, spec: BuildSpec, tokenizer_dir: Path,
     the xgrammar tokenizer info it names is written beside the engine (from `tokenizer_dir`)."""
     if spec.trtllm.serving.guided_decoding_backend.parameter:
         write_tokenizer_info(tokenizer_dir, engine_dir / INFO_FILE)
-    return [relay_model(engine_dir, names.TRTLLM_ENGINE, spec.limits.max_batch_size, decoupled,
-                        spec.trtllm.serving.queue_timeout_s),
-            RenderedModel(tensorrt_llm_config(engine_dir, spec), None)]
+    models = [relay_model(engine_dir, names.TRTLLM_ENGINE, spec.limits.max_batch_size, decoupled,
+                          spec.trtllm.serving.queue_timeout_s),
+              RenderedModel(tensorrt_llm_config(engine_dir, spec), None)]
+    if spec.trtllm.has_draft_engine:
+        models.append(RenderedModel(draft_model_config(engine_dir, spec), None))
+    return models

@@ -25,6 +25,7 @@ WEIGHT_FORMAT = {"fp16": "full_prec", "bf16": "full_prec", "fp8": "fp8", "int8_s
                  "int4_awq": "int4_awq"}
 
 if TYPE_CHECKING:
+    from build_engines.checkpoint import CheckpointInfo
     from build_engines.trtllm_spec import TrtLlmOptions
 
 CONTEXT_FMHA_OFF = "context_fmha_off_disables_fmha_variants"
@@ -44,11 +45,14 @@ KV_HEAD_DUPLICATION = "kv_heads_duplicated_across_tensor_parallelism"
 EAGLE_MATRIX, EAGLE_LIMITS = "eagle_support_matrix", "eagle_builder_limits"  # build_engines/trtllm_eagle.py
 EAGLE_TREE, EAGLE_CHOICES_PARAMETER = "eagle_choices_tree", "eagle_choices_parameter"
 SPECULATIVE_GROWS_LIMITS = "speculative_decoding_grows_limits"
+DRAFT_TARGET_MATRIX, DRAFT_TARGET_REQUIREMENTS = "draft_target_support_matrix", "draft_target_requirements"
+DRAFT_TARGET_BLS_LOOP = "draft_target_bls_loop"  # build_engines/trtllm_draft_target.py
 RULE_IDS = frozenset({CONTEXT_FMHA_OFF, FP8_CTX_NEEDS_FP8_WEIGHTS, FP8_KV_PAGED_NEEDS_FP8_WEIGHTS, FP8_CTX_MIN_SM,
                       FP8_CTX_WITH_PAGED_NEEDS_FP8_KV, FP8_KV_ENABLES_FP8_CTX, INT8_KV_NO_PAGED, SM100_NO_INT_QUANT,
                       SM100_NO_SMOOTHQUANT, REDUCE_FUSION_NEEDS_TP, CHUNKED_NEEDS_PAGED, REUSE_NEEDS_PAGED,
                       PROMPT_NEEDS_CHUNKING, KV_HEAD_DUPLICATION, EAGLE_MATRIX, EAGLE_LIMITS, EAGLE_TREE,
-                      EAGLE_CHOICES_PARAMETER, SPECULATIVE_GROWS_LIMITS})
+                      EAGLE_CHOICES_PARAMETER, SPECULATIVE_GROWS_LIMITS, DRAFT_TARGET_MATRIX,
+                      DRAFT_TARGET_REQUIREMENTS, DRAFT_TARGET_BLS_LOOP})
 
 
 def _switch(on: bool) -> str:
@@ -225,3 +229,14 @@ def kv_head_problems(table: TrtllmBuildTable, num_kv_heads: int, tp_size: int) -
     allowed = "divide them or be a multiple of them (KV heads are duplicated)" if rule else "divide them"
     return [f"'tp_size' {tp_size} must {allowed}: the checkpoint has {num_kv_heads} KV heads (num_key_value_heads)"
             + (f" [{rule.citation}]" if rule else "")]
+
+
+def checkpoint_parallelism_problems(table: TrtllmBuildTable, info: "CheckpointInfo", tp_size: int,
+                                    pp_size: int) -> list[str]:
+    """TP/PP against a checkpoint's heads and layers (the target's, and a draft model's)."""
+    errors = kv_head_problems(table, info.num_kv_heads, tp_size)
+    if info.num_heads % tp_size:
+        errors.append(f"'tp_size' {tp_size} must divide the checkpoint's {info.num_heads} attention heads")
+    if pp_size > info.num_layers:
+        errors.append(f"'pp_size' {pp_size} exceeds the checkpoint's {info.num_layers} layers")
+    return errors

@@ -14,9 +14,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from build_engines.gpus import FP8_MIN_SM, MIN_SM, GpuTarget, known_gpu, DEFAULT_GPU
+from build_engines.trtllm_draft_target import DraftTargetOptions, draft_target_problems
 from build_engines.trtllm_eagle import EagleOptions, eagle_problems
 from build_engines.trtllm_lora import TrtLlmLora
-from build_engines.trtllm_rules import WEIGHT_FORMAT, EffectiveConfig, effective_config, kv_head_problems
+from build_engines.trtllm_rules import WEIGHT_FORMAT, EffectiveConfig, checkpoint_parallelism_problems, effective_config
 from build_engines.trtllm_versions import default_target
 from contract.upstream.citation import Citation, Source
 from contract.upstream.trtllm_build import load_build_table, supported_versions
@@ -56,14 +57,15 @@ class GuidedDecodingBackend(str, enum.Enum):
 class SpeculativeDecoding(str, enum.Enum):
     """trtllm-build's --speculative_decoding_mode (table row flag --speculative_decoding_mode:
     draft_tokens_external, lookahead_decoding, medusa, explicit_draft_tokens, eagle).  Wired:
-    lookahead, which needs no second model (the engine drafts its own n-grams), and eagle
-    (EAGLE-1 heads converted with the base model: build_engines/trtllm_eagle.py).  Not wired:
-    draft_tokens_external (a draft engine and the BLS's draft loop), medusa,
-    explicit_draft_tokens (ReDrafter)."""
+    lookahead, which needs no second model (the engine drafts its own n-grams), eagle
+    (EAGLE-1 heads converted with the base model: build_engines/trtllm_eagle.py) and
+    draft_tokens_external (a draft engine and the BLS's draft loop:
+    build_engines/trtllm_draft_target.py).  Not wired: medusa, explicit_draft_tokens (ReDrafter)."""
 
     NONE = "none"
     LOOKAHEAD = "lookahead_decoding"
     EAGLE = "eagle"
+    DRAFT_TOKENS_EXTERNAL = "draft_tokens_external"
 
 
 _EXECUTOR_H = Source("NVIDIA/TensorRT-LLM", "v1.1.0", "cpp/include/tensorrt_llm/executor/executor.h",
@@ -176,12 +178,18 @@ class TrtLlmOptions:
     speculative_decoding: SpeculativeDecoding = SpeculativeDecoding.NONE
     lookahead: LookaheadConfig = field(default_factory=LookaheadConfig)  # with speculative_decoding lookahead
     eagle: EagleOptions = field(default_factory=EagleOptions)  # with speculative_decoding eagle
+    draft_target: DraftTargetOptions = field(default_factory=DraftTargetOptions)  # with draft_tokens_external
     lora: TrtLlmLora = field(default_factory=TrtLlmLora)  # LoRA adapters built in (build_engines/trtllm_lora.py)
     serving: TrtLlmServing = field(default_factory=TrtLlmServing)
 
     @property
     def world_size(self) -> int:
         return self.tp_size * self.pp_size
+
+    @property
+    def has_draft_engine(self) -> bool:
+        """Draft-target decoding: a draft engine beside the target (build_engines/trtllm_draft_target.py)."""
+        return self.speculative_decoding == SpeculativeDecoding.DRAFT_TOKENS_EXTERNAL
 
 
 # Formats whose scales come from running calibration data through the model (ModelOpt PTQ).
@@ -237,7 +245,10 @@ def trtllm_problems(precision: str, o: TrtLlmOptions, limits, info: "CheckpointI
         errors += eagle_problems(load_build_table(o.trtllm_version), o.eagle, precision, o.kv_cache_dtype.value,
                                  o.pp_size, limits.max_batch_size)
     if precision in WEIGHT_FORMAT:  # the rest is BuildSpec.validate's error
-        errors += list(effective(precision, o, limits).refusals)
+        eff = effective(precision, o, limits)
+        errors += list(eff.refusals)
+        if o.speculative_decoding == SpeculativeDecoding.DRAFT_TOKENS_EXTERNAL:
+            errors += draft_target_problems(load_build_table(o.trtllm_version), o, precision, limits, info, eff)
     return errors
 
 
@@ -248,11 +259,7 @@ def parallelism_problems(o: TrtLlmOptions, info: "CheckpointInfo | None") -> lis
         return [f"'tp_size' and 'pp_size' must be >= 1, got {o.tp_size} and {o.pp_size}"]
     errors = []
     if info is not None:
-        errors += kv_head_problems(load_build_table(o.trtllm_version), info.num_kv_heads, o.tp_size)
-        if info.num_heads % o.tp_size:
-            errors.append(f"'tp_size' {o.tp_size} must divide the checkpoint's {info.num_heads} attention heads")
-        if o.pp_size > info.num_layers:
-            errors.append(f"'pp_size' {o.pp_size} exceeds the checkpoint's {info.num_layers} layers")
+        errors += checkpoint_parallelism_problems(load_build_table(o.trtllm_version), info, o.tp_size, o.pp_size)
     if o.world_size > o.gpu.count:
         errors.append(f"'tp_size' x 'pp_size' = {o.world_size} GPUs, but 'gpu_count' is {o.gpu.count} "
                       f"({o.gpu.describe()})")
@@ -280,6 +287,7 @@ def trtllm_options_from_dict(data: dict) -> TrtLlmOptions:
     d["speculative_decoding"] = SpeculativeDecoding(d["speculative_decoding"])
     d["lookahead"] = LookaheadConfig(**d.get("lookahead", {}))
     d["eagle"] = EagleOptions.from_dict(d.get("eagle", {}))
+    d["draft_target"] = DraftTargetOptions.from_dict(d.get("draft_target", {}))
     d["lora"] = TrtLlmLora.from_dict(d.get("lora", {}))
     d["plugins"] = TrtLlmPlugins(**d["plugins"])
     d["gpu"] = GpuTarget(**d["gpu"])

@@ -36,6 +36,7 @@ class Feature(str, enum.Enum):
     ENCODER_DECODER = "encoder-decoder models"
     MULTIMODAL = "image and video inputs"
     DRAFT_MODEL = "draft-model speculative decoding"
+    DRAFT_LOGITS = "draft logits (use_draft_logits: engines built to gather generation logits)"
     PRIORITY = "request priorities"
     TOP_LOG_PROBS = "top-k log probabilities (top_logprobs)"
 
@@ -95,7 +96,7 @@ INPUT_FEATURES: dict[str, InputUse] = {
         ("image_sizes_input", Feature.MULTIMODAL, _ABSENT),
         ("video_bytes_input", Feature.MULTIMODAL, _ABSENT),
         ("num_draft_tokens", Feature.DRAFT_MODEL, _ABSENT),
-        ("use_draft_logits", Feature.DRAFT_MODEL, _FALSE),
+        ("use_draft_logits", Feature.DRAFT_LOGITS, _FALSE),
         ("priority", Feature.PRIORITY, (lambda v: _absent(v) or _equals(0.5)(v), "0.5 or nothing")),
         ("top_logprobs", Feature.TOP_LOG_PROBS, (_absent, "0 or nothing")),
     )
@@ -190,6 +191,13 @@ TRTLLM_ENGINE = EngineFeatures("TensorRT-LLM (engine flow)",
 # at the pinned versions takes one was not read).
 PYTORCH_ENGINE = EngineFeatures("TensorRT-LLM's PyTorch backend (LLM API)",
                                 frozenset({Feature.BAD_WORDS, Feature.MULTIPLE_SEQUENCES, Feature.TOP_LOG_PROBS}))
+
+
+def with_draft_model(engine: EngineFeatures) -> EngineFeatures:
+    """The engine flow with a draft engine (build_engines/trtllm_draft_target.py): the BLS's draft
+    loop serves num_draft_tokens; draft logits stay refused (the draft is not built to gather
+    generation logits)."""
+    return EngineFeatures(engine.label, engine.features | {Feature.DRAFT_MODEL})
 
 
 def with_guided_decoding(engine: EngineFeatures) -> EngineFeatures:

@@ -153,8 +153,15 @@ class EngineRelayParameters:
     # Record the llm_* engine metrics (contract/metrics.py) of the relayed requests: in front of
     # TensorRT-LLM, whose backend records none of them; the CPU engine records its own.
     record_metrics: bool = False
+    # Draft-target speculative decoding (tensorrt_llm_bls only): the draft engine's model and
+    # the target engine's --max_draft_len, the most num_draft_tokens a request may ask for.
+    draft_model: str = ""
+    max_draft_len: int = 0
 
     def validate(self) -> None:
+        if bool(self.draft_model) != (self.max_draft_len > 0):
+            raise ValueError(f"'draft_model' ({self.draft_model!r}) and 'max_draft_len' ({self.max_draft_len}) go "
+                             "together: a draft model and a max_draft_len >= 1, or neither")
         if not self.target_model.strip():
             raise ValueError("'target_model' must name a model of the repository")
         if self.cancel_check_period_ms < 1:

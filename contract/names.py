@@ -7,6 +7,8 @@ PREPROCESSING = "preprocessing"
 POSTPROCESSING = "postprocessing"
 # Engine step names: the GPU one keeps NVIDIA's name so their docs and tools apply.
 TRTLLM_ENGINE = "tensorrt_llm"
+# The draft engine of draft-target speculative decoding (NVIDIA's name in their Triton workflow).
+TRTLLM_DRAFT = "tensorrt_llm_draft"
 OPENVINO_ENGINE = "openvino_llm"
 # The GPU engine step of TensorRT-LLM's PyTorch backend: a decoupled Python model owning one
 # `tensorrt_llm.LLM` that serves the engine contract itself (no relay, no C++ model).

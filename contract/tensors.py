@@ -138,8 +138,9 @@ BLS_ONLY_INPUTS: tuple[TensorSpec, ...] = (
     _scalar("image_url_input", DType.STRING, "multimodal engines only"),
     TensorSpec("image_sizes_input", DType.INT64, (-1, 2), optional=True, doc="multimodal engines only"),
     TensorSpec("video_bytes_input", DType.UINT8, (-1, -1, -1, -1), optional=True, doc="multimodal engines only"),
-    _scalar("num_draft_tokens", DType.INT32, "draft-model speculative decoding (not configured)"),
-    _scalar("use_draft_logits", DType.BOOL, "draft-model speculative decoding (not configured)"),
+    _scalar("num_draft_tokens", DType.INT32, "draft tokens per round of draft-target speculative decoding (BLS, "
+            "engines built with a draft; one prompt, not streamed)"),
+    _scalar("use_draft_logits", DType.BOOL, "accept drafts by their logits (refused: drafts are accepted by token)"),
 )
 BLS_INPUTS: tuple[TensorSpec, ...] = ENSEMBLE_INPUTS + BLS_ONLY_INPUTS
 

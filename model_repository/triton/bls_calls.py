@@ -5,6 +5,7 @@ Imported only inside the Python-backend stub, where `triton_python_backend_utils
 from __future__ import annotations
 
 import functools
+import threading
 import time
 import uuid
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from model_repository.engine_step.engine_metrics import MetricsRecorder
 from model_repository.triton.triton_metrics import TritonMetricsPublisher
 from model_repository.engines.relay.bls_pipeline import (closing_response, new_log_probs, row_of, sequence_of,
                                                         without_base_adapter)
+from model_repository.engines.relay.draft_target import DraftLoop, LoopCancelled, response_arrays
 from model_repository.engines.relay.relay import FINISHED, Relay, SingleResponse, requested_outputs, stop_request_arrays
 from model_repository.engines.relay.relay_pool import RelayPool
 
@@ -197,8 +199,68 @@ class RelayModel:
         relay_stream(self.pool, self.params.target_model, without_base_adapter(engine), self.sink(sink_for(streaming)),
                      request_id, id_prefix)
 
+    def serve_draft_target(self, channel, request_id: str, engine: dict, drafts: int, sink, id_prefix: str) -> None:
+        """The draft loop (model_repository/engines/relay/draft_target.py) on a pool worker, as
+        one relayed request: the client's cancellation and `stop` reach the call in flight."""
+        request_id = request_id or f"{id_prefix}-{uuid.uuid4().hex}"
+        loop = DraftLoopStream(self.params, without_base_adapter(engine), drafts, request_id)
+        relay = Relay(request_id, self.sink(sink), lambda: loop, functools.partial(cancel_stream, self.params.target_model))
+        loop.on_answer = lambda: setattr(relay, "responded", True)  # the engines answer: no first-token timeout
+        self.pool.submit(relay)
+
     def stop(self, channel, request) -> None:
         triton_io.answer_stop(channel, request.request_id(), self.pool.cancel_id, decoupled=self.decoupled)
+
+
+class DraftLoopStream:
+    """A draft loop as a relay's response stream: one response (the whole answer) or the
+    error of the engine call that failed; cancel() ends the loop and cancels the call in flight."""
+
+    def __init__(self, params: EngineRelayParameters, engine: dict, drafts: int, request_id: str) -> None:
+        self._request_id = request_id
+        self._engine = engine
+        self._lock = threading.Lock()
+        self._in_flight: tuple[str, object] | None = None
+        self.on_answer = lambda: None
+        self.loop = DraftLoop(engine, drafts, self._call, params.draft_model, params.target_model, self._cancel_call)
+
+    def _call(self, model: str, arrays: dict) -> dict:
+        responses = stream(model, arrays, requested_outputs(arrays), self._request_id)
+        with self._lock:
+            self._in_flight = model, responses
+        answer = None
+        try:
+            for response in responses:
+                if response.has_error():
+                    raise BlsError(response.error().message())
+                if response.output_tensors():
+                    answer = {t.name(): np.array(t.as_numpy(), copy=True) for t in response.output_tensors()}
+        finally:
+            with self._lock:
+                self._in_flight = None
+        if answer is None:
+            raise BlsError(f"{model} ended the request without a response")
+        self.on_answer()
+        return answer
+
+    def _cancel_call(self) -> None:
+        with self._lock:
+            in_flight = self._in_flight
+        if in_flight is not None:
+            cancel_stream(in_flight[0], self._request_id, in_flight[1])
+
+    def cancel(self) -> None:
+        self.loop.cancel()
+
+    def __iter__(self):
+        try:
+            result = self.loop.run()
+        except LoopCancelled:
+            return  # the relay answers the client
+        except BlsError as e:
+            yield pb_utils.InferenceResponse(error=pb_utils.TritonError(str(e)))
+            return
+        yield pb_utils.InferenceResponse(tensors(response_arrays(result, self._engine)))
 
 
 def start_relays(model_name: str, args) -> RelayModel:

@@ -55,14 +55,14 @@ def test_chunked_context_off_needs_room_for_a_whole_prompt(ckpt):
         spec.validate(info_of(ckpt))
 
 
-def test_speculative_modes_are_upstreams_and_lookahead_and_eagle_are_wired():
+def test_speculative_modes_are_upstreams_and_the_wired_ones():
     from contract.upstream.trtllm_build import load_build_table
 
     modes = {m.value for m in SpeculativeDecoding} - {"none"}
     for version in ("1.1.0", "1.2.1"):  # every mode is a value trtllm-build accepts
         flag = load_build_table(version).flags[("trtllm-build", "--speculative_decoding_mode")]
         assert modes <= set(flag.values), version
-    assert modes == {"lookahead_decoding", "eagle"}
+    assert modes == {"lookahead_decoding", "eagle", "draft_tokens_external"}
 
 
 @pytest.mark.parametrize("w,n,g,draft", [(4, 3, 4, 15), (1, 1, 0, 0), (7, 7, 7, 83), (1, 2, 0, 0), (2, 4, 1, 8)])

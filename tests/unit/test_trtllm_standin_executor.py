@@ -68,11 +68,11 @@ def rows(n_prompt=3, max_new=4, streaming=True, **extra):
     return parse_request(SEM, arrays, decoupled=True, exclude_input_default=True)
 
 
-def executor(max_active=2, max_queue_size=0, max_input_len=16, max_seq_len=32, guard_streaming=False):
+def executor(max_active=2, max_queue_size=0, max_input_len=16, max_seq_len=32, guard_streaming=False, max_draft_len=0):
     engine = FakeEngine()
     limits = ExecutorLimits(max_active=max_active, max_queue_size=max_queue_size, max_input_len=max_input_len,
                             max_seq_len=max_seq_len, vocab_size_padded=100, max_beam_width=1,
-                            guard_streaming=guard_streaming)
+                            guard_streaming=guard_streaming, max_draft_len=max_draft_len)
     return StandinExecutor(SEM, engine, limits), engine
 
 
@@ -111,6 +111,29 @@ def test_output_len_is_clamped_to_the_sequence_limit_not_refused():
     ex, engine = executor(max_seq_len=10)
     ex.enqueue(rows(n_prompt=4, max_new=50), responder()[0])
     assert engine.requests["1"].request_output_len == 6  # row limit.output_len_clamped
+
+
+def test_draft_tokens_over_the_engines_max_draft_len_fail_when_fetched():
+    """Row error.draft_tokens_too_long: an engine built without speculative decoding has max_draft_len 0."""
+    for max_draft_len, drafts in ((0, 1), (4, 5)):
+        ex, engine = executor(max_draft_len=max_draft_len)
+        target, sender = responder()
+        ex.enqueue(rows(streaming=False, draft_input_ids=np.arange(drafts, dtype=np.int32)[None]), target, "d")
+        (error,) = sender.final
+        assert error[2] == ("Executor failed process requestId 1 due to the following error: Encountered an error "
+                            "when fetching new request: Draft tokens length "
+                            f"({drafts}) exceeds maximum draft tokens length ({max_draft_len}).")
+        assert not engine.sinks
+
+
+def test_draft_tokens_are_verified_and_count_against_the_sequence_limit():
+    """Row input.draft_input_ids: accepted within max_draft_len; row limit.output_len_clamped
+    leaves room for one step's drafts (the request's, else the engine's max_draft_len)."""
+    ex, engine = executor(max_seq_len=12, max_draft_len=4)
+    ex.enqueue(rows(n_prompt=4, max_new=50, streaming=False, draft_input_ids=np.array([[7, 8]], np.int32)), responder()[0])
+    ex.enqueue(rows(n_prompt=4, max_new=50, streaming=False), responder()[0])
+    assert engine.requests["1"].request_output_len == 12 - 4 - 2
+    assert engine.requests["2"].request_output_len == 12 - 4 - 4
 
 
 def test_end_id_out_of_range_and_evictable_streaming():

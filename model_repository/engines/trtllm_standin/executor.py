@@ -62,6 +62,7 @@ class ExecutorLimits:
     guard_streaming: bool  # error.streaming_evictable applies: max_utilization without chunked context
     # The LoRA cache's tasks: upstream task id -> the CPU engine's adapter (lora_cache.py)
     lora_tasks: Mapping[int, int] = dataclasses.field(default_factory=dict)
+    max_draft_len: int = 0  # the engine's (0: built without speculative decoding)
 
 
 @dataclass(frozen=True)
@@ -241,7 +242,10 @@ class StandinExecutor:
         prompt = len(r.inputs.input_ids)
         if prompt > limits.max_input_len:
             return fetch_failure(sem, eid, "error.prompt_too_long", prompt_len=prompt, max_input_len=limits.max_input_len)
-        max_new = min(r.inputs.request_output_len, limits.max_seq_len - prompt)  # limit.output_len_clamped
+        if r.draft_len > limits.max_draft_len:
+            return fetch_failure(sem, eid, "error.draft_tokens_too_long", draft_len=r.draft_len,
+                                 max_draft_len=limits.max_draft_len)
+        max_new = min(r.inputs.request_output_len, self._room(r))  # limit.output_len_clamped
         if r.inputs.streaming and limits.guard_streaming and prompt + max_new - 1 > limits.max_input_len:
             return fetch_failure(sem, eid, "error.streaming_evictable")
         if r.lora_error:  # loraValidateRequestTensorDims runs before the cache lookup
@@ -260,10 +264,16 @@ class StandinExecutor:
         options = dataclasses.replace(request.inputs.options, lora_task_id=self.limits.lora_tasks[request.lora_task_id])
         return dataclasses.replace(request, inputs=dataclasses.replace(request.inputs, options=options))
 
+    def _room(self, request: ExecutorRequest) -> int:
+        """Row limit.output_len_clamped: what max_seq_len leaves past the prompt and one step's
+        draft tokens (the request's, else the engine's max_draft_len: row error.draft_tokens_too_long)."""
+        step = request.draft_len or self.limits.max_draft_len
+        return self.limits.max_seq_len - len(request.inputs.input_ids) - step
+
     def _clamped(self, request: ExecutorRequest) -> ExecutorRequest:
         """Row limit.output_len_clamped: not an error; max new tokens lowered to fit max_seq_len."""
         inputs = request.inputs
-        room = self.limits.max_seq_len - len(inputs.input_ids)
+        room = self._room(request)
         if inputs.request_output_len <= room:
             return request
         log.warning("Number of requested output tokens is changed to (%d).", room)

@@ -30,7 +30,8 @@ ENGINE_FIELDS = {"runtime_top_k": int, "runtime_top_p": float, "temperature": fl
 # Beam-search-only controls: without beam search (max_beam_width 1) upstream ignores them.
 BEAM_ONLY = frozenset({"len_penalty", "early_stopping", "beam_search_diversity_rate"})
 KNOWN = frozenset({"input_ids", "input_lengths", "request_output_len", "end_id", "pad_id", "beam_width",
-                   "stop_words_list", "bad_words_list", "return_log_probs", "exclude_input_in_output"}
+                   "stop_words_list", "bad_words_list", "return_log_probs", "exclude_input_in_output",
+                   "draft_input_ids"}
                   | set(ENGINE_FIELDS) | BEAM_ONLY
                   | set(ENGINE_INPUT_FEATURES))  # accepted at their neutral values (an empty embedding_bias, ...)
 
@@ -45,6 +46,10 @@ class ExecutorRequest:
     exclude_input_in_output: bool
     lora_task_id: int | None = None  # input.lora_task_id: the LoRA cache's task (None: the base model)
     lora_error: str = ""  # the row of an error the executor answers when it fetches the request
+    # input.draft_input_ids: how many draft tokens the target verifies.  The CPU engine decodes
+    # the target's own tokens, which is what a greedy draft-target step outputs; the drafts
+    # only decide how many steps that takes on a GPU.
+    draft_len: int = 0
 
 
 def bool_input(arrays: Mapping[str, np.ndarray], name: str) -> bool:
@@ -126,8 +131,9 @@ def _row_request(sem: BackendSemantics, row: Mapping[str, np.ndarray], streaming
     if lora:  # _lora_task has dealt with them (ignored, refused, or failed at fetch)
         row = {k: v for k, v in row.items() if k not in ("lora_weights", "lora_config")}
     _refuse_unsupported(row, inputs, guided, lora)
+    draft = row.get("draft_input_ids")
     return ExecutorRequest(inputs, end_id, beam_width, exclude_input_default if exclude is None else exclude, task_id,
-                           lora_error)
+                           lora_error, 0 if draft is None else int(draft.size))
 
 
 def _lora_task(sem: BackendSemantics, row: Mapping[str, np.ndarray]) -> tuple[int | None, str]:

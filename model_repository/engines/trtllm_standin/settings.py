@@ -109,6 +109,12 @@ class StandinSettings:
     # A LoRA cache with the tasks of this directory (row param.lora_prefetch_dir); None: no
     # LoRA, lora inputs refused
     lora_prefetch_dir: Path | None = None
+    max_draft_len: int = 0  # STANDIN_MAX_DRAFT_LEN
+
+
+# Not an upstream parameter: the C++ backend reads the target engine's max_draft_len from the
+# engine (its config.json); the stand-in's CPU engine has none, so its layout renders it here.
+STANDIN_MAX_DRAFT_LEN = "standin_engine_max_draft_len"
 
 
 def load_settings(sem: BackendSemantics, config: Mapping[str, Any]) -> StandinSettings:
@@ -133,6 +139,7 @@ def load_settings(sem: BackendSemantics, config: Mapping[str, Any]) -> StandinSe
         cancellation_check_period_ms=params.value("cancellation_check_period_ms"),
         stats_check_period_ms=params.value("stats_check_period_ms"),
         guided_decoding=guided,
+        max_draft_len=int(config.get("parameters", {}).get(STANDIN_MAX_DRAFT_LEN, {}).get("string_value", "0")),
     )
     if settings.max_beam_width != 1:
         raise StandinLimitation(f"max_beam_width {settings.max_beam_width}: the CPU engine has no beam search")

@@ -9,6 +9,7 @@ from contract import names
 from contract.tensors import BLS_INPUTS, PREPROCESSING_OUTPUTS
 from model_repository.triton import bls_calls
 from model_repository.triton import triton_io
+from model_repository.engines.relay import draft_target
 from model_repository.engines.relay.bls_pipeline import (POSTPROCESSING_OUTPUT_NAMES, client_outputs, engine_request,
                                            postprocessing_request)
 
@@ -50,6 +51,15 @@ class TritonPythonModel:
                 channel.finish(pb_utils.InferenceResponse(error=pb_utils.TritonError(str(e))))
                 continue
             engine, detokenize_params = engine_request(preprocessed, arrays)
+            drafts = draft_target.num_draft_tokens(arrays)
+            if drafts:  # preprocessing let it through: the deployment has a draft model
+                problem = draft_target.refusal(arrays, engine, self.relays.params.max_draft_len)
+                if problem:
+                    triton_io.fail(channel, problem)
+                else:
+                    self.relays.serve_draft_target(channel, request.request_id(), engine, drafts,
+                                                   PipelineSink(channel, detokenize_params, False), "bls")
+                continue
             self.relays.serve(channel, request.request_id(), engine,
                               lambda streaming: PipelineSink(channel, detokenize_params, streaming), "bls")
         return None

@@ -48,7 +48,7 @@ class TritonPythonModel:
             max_input_len=limits.max_input_len(self.sem, s.enable_chunked_context), max_seq_len=limits.max_seq_len,
             vocab_size_padded=limits.vocab_size_padded, max_beam_width=s.max_beam_width,
             guard_streaming=s.batch_scheduler_policy == "max_utilization" and not s.enable_chunked_context,
-            lora_tasks=self.lora.engine_keys()))
+            lora_tasks=self.lora.engine_keys(), max_draft_len=s.max_draft_len))
         self.canceller = Periodic(s.cancellation_check_period_ms / 1000, self.executor.poll_cancelled,
                                   "standin-cancel").start()
         self.metrics = StandinMetricsPublisher(args["model_name"], str(args["model_version"]), series(self.sem),

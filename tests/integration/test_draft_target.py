@@ -1,0 +1,150 @@
+"""Draft-target speculative decoding on the engine flow's layout (build_engines/trtllm_draft_target.py),
+served by the stand-ins of the C++ backend: `tensorrt_llm` (the default engine, the target) and
+`tensorrt_llm_draft` (the default model's first 2 layers: a weak draft, so drafts are often
+rejected), with tensorrt_llm_bls running the draft loop for requests with num_draft_tokens.
+
+Greedy answers equal the same layout's answers without drafts, token for token; the draft
+counts come with return_perf_metrics; what NVIDIA's BLS refuses (streaming, batches) is refused
+with its texts, and a client that leaves stops both engines."""
+
+from __future__ import annotations
+
+import queue
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tritonclient.grpc as grpcclient
+
+from build_engines.fidelity.options import FidelityOptions
+from build_engines.openvino_build import build_openvino_engine
+from build_engines.spec import BuildSpec
+from build_engines.standin_repository import render_standin_repository
+from contract import names
+from model_repository.engines.relay.draft_target import BATCH_REFUSAL, STREAMING_REFUSAL
+from serving import prometheus
+from serving.prometheus import value
+from tests.integration.test_draft_model import truncated_checkpoint
+
+pytestmark = [pytest.mark.server, pytest.mark.slow]
+
+MAX_DRAFT_LEN = 4
+PROMPTS = ("Write a short story about a cat who learns to fly.",
+           "Explain how a bicycle works, step by step.",
+           "Repeat after me: the quick brown fox jumps over the lazy dog.")
+TYPES = {np.dtype(object): "BYTES", np.dtype(np.int32): "INT32", np.dtype(bool): "BOOL"}
+
+
+@pytest.fixture(scope="module")
+def server(default_checkpoint, default_engine, tmp_path_factory, serve):
+    root = tmp_path_factory.mktemp("draft-target")
+    draft = truncated_checkpoint(default_checkpoint, 2, root / "draft-checkpoint")
+    draft_engine = root / "draft-engine"
+    build_openvino_engine(BuildSpec(checkpoint=draft, fidelity=FidelityOptions(evaluation="off")), draft_engine)
+    repository = root / "repository"
+    render_standin_repository(default_engine, repository, draft_engine_dir=draft_engine, max_draft_len=MAX_DRAFT_LEN)
+    return serve(repository)
+
+
+def request(server, text: str | list[str], max_tokens: int = 64, stream: bool = False, cancel_after_s: float = 0.0,
+            **extra) -> tuple[dict, str | None]:
+    """One request to tensorrt_llm_bls -> (its outputs, the error text or None)."""
+    texts = [text] if isinstance(text, str) else text
+    values = {"text_input": np.array([[t.encode()] for t in texts], dtype=object),
+              "max_tokens": np.full((len(texts), 1), max_tokens, np.int32), "stream": np.full((len(texts), 1), stream)}
+    for name, v in extra.items():
+        array = np.asarray(v)
+        values[name] = (array.astype(np.int32) if array.dtype.kind == "i" else array).reshape(len(texts), -1)
+    inputs = []
+    for name, array in values.items():
+        tensor = grpcclient.InferInput(name, list(array.shape), TYPES[array.dtype])
+        tensor.set_data_from_numpy(array)
+        inputs.append(tensor)
+    answers: queue.Queue = queue.Queue()
+    client = grpcclient.InferenceServerClient(server.settings.grpc_url)
+    client.start_stream(callback=lambda result, error: answers.put((result, error)))
+    client.async_stream_infer(names.LLM_BLS, inputs, request_id="draft-target", enable_empty_final_response=True)
+    out: dict = {"text_output": ""}
+    try:
+        if cancel_after_s:
+            time.sleep(cancel_after_s)
+            return out, None
+        while True:
+            result, error = answers.get(timeout=300)
+            if error is not None:
+                return out, error.message()
+            for name in ("text_output", "output_ids", "total_draft_tokens", "total_accepted_draft_tokens",
+                         "acceptance_rate"):
+                array = result.as_numpy(name)
+                if array is not None and array.size:
+                    out[name] = out[name] + array.reshape(-1)[0].decode() if name == "text_output" else array
+            if result.get_response().parameters["triton_final_response"].bool_param:
+                return out, None
+    finally:
+        client.stop_stream(cancel_requests=bool(cancel_after_s))
+        client.close()
+
+
+def test_greedy_answers_equal_plain_decoding_with_the_draft_counts(server):
+    drafted = 0
+    for prompt in PROMPTS:
+        plain, error = request(server, prompt)
+        assert error is None and plain["text_output"], (prompt, plain)  # an answer, not the end token at once
+        for drafts in (1, MAX_DRAFT_LEN):
+            speculative, error = request(server, prompt, num_draft_tokens=drafts, return_perf_metrics=True)
+            assert error is None
+            assert speculative["output_ids"].tolist() == plain["output_ids"].tolist(), (prompt, drafts)
+            assert speculative["text_output"] == plain["text_output"]
+            total, accepted = int(speculative["total_draft_tokens"]), int(speculative["total_accepted_draft_tokens"])
+            assert 0 < total <= 64 * drafts and 0 <= accepted <= total
+            assert float(speculative["acceptance_rate"]) == pytest.approx(accepted / total)
+            drafted += total
+    assert drafted > 0
+
+
+def test_stop_strings_and_short_answers_end_the_loop_as_plain_decoding_ends(server):
+    stop = np.array([["cat"]], dtype=object)
+    plain, _ = request(server, PROMPTS[0], stop_words=stop)
+    speculative, error = request(server, PROMPTS[0], stop_words=stop, num_draft_tokens=3)
+    assert error is None and speculative["text_output"] == plain["text_output"]
+    assert plain["text_output"].endswith("a ")  # cut before "cat"
+    one, error = request(server, PROMPTS[1], max_tokens=1, num_draft_tokens=3)
+    assert error is None and one["text_output"] == request(server, PROMPTS[1], max_tokens=1)[0]["text_output"]
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"stream": True}, STREAMING_REFUSAL),
+    ({"text": [PROMPTS[0], PROMPTS[1]]}, BATCH_REFUSAL),
+    ({"num_draft_tokens_value": MAX_DRAFT_LEN + 1}, f"exceeds the target engine's max_draft_len {MAX_DRAFT_LEN}"),
+    ({"use_draft_logits": True}, "invalid 'use_draft_logits'"),
+])
+def test_what_the_loop_cannot_serve_is_refused_and_the_server_keeps_serving(server, kwargs, message):
+    kwargs = dict(kwargs)
+    text = kwargs.pop("text", PROMPTS[0])
+    drafts = kwargs.pop("num_draft_tokens_value", 2)
+    rows = len(text) if isinstance(text, list) else 1
+    if "use_draft_logits" in kwargs:
+        kwargs["use_draft_logits"] = np.full((rows, 1), kwargs["use_draft_logits"])
+    _, error = request(server, text, num_draft_tokens=np.full((rows, 1), drafts, np.int32), **kwargs)
+    assert error is not None and message in error and "INVALID_ARG" in error
+    assert request(server, PROMPTS[0], max_tokens=4, num_draft_tokens=2)[1] is None
+
+
+def test_a_client_that_leaves_stops_the_draft_loop_and_both_engines(server):
+    scrape = lambda: prometheus.scrape(server.settings.metrics_url)  # noqa: E731
+
+    def active(model: str) -> float:
+        return value(scrape(), "nv_trt_llm_request_metrics", model=model, request_type="active")
+
+    def idle() -> bool:
+        return (value(scrape(), "llm_requests_running", model=names.LLM_BLS) == 0
+                and active(names.TRTLLM_ENGINE) == 0 and active(names.TRTLLM_DRAFT) == 0)
+
+    request(server, PROMPTS[0], max_tokens=1000, num_draft_tokens=3, min_tokens=1000, cancel_after_s=1.0)
+    deadline = time.monotonic() + 3.0
+    while time.monotonic() < deadline and not idle():
+        time.sleep(0.1)
+    assert idle(), "the draft loop or an engine still runs for a client that left"
+    assert request(server, PROMPTS[1], max_tokens=8, num_draft_tokens=2)[1] is None
+
