@@ -12,9 +12,9 @@ from tritonclient.grpc import InferInput, InferRequestedOutput
 from client.errors import InvalidRequestError
 from client.types import ChatMessage, SamplingParams
 from contract import params as rules
-from contract.tensors import ENSEMBLE_INPUTS, ENSEMBLE_OUTPUTS, MAX_TOP_LOGPROBS, STOP, DType, by_name
+from contract.tensors import BLS_INPUTS, ENSEMBLE_OUTPUTS, MAX_TOP_LOGPROBS, STOP, DType, by_name
 
-_INPUTS = by_name(ENSEMBLE_INPUTS)
+_INPUTS = by_name(BLS_INPUTS)  # the ensemble's and the BLS's own (num_draft_tokens)
 
 # SamplingParams field -> ensemble input name, where they differ.
 _RENAMES = {"stop": "stop_words"}
@@ -52,7 +52,8 @@ def build_inputs(prompt: str | Sequence[ChatMessage], sampling: SamplingParams, 
         inputs = [_tensor("messages", json.dumps(messages, ensure_ascii=False))]
     inputs.append(_tensor("stream", stream))
     for field_name in ("max_tokens", "temperature", "top_p", "top_k", "min_tokens", "seed", "repetition_penalty",
-                       "presence_penalty", "frequency_penalty", "skip_special_tokens", "priority", "lora_task_id"):
+                       "presence_penalty", "frequency_penalty", "skip_special_tokens", "priority", "lora_task_id",
+                       "num_draft_tokens"):
         value = getattr(sampling, field_name)
         if value is not None:
             inputs.append(_tensor(field_name, value))

@@ -56,6 +56,10 @@ class SamplingParams:
     # A LoRA adapter the server serves (its lora_task_id; AsyncLlmClient.lora_adapters() lists
     # them); None or 0: the base model.  Engines rendered with adapters (--lora-dir).
     lora_task_id: int | None = None
+    # Draft-target speculative decoding: draft tokens per round, for tensorrt_llm_bls
+    # (LlmClient(model="tensorrt_llm_bls")) of an engine built with a draft
+    # (--speculative-decoding draft_tokens_external); not streamed (generate(stream=False)).
+    num_draft_tokens: int | None = None
     # Prepend a text prompt to the output.  Done by the client: NVIDIA's ensemble contract never
     # streams the prompt back (exclude_input_in_output=false echoes only a non-streamed answer).
     echo: bool = False

@@ -245,3 +245,43 @@ def test_lora_adapters_built_into_the_engine(default_checkpoint, tmp_path_factor
                                               tmp_path_factory.mktemp("front"))
     finally:
         next(served, None)  # _gpu_up's teardown: the server terminated
+
+
+def test_draft_target_speculative_decoding(default_checkpoint, tmp_path_factory):
+    """Issue 11's draft-target on the C++ backend: the default model at fp16 as the target
+    (--speculative_decoding_mode draft_tokens_external) and its first 2 layers as the draft
+    (<engine>/draft, tensorrt_llm_draft), served with `serving gpu-up`; the stand-in layout's
+    checks: greedy answers follow plain decoding, the draft counts, NVIDIA's refusals, and a
+    client that leaves stops the loop and both engines."""
+    import dataclasses
+
+    from build_engines.cli_options import make_spec
+    from build_engines.repository import render_repository
+    from build_engines.trtllm_build import build_trtllm_engine, engine_is_built
+    from build_engines.trtllm_draft_target import DraftTargetOptions
+    from build_engines.trtllm_spec import SpeculativeDecoding
+    from contract.build_record import BuildRecord
+    from tests.integration import test_draft_target as draft_tests
+    from tests.integration.test_draft_model import truncated_checkpoint
+
+    draft = truncated_checkpoint(default_checkpoint, 2, tmp_path_factory.mktemp("draft") / "checkpoint")
+    spec = make_spec(default_checkpoint, "tensorrt_llm", "fp16", 16, 1024, 2048, 1024, 256, None, False, 0)
+    spec = dataclasses.replace(spec, trtllm=dataclasses.replace(
+        spec.trtllm, speculative_decoding=SpeculativeDecoding.DRAFT_TOKENS_EXTERNAL,
+        draft_target=DraftTargetOptions(str(draft), draft_tests.MAX_DRAFT_LEN)))
+    engine_dir = ROOT / "build" / "engines" / "SmolLM2-135M-Instruct-tensorrt_llm-fp16-tp1-pp1-draft-target"
+    if not (engine_is_built(engine_dir) and BuildRecord.read(engine_dir).spec == spec.to_dict()):
+        build_trtllm_engine(spec, engine_dir)
+    repository = tmp_path_factory.mktemp("gpu-draft-target") / "repository"
+    render_repository(engine_dir, repository)
+    settings = ServerSettings.on_free_ports(repository, tmp_path_factory.mktemp("gpu-dt-logs") / "server.log")
+    served = _gpu_up(settings)
+    server = next(served)
+    try:
+        draft_tests.check_greedy_answers(server, same_tokens=16)
+        draft_tests.test_stop_strings_and_short_answers_end_the_loop_as_plain_decoding_ends(server)
+        for kwargs, message in draft_tests.REFUSALS:
+            draft_tests.test_what_the_loop_cannot_serve_is_refused_and_the_server_keeps_serving(server, kwargs, message)
+        draft_tests.test_a_client_that_leaves_stops_the_draft_loop_and_both_engines(server)
+    finally:
+        next(served, None)
