@@ -29,6 +29,7 @@ Nothing here imports Triton: `call(model, arrays)` is the adapter's (bls_calls.p
 
 from __future__ import annotations
 
+import os
 import threading
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
@@ -89,15 +90,6 @@ class LoopResult:
     drafted: int = 0
     accepted: int = 0
     rounds: int = 0
-
-
-def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    n = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        n += 1
-    return n
 
 
 def _ends_with_stop_word(generated: Sequence[int], words: Sequence[Sequence[int]]) -> bool:
@@ -164,7 +156,7 @@ class DraftLoop:
                                                              draft))
             new = _tokens(verified)
             out.drafted += len(draft)
-            out.accepted += _common_prefix(draft, new)
+            out.accepted += len(os.path.commonprefix([draft, new]))  # works on lists
             out.tokens += new
             if wants_log_probs and "output_log_probs" in verified:
                 out.log_probs += [float(v) for v in np.asarray(verified["output_log_probs"]).reshape(-1)[:len(new)]]
