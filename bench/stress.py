@@ -142,10 +142,11 @@ class ServerWatch:
 
 # Triton 2.51's gRPC frontend (the server of nvidia-pytriton 0.7.0, which CPU tests run) has a
 # race between a stream's cancellation and its completion that crashes tritonserver itself in
-# ModelStreamInferHandler::Process (triton-inference-server/server issues #7368 and #8034; fixed by
-# server PR #7840, merged 2024-11-27, in r24.12 and later, so not in the 25.12/26.07 images the
-# kit serves from).  Clients that leave early, as this load's do, reach it now and then (1 run in
-# 4 of `make test` on 2026-11-26).  It is told apart from a crash of ours by the frame it
+# ModelStreamInferHandler::Process (triton-inference-server/server issues #7368 and #8034; server
+# PR #7840, "gRPC segfault due to Low Request Cancellation Timeout", merged on main 2024-11-27,
+# after 2.51; its r24.12 cherry-pick #7880 was still open where read, and whether #8034's race is
+# fixed in the 25.12/26.07 images the kit serves from was not checked).  Clients that leave early,
+# as this load's do, reach it now and then (1 run in 4 of `make test` on 2026-11-26).  It is told apart from a crash of ours by the frame it
 # happens in, resolved with the binary's own symbol table.
 FRONTEND_RACE_FRAME = "triton::server::grpc::ModelStreamInferHandler::Process("
 _SIGNAL_HANDLER = "triton::server::(anonymous namespace)::ErrorSignalHandler(int)"

@@ -40,10 +40,10 @@ def test_the_server_survives_short_streams_abandoned_and_timed_out(layout, reque
 
 def xfail_on_the_frontend_race(server, watch: ServerWatch) -> None:
     """A crash in Triton 2.51's own gRPC frontend (bench/stress.py FRONTEND_RACE_FRAME: an upstream
-    race fixed in r24.12, which the test server predates) is reported as that, not as ours;
-    any other crash fails the test."""
+    race whose fix was merged after 2.51, the test server's version) is reported as that, not
+    as ours; any other crash fails the test."""
     frame = crash_frame(watch.new_log(), server.settings.server_dir / "bin" / "tritonserver")
     if frame.startswith(FRONTEND_RACE_FRAME):
         pytest.xfail("tritonserver 2.51 crashed in its gRPC frontend (ModelStreamInferHandler::Process), "
-                     "upstream's stream-cancellation race (server issues #7368/#8034, fixed by PR #7840 in "
-                     "r24.12), not in this kit's models")
+                     "upstream's stream-cancellation race (server issues #7368/#8034, PR #7840 merged after "
+                     "2.51), not in this kit's models")
