@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import random
+import re
+import subprocess
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -146,8 +148,9 @@ class ServerWatch:
 # PR #7840, "gRPC segfault due to Low Request Cancellation Timeout", merged on main 2024-11-27,
 # after 2.51; its r24.12 cherry-pick #7880 was still open where read, and whether #8034's race is
 # fixed in the 25.12/26.07 images the kit serves from was not checked).  Clients that leave early,
-# as this load's do, reach it now and then (1 run in 4 of `make test` on 2026-11-26).  It is told apart from a crash of ours by the frame it
-# happens in, resolved with the binary's own symbol table.
+# as this load's do, reach it now and then (1 run in 4 of `make test` on 2026-11-26).  It is
+# told apart from a crash of ours by the frame it happens in, resolved with the binary's own
+# symbol table.
 FRONTEND_RACE_FRAME = "triton::server::grpc::ModelStreamInferHandler::Process("
 _SIGNAL_HANDLER = "triton::server::(anonymous namespace)::ErrorSignalHandler(int)"
 
@@ -156,9 +159,6 @@ def crash_frame(log_text: str, binary: Path) -> str:
     """The function tritonserver crashed in, by its log's "Signal (11)" backtrace (raw addresses
     of a PIE binary: the base is the page-aligned one that puts frame 0 in the signal handler);
     "" when there is no such crash or it cannot be resolved (no `nm`, no symbols)."""
-    import re
-    import subprocess
-
     match = re.search(r"Signal \(11\) received\.\n((?:\s*\d+# 0x[0-9A-Fa-f]+ in \S+\n?)+)", log_text)
     if not match:
         return ""

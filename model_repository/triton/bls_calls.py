@@ -61,7 +61,12 @@ def call(model: str, arrays: Mapping[str, np.ndarray], outputs: Iterable[str]) -
                                          requested_output_names=list(outputs)).exec()
     if response.has_error():
         raise BlsError(response.error().message())
-    return {t.name(): np.array(t.as_numpy(), copy=True) for t in response.output_tensors()}  # outlive the response
+    return copied_outputs(response)
+
+
+def copied_outputs(response) -> dict[str, np.ndarray]:
+    """A BLS response's tensors as arrays that outlive the response."""
+    return {t.name(): np.array(t.as_numpy(), copy=True) for t in response.output_tensors()}
 
 
 class BlsError(RuntimeError):
@@ -234,7 +239,7 @@ class DraftLoopStream:
                 if response.has_error():
                     raise BlsError(response.error().message())
                 if response.output_tensors():
-                    answer = {t.name(): np.array(t.as_numpy(), copy=True) for t in response.output_tensors()}
+                    answer = copied_outputs(response)
         finally:
             with self._lock:
                 self._in_flight = None

@@ -32,9 +32,18 @@ def engine_request(preprocessed: Mapping[str, np.ndarray],
     return forwarded(engine), preprocessed[DETOKENIZE_PARAMS.name]
 
 
+def first_value(arrays: Mapping[str, np.ndarray], name: str, default=None):
+    """The first element of an optional tensor as a Python value (bytes of a string tensor as
+    they are); `default` when it is absent or empty."""
+    value = arrays.get(name)
+    if value is None or np.asarray(value).size == 0:
+        return default
+    first = np.asarray(value).reshape(-1)[0]
+    return first.item() if isinstance(first, np.generic) else first
+
+
 def _index(engine: Mapping[str, np.ndarray], name: str) -> int:
-    index = engine.get(name)
-    return int(np.asarray(index).reshape(-1)[0]) if index is not None and np.asarray(index).size else 0
+    return int(first_value(engine, name, 0))
 
 
 def without_base_adapter(engine: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -37,6 +37,7 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 
 from model_repository.engine_step.word_lists import from_word_list
+from model_repository.engines.relay.bls_pipeline import first_value
 
 # decode.py Request.validate / Decoder.decode (upstream's texts).
 STREAMING_REFUSAL = "streaming is not supported with speculative decoding"
@@ -49,17 +50,9 @@ class LoopCancelled(Exception):
     pass
 
 
-def _first(arrays: Mapping[str, np.ndarray], name: str, default=None):
-    value = arrays.get(name)
-    if value is None or np.asarray(value).size == 0:
-        return default
-    first = np.asarray(value).reshape(-1)[0]
-    return first.item() if isinstance(first, np.generic) else first  # bytes of a string tensor as they are
-
-
 def num_draft_tokens(request: Mapping[str, np.ndarray]) -> int:
     """The client's num_draft_tokens (0: plain decoding, as upstream's `> 0` test)."""
-    return int(_first(request, "num_draft_tokens", 0) or 0)
+    return int(first_value(request, "num_draft_tokens", 0) or 0)
 
 
 def refusal(request: Mapping[str, np.ndarray], engine: Mapping[str, np.ndarray], max_draft_len: int) -> str | None:
@@ -71,13 +64,13 @@ def refusal(request: Mapping[str, np.ndarray], engine: Mapping[str, np.ndarray],
     if drafts > max_draft_len:
         return (f"'num_draft_tokens' {drafts} exceeds the target engine's max_draft_len {max_draft_len} "
                 "(build it with a larger --max-draft-len)")
-    if bool(_first(engine, "streaming", False)):
+    if bool(first_value(engine, "streaming", False)):
         return STREAMING_REFUSAL
     if len(engine["input_ids"]) > 1:
         return BATCH_REFUSAL
-    if int(_first(engine, "num_return_sequences", 1) or 1) > 1:
+    if int(first_value(engine, "num_return_sequences", 1) or 1) > 1:
         return "'num_return_sequences' > 1 is not supported with speculative decoding (the draft loop follows one answer)"
-    if _first(engine, "guided_decoding_guide_type"):
+    if first_value(engine, "guided_decoding_guide_type"):
         return ("'guided_decoding_guide_type' is not supported with speculative decoding (the draft engine "
                 "runs unguided)")
     return None
@@ -139,9 +132,9 @@ class DraftLoop:
 
     def run(self) -> LoopResult:
         prompt = [int(t) for t in np.asarray(self._engine["input_ids"]).reshape(-1)]
-        max_new = int(_first(self._engine, "request_output_len"))
-        min_new = int(_first(self._engine, "min_tokens", 0) or 0)
-        wants_log_probs = bool(_first(self._engine, "return_log_probs", False))
+        max_new = int(first_value(self._engine, "request_output_len"))
+        min_new = int(first_value(self._engine, "min_tokens", 0) or 0)
+        wants_log_probs = bool(first_value(self._engine, "return_log_probs", False))
         draft_model, target_model = self._models
         out = LoopResult()
         while len(out.tokens) < max_new:
@@ -171,10 +164,10 @@ def response_arrays(result: LoopResult, engine: Mapping[str, np.ndarray]) -> dic
     n = len(result.tokens)
     out = {"output_ids": np.asarray(result.tokens, np.int32).reshape(1, 1, n),
            "sequence_length": np.array([[n]], np.int32)}
-    if bool(_first(engine, "return_log_probs", False)):
+    if bool(first_value(engine, "return_log_probs", False)):
         out["output_log_probs"] = np.asarray(result.log_probs, np.float32).reshape(1, 1, -1)
         out["cum_log_probs"] = np.array([[sum(result.log_probs)]], np.float32)
-    if bool(_first(engine, "return_perf_metrics", False)):
+    if bool(first_value(engine, "return_perf_metrics", False)):
         out["total_draft_tokens"] = np.array([[result.drafted]], np.int32)
         out["total_accepted_draft_tokens"] = np.array([[result.accepted]], np.int32)
         out["acceptance_rate"] = np.array([[result.accepted / result.drafted if result.drafted else 0.0]], np.float32)
