@@ -22,6 +22,7 @@ import psutil
 
 from client import AsyncLlmClient, ChatMessage, SamplingParams
 from client.errors import ClientError, RequestTimeout, ServerUnavailable
+from serving.stubs import stubs_of
 
 FATAL_LOG_MARKERS = ("Signal (", "Segmentation fault", "core dumped")
 
@@ -115,11 +116,15 @@ class ServerWatch:
     create_time: float
     log_file: Path
     log_offset: int
+    # The Python-backend stubs (pid -> model instance): a stub that dies (a SIGSEGV inside it)
+    # leaves no line in tritonserver's log, and Triton never answers its requests.
+    stubs: dict[int, str] = field(default_factory=dict)
 
     @classmethod
     def of(cls, pid: int, log_file: Path) -> "ServerWatch":
         offset = log_file.stat().st_size if log_file.exists() else 0
-        return cls(pid, psutil.Process(pid).create_time(), log_file, offset)
+        stubs = {stub_pid: stub.model for stub_pid, stub in stubs_of(pid).items()}
+        return cls(pid, psutil.Process(pid).create_time(), log_file, offset, stubs)
 
     def problems(self) -> list[str]:
         """Why the server did not survive (empty: it did)."""
@@ -130,6 +135,9 @@ class ServerWatch:
                 found.append(f"tritonserver {self.pid} is not the process that was watched any more")
         except psutil.NoSuchProcess:
             found.append(f"tritonserver {self.pid} is gone")
+        alive = stubs_of(self.pid)
+        found += [f"the Python-backend stub of {model} (pid {stub_pid}) died" for stub_pid, model in self.stubs.items()
+                  if stub_pid not in alive]
         for line in self.new_log().splitlines():
             if any(marker in line for marker in FATAL_LOG_MARKERS):
                 found.append(f"tritonserver log: {line.strip()}")

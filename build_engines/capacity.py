@@ -43,13 +43,15 @@ class Capacity:
 
     def lines(self, spec: BuildSpec) -> list[str]:
         t = spec.trtllm
+        shared = (f" (half of {t.serving.kv_cache_free_gpu_mem_fraction:g}: the draft engine takes the other half)"
+                  if t.has_draft_engine else "")
         copies = f" (each KV head duplicated on {t.tp_size // self.num_kv_heads} GPUs)" if t.tp_size > self.num_kv_heads else ""
         return [
             f"weights: ~{self.weights_gib_per_gpu:.2f} GiB per GPU ({spec.precision.value}, TP={t.tp_size} PP={t.pp_size})",
             f"KV heads: {self.kv_heads_per_gpu} per GPU of {self.num_kv_heads}{copies}",
             f"KV cache: {self.kv_bytes_per_token_per_gpu / 1024:.1f} KiB per token per GPU "
             f"({t.kv_cache_dtype.value}); pool ~{self.kv_pool_gib_per_gpu:.1f} GiB per GPU at "
-            f"kv_cache_free_gpu_mem_fraction={t.serving.kv_cache_free_gpu_mem_fraction} of {t.gpu.memory_gib:g} GiB "
+            f"kv_cache_free_gpu_mem_fraction={t.engine_kv_cache_fraction:g}{shared} of {t.gpu.memory_gib:g} GiB "
             f"(less weights and ~{RUNTIME_RESERVE_GIB:g} GiB runtime reserve) = {self.kv_tokens:,} tokens",
             f"concurrency: {self.max_full_sequences:,} sequences of max_seq_len={spec.limits.max_seq_len} fit; "
             f"max_batch_size={spec.limits.max_batch_size} -> {self.concurrent_sequences} at once",
@@ -78,7 +80,7 @@ def estimate(info: CheckpointInfo, spec: BuildSpec) -> Capacity:
     if free <= 0:
         raise CapacityError(f"the weights need ~{weights:.1f} GiB per GPU; a {t.gpu.name} has {t.gpu.memory_gib:g} GiB: "
                             "raise 'tp_size'/'pp_size' or pick a smaller 'precision'")
-    pool = free * t.serving.kv_cache_free_gpu_mem_fraction
+    pool = free * t.engine_kv_cache_fraction
     per_token = kv_bytes_per_token_per_gpu(info, spec)
     blocks = int(pool * GIB // (per_token * TOKENS_PER_BLOCK))
     blocks_per_sequence = math.ceil(spec.limits.max_seq_len / TOKENS_PER_BLOCK)

@@ -37,9 +37,7 @@ def tensorrt_llm_parameters(engine_dir: Path, spec: BuildSpec) -> TensorRtLlmPar
     guided = s.guided_decoding_backend.parameter
     return TensorRtLlmParameters(
         gpt_model_path=engine_dir,
-        # with a draft engine on the same GPUs each takes half (NVIDIA's example gives each 0.5:
-        # row draft_target_requirements)
-        kv_cache_free_gpu_mem_fraction=s.kv_cache_free_gpu_mem_fraction / (2 if spec.trtllm.has_draft_engine else 1),
+        kv_cache_free_gpu_mem_fraction=spec.trtllm.engine_kv_cache_fraction,
         enable_kv_cache_reuse=eff.enable_kv_cache_reuse,
         enable_chunked_context=eff.enable_chunked_context,
         batch_scheduler_policy=s.batch_scheduler_policy.value,
@@ -100,7 +98,7 @@ def draft_model_config(engine_dir: Path, spec: BuildSpec) -> mc.ModelConfig:
     guided decoding (the draft loop sends the draft neither adapters nor guides)."""
     t = spec.trtllm
     serving = dataclasses.replace(t.serving, guided_decoding_backend=GuidedDecodingBackend.NONE,
-                                  kv_cache_free_gpu_mem_fraction=t.serving.kv_cache_free_gpu_mem_fraction / 2)
+                                  kv_cache_free_gpu_mem_fraction=t.engine_kv_cache_fraction)
     plain = dataclasses.replace(t, speculative_decoding=SpeculativeDecoding.NONE, lora=TrtLlmLora(), serving=serving)
     config = tensorrt_llm_config(engine_dir / DRAFT_ENGINE_SUBDIR, dataclasses.replace(spec, trtllm=plain))
     config.name = names.TRTLLM_DRAFT

@@ -191,6 +191,12 @@ class TrtLlmOptions:
         """Draft-target decoding: a draft engine beside the target (build_engines/trtllm_draft_target.py)."""
         return self.speculative_decoding == SpeculativeDecoding.DRAFT_TOKENS_EXTERNAL
 
+    @property
+    def engine_kv_cache_fraction(self) -> float:
+        """Each engine's kv_cache_free_gpu_mem_fraction: with a draft engine on the same GPUs
+        each takes half (NVIDIA's example gives each 0.5: row draft_target_requirements)."""
+        return self.serving.kv_cache_free_gpu_mem_fraction / (2 if self.has_draft_engine else 1)
+
 
 # Formats whose scales come from running calibration data through the model (ModelOpt PTQ).
 CALIBRATED_PRECISIONS = ("fp8", "int8_sq", "int4_awq")

@@ -21,6 +21,7 @@ from contract.upstream.backend_semantics import SUPPORTED_VERSIONS, backend_sema
 from model_repository.engines.relay import engine_errors
 from model_repository.triton import triton_io
 from model_repository.engine_step.engine_metrics import MetricsRecorder
+from model_repository.triton.late_release import LateRelease
 from model_repository.triton.triton_metrics import TritonMetricsPublisher
 from model_repository.engines.relay.bls_pipeline import (closing_response, new_log_probs, row_of, sequence_of,
                                                         without_base_adapter)
@@ -73,17 +74,44 @@ class BlsError(RuntimeError):
     pass
 
 
-def stream(model: str, arrays: Mapping[str, np.ndarray], outputs: Iterable[str], request_id: str):
-    """A streamed request to a decoupled model: its response iterator."""
-    return pb_utils.InferenceRequest(model_name=model, inputs=tensors(arrays), requested_output_names=list(outputs),
-                                     request_id=request_id).exec(decoupled=True)
+# Finished BLS response iterators, kept a while before Python drops them (late_release.py).
+LATE_RELEASE = LateRelease(hold_s=10.0)
+
+
+class BlsStream:
+    """A streamed request's responses: iterate once.  When they end, the Python backend's
+    response iterator goes to LATE_RELEASE instead of being dropped at once."""
+
+    def __init__(self, responses) -> None:
+        self._responses = responses
+
+    def __iter__(self):
+        try:
+            yield from self._responses
+        finally:
+            LATE_RELEASE.hold(self._responses)
+
+    def cancel(self) -> bool:
+        """ResponseIterator.cancel() where the Python backend has it (r25.05+): True; else False."""
+        cancel = getattr(self._responses, "cancel", None)
+        if cancel is None:
+            return False
+        cancel()
+        return True
+
+
+def stream(model: str, arrays: Mapping[str, np.ndarray], outputs: Iterable[str], request_id: str) -> BlsStream:
+    """A streamed request to a decoupled model."""
+    return BlsStream(pb_utils.InferenceRequest(model_name=model, inputs=tensors(arrays),
+                                               requested_output_names=list(outputs),
+                                               request_id=request_id).exec(decoupled=True))
 
 
 def cancel_stream(model: str, request_id: str, responses) -> None:
-    """Cancel a streamed request: ResponseIterator.cancel() where the Python backend has it
-    (r25.05+); TensorRT-LLM's stop request (same request id, stop=true) before that."""
-    if hasattr(responses, "cancel"):
-        responses.cancel()
+    """Cancel a streamed request (`responses`: a BlsStream, or a stream of ours with cancel()):
+    its own cancel() where it has one (ResponseIterator.cancel() from r25.05 on); TensorRT-LLM's
+    stop request (same request id, stop=true) before that."""
+    if responses.cancel():
         return
     for _ in stream(model, stop_request_arrays(), (), request_id):
         pass
@@ -176,6 +204,7 @@ class RelayModel:
         if self.publisher is not None:
             self.publisher.stop()
         self.pool.shutdown()
+        LATE_RELEASE.release_all()
 
     def refusal(self, streaming: bool, batch_size: int) -> str | None:
         """What a non-decoupled deployment cannot serve, in TensorRT-LLM's words (upstream
@@ -233,16 +262,18 @@ class DraftLoopStream:
         responses = stream(model, arrays, requested_outputs(arrays), self._request_id)
         with self._lock:
             self._in_flight = model, responses
-        answer = None
+        answer, error = None, None
         try:
-            for response in responses:
-                if response.has_error():
-                    raise BlsError(response.error().message())
-                if response.output_tensors():
+            for response in responses:  # to the end, so the iterator finishes (late_release.py)
+                if error is None and response.has_error():
+                    error = response.error().message()
+                elif error is None and response.output_tensors():
                     answer = copied_outputs(response)
         finally:
             with self._lock:
                 self._in_flight = None
+        if error is not None:
+            raise BlsError(error)
         if answer is None:
             raise BlsError(f"{model} ended the request without a response")
         self.on_answer()
@@ -254,8 +285,9 @@ class DraftLoopStream:
         if in_flight is not None:
             cancel_stream(in_flight[0], self._request_id, in_flight[1])
 
-    def cancel(self) -> None:
+    def cancel(self) -> bool:
         self.loop.cancel()
+        return True
 
     def __iter__(self):
         try:

@@ -63,12 +63,20 @@ class ResponseChannel:
             if self._closed:
                 self.refused_sends += 1
                 return False
+            # Our references to the response's tensors, held across the send: Triton 2.51's
+            # sender drops the outputs the request did not ask for without the GIL
+            # (python_backend r24.10 src/response_sender.cc `ResponseSender::Send`:
+            # `PruneOutputTensors` after `gil_scoped_release`), which frees their numpy arrays
+            # there, corrupting the stub's heap, unless another reference keeps them (fixed
+            # in r24.12, PR #390).  Dropped after the send, with the GIL.
+            held = response.output_tensors() if hasattr(response, "output_tensors") else ()
             if final:
                 # Closed before the send: whatever happens inside it, the factory may be gone.
                 self._closed = True
                 self._sender.send(response, flags=self._final_flag)
             else:
                 self._sender.send(response)
+            del held
             return True
 
     def finish(self, response: Any = None) -> bool:

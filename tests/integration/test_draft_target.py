@@ -184,25 +184,25 @@ def test_the_client_asks_for_draft_tokens(server):
     assert drafted.text == plain.text and drafted.token_ids == plain.token_ids and plain.completion_tokens > 0
 
 
-# Seen once, in a `make test` run (2026-11-26, commit 09c4812): 2 of these 6 loops never answered
-# (tensorrt_llm_bls kept 2 relays running, both engines idle with nothing queued) and the test
-# waited until CI's limit.  Not reproduced since: 10 rounds of 6 against one server and 3 runs of
-# this file, all answered.  Where a response went is not known yet, so the test is an expected
-# failure until it is, with a bounded wait so that a hang fails it instead of blocking the run.
-@pytest.mark.xfail(reason="an intermittent hang of concurrent draft loops, seen once in CI, cause not found",
-                   strict=False)
 def test_concurrent_draft_loops_each_get_their_own_answer(server):
     """Several draft loops at once share both engines' batches, each under its own request id,
     and no answer is another's: each starts as its prompt's plain answer (its first tokens; a
     whole answer may part later, as the CPU engine's sums differ with what a step batches
-    together: measured once, at the 8th token of one of 6 answers)."""
+    together: measured once, at the 8th token of one of 6 answers).
+
+    Also the smoke test of the tensorrt_llm_bls stub crash this load found on Triton 2.51
+    (model_repository/triton/late_release.py): each loop makes two BLS calls per round, and
+    12 loops at a time crashed the stub after 2 to 14 rounds (its clients then wait forever, hence
+    the bounded waits).  Three rounds of 12 here; the soak that measured it is in the note."""
     from concurrent.futures import ThreadPoolExecutor
 
     prompts = [f"{p} Answer number {i}." for i, p in enumerate(PROMPTS * 2)]
     ids = lambda out: out.get("output_ids", np.zeros(0, np.int32)).reshape(-1).tolist()  # noqa: E731 (none: the end at once)
     plain = [ids(request(server, p, max_tokens=32)[0]) for p in prompts]
-    with ThreadPoolExecutor(len(prompts)) as pool:
-        drafted = list(pool.map(lambda p: request(server, p, max_tokens=32, num_draft_tokens=3, wait_s=120), prompts))
-    assert [error for _, error in drafted] == [None] * len(prompts)
-    starts = [ids(out)[:4] for out, _ in drafted]
-    assert starts == [answer[:4] for answer in plain]
+    for drafts in (3, 1, 3):
+        with ThreadPoolExecutor(2 * len(prompts)) as pool:
+            drafted = list(pool.map(lambda p: request(server, p, max_tokens=32, num_draft_tokens=drafts, wait_s=120),
+                                    prompts * 2))
+        assert [error for _, error in drafted] == [None] * len(drafted)
+        starts = [ids(out)[:4] for out, _ in drafted]
+        assert starts == [answer[:4] for answer in plain * 2]

@@ -4,6 +4,7 @@ is_cancelled() then (or while the final send is under way) is the tritonserver c
 
 import threading
 import time
+import weakref
 
 from model_repository.triton.response_channel import ResponseChannel
 
@@ -127,3 +128,37 @@ def test_rows_of_a_batched_request_share_one_final():
     c.finish("c2")
     assert sender.sent == [("a1", 0), ("a2", 0), ("c1", 0), ("c2", FINAL)]
     assert a.send("late") is False
+
+
+class Tensor:
+    pass
+
+
+class PruningResponse:
+    """A response as python_backend r24.10 treats it: output_tensors() hands out references to
+    its tensors, and the sender drops (prunes) the response's own references during the send."""
+
+    def __init__(self, n):
+        self.tensors = [Tensor() for _ in range(n)]
+
+    def output_tensors(self):
+        return list(self.tensors)
+
+
+class PruningSender(FakeSender):
+    def send(self, response=None, flags=0):
+        refs = [weakref.ref(t) for t in response.tensors]
+        response.tensors.clear()  # PruneOutputTensors, without the GIL
+        self.alive_in_send = [r() is not None for r in refs]  # freed here = freed without the GIL
+        self.refs = refs
+        super().send(None, flags)
+
+
+def test_a_response_s_tensors_outlive_the_send_that_prunes_them():
+    sender = PruningSender()
+    channel = ResponseChannel(sender, FINAL)
+    channel.send(PruningResponse(3))
+    assert sender.alive_in_send == [True] * 3
+    assert [r() for r in sender.refs] == [None] * 3  # released after the send
+    channel.finish(PruningResponse(1))
+    assert sender.alive_in_send == [True]

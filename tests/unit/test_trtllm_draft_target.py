@@ -186,3 +186,17 @@ def test_plan_prints_the_four_commands(ckpt, draft):
     assert "--speculative_decoding_mode draft_tokens_external --max_draft_len 4" in result.output
     assert f"--model_dir {draft.resolve()}" in result.output
     assert "/draft --max_batch_size" in result.output  # the draft engine's --output_dir
+
+
+def test_the_capacity_plan_counts_the_target_s_half_of_the_kv_cache_fraction(ckpt, draft):
+    """Each engine is rendered with half the fraction, so the plan's KV pool is that half."""
+    from build_engines.capacity import estimate
+
+    spec = dt_spec(ckpt, draft)
+    plain = trtllm_spec(ckpt, limits=LIMITS)
+    assert spec.trtllm.engine_kv_cache_fraction == plain.trtllm.engine_kv_cache_fraction / 2
+    halved, whole = estimate(info_of(ckpt), spec), estimate(info_of(ckpt), plain)
+    assert halved.kv_pool_gib_per_gpu == pytest.approx(whole.kv_pool_gib_per_gpu / 2)
+    line = next(x for x in halved.lines(spec) if x.startswith("KV cache:"))
+    assert (f"kv_cache_free_gpu_mem_fraction={spec.trtllm.engine_kv_cache_fraction:g} (half of "
+            f"{spec.trtllm.serving.kv_cache_free_gpu_mem_fraction:g}: the draft engine takes the other half)") in line
