@@ -154,8 +154,10 @@ class ServerWatch:
 # race between a stream's cancellation and its completion that crashes tritonserver itself in
 # ModelStreamInferHandler::Process (triton-inference-server/server issues #7368 and #8034; server
 # PR #7840, "gRPC segfault due to Low Request Cancellation Timeout", merged on main 2024-11-27,
-# after 2.51; its r24.12 cherry-pick #7880 was still open where read, and whether #8034's race is
-# fixed in the 25.12/26.07 images the kit serves from was not checked).  Clients that leave early,
+# after 2.51).  The GPU images' branches carry it: r25.12 and r26.07 of triton-inference-server/
+# server hold #7840 (f5e4f6909) and #8078 "Fix gRPC cancellation race condition" (42811e0cd,
+# 2025-04-07: by date and title #8034's fix, the link not confirmed); r24.10 (2.51) holds
+# neither.  So this race is the CPU server's only.  Clients that leave early,
 # as this load's do, reach it now and then (1 run in 4 of `make test` on 2026-11-26).  It is
 # told apart from a crash of ours by the frame it happens in, resolved with the binary's own
 # symbol table.

@@ -45,5 +45,5 @@ def xfail_on_the_frontend_race(server, watch: ServerWatch) -> None:
     frame = crash_frame(watch.new_log(), server.settings.server_dir / "bin" / "tritonserver")
     if frame.startswith(FRONTEND_RACE_FRAME):
         pytest.xfail("tritonserver 2.51 crashed in its gRPC frontend (ModelStreamInferHandler::Process), "
-                     "upstream's stream-cancellation race (server issues #7368/#8034, PR #7840 merged after "
-                     "2.51), not in this kit's models")
+                     "upstream's stream-cancellation race (server issues #7368/#8034, PRs #7840 and #8078, in "
+                     "r25.12 and later, not in 2.51), not in this kit's models")
