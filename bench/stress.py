@@ -157,10 +157,9 @@ class ServerWatch:
 # after 2.51).  The GPU images' branches carry it: r25.12 and r26.07 of triton-inference-server/
 # server hold #7840 (f5e4f6909) and #8078 "Fix gRPC cancellation race condition" (42811e0cd,
 # 2025-04-07: by date and title #8034's fix, the link not confirmed); r24.10 (2.51) holds
-# neither.  So this race is the CPU server's only.  Clients that leave early,
-# as this load's do, reach it now and then (1 run in 4 of `make test` on 2026-11-26).  It is
-# told apart from a crash of ours by the frame it happens in, resolved with the binary's own
-# symbol table.
+# neither.  So this race is the CPU server's only.  Clients that leave early, as this load's
+# do, reach it now and then (1 run in 4 of `make test` on 2026-11-26).  It is told apart from a
+# crash of ours by the frame it happens in, resolved with the binary's own symbol table.
 FRONTEND_RACE_FRAME = "triton::server::grpc::ModelStreamInferHandler::Process("
 _SIGNAL_HANDLER = "triton::server::(anonymous namespace)::ErrorSignalHandler(int)"
 
