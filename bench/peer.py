@@ -5,6 +5,7 @@ starts any of them, waits until it answers, warms it up and stops it."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -126,6 +127,20 @@ class PeerServer:
         request = urllib.request.Request(self.url + "/v1/chat/completions", data=body, method="POST",
                                          headers={"Content-Type": "application/json"})
         urllib.request.urlopen(request, timeout=600).read()
+
+    @contextlib.contextmanager
+    def paused(self):
+        """The peer's whole process group stopped (SIGSTOP) while our side is measured: an idle
+        vLLM CPU server kept its worker threads spinning for seconds after its own run (117% of
+        the 2 cores in the first 5 s of ours, measured), CPU our run then lacked."""
+        if self.process is None or self.process.poll() is not None:
+            yield
+            return
+        os.killpg(self.process.pid, signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            os.killpg(self.process.pid, signal.SIGCONT)
 
     def __exit__(self, *exc) -> None:
         if self.process and self.process.poll() is None:

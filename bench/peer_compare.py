@@ -9,6 +9,7 @@ prompts no earlier run sent, so neither side's prompt/prefix cache sees a repeat
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import statistics
 import sys
@@ -63,8 +64,8 @@ def launch(peer: Peer, checkpoint: Path, port: int) -> PeerLaunch:
 
 def compare(ours_url: str, ours_model: str, launches: list[tuple[PeerLaunch, Path]], levels: tuple[int, ...],
             output_tokens: int, rounds: int, slo: Slo, progress=print) -> list[Pair]:
-    """`launches`: (peer, its log file).  Our server stays up throughout; each peer runs alone
-    beside it while its pairs are measured."""
+    """`launches`: (peer, its log file).  Our server stays up throughout (idle, it takes ~1% of
+    a core); each peer runs beside it while its pairs are measured, stopped while ours run."""
     pairs: list[Pair] = []
     seed = 1000
     for peer, log in launches:
@@ -76,7 +77,8 @@ def compare(ours_url: str, ours_model: str, launches: list[tuple[PeerLaunch, Pat
                     sides = [("ours", ours_url, ours_model, OURS), (peer.name, server.url + "/v1", server.model, peer.extra_body)]
                     runs = {}
                     for name, url, model, extra in (sides if r % 2 == 0 else sides[::-1]):
-                        runs[name] = run_http(name, url, model, texts, output_tokens, level, slo, f"osl{output_tokens}", extra)
+                        with server.paused() if name == "ours" else contextlib.nullcontext():
+                            runs[name] = run_http(name, url, model, texts, output_tokens, level, slo, f"osl{output_tokens}", extra)
                     pair = Pair(peer.name, level, r, runs["ours"], runs[peer.name])
                     pairs.append(pair)
                     progress(f"  {peer.name:28} c{level:<3} round {r}: ours {pair.ours.output_tokens_per_s:6.1f} tok/s, "

@@ -80,6 +80,10 @@ class OpenVinoEngineParameters:
     def reserved_from_low_priority(self) -> int:
         return self.max_num_seqs // 4 if self.priority_reserved_seqs < 0 else self.priority_reserved_seqs
     queue_timeout_s: float = 60.0  # no first token after this long: fail (UNAVAILABLE); 0 = wait forever
+    # A thread asks Triton this often whether each request's client cancelled (the step thread
+    # drops those at its next step); 0: asked at every step, on the step thread.  The default is
+    # TensorRT-LLM's backend's cancellation_check_period_ms (row param.cancellation_check_period_ms).
+    cancel_check_period_ms: int = 100
     # Tokens per streamed response after the first; 0 = by batch size (1 up to 4 running
     # requests, 2 up to 8, then 4): fewer trips through the pipeline when the CPU is busiest.
     stream_interval: int = 0
@@ -125,8 +129,10 @@ class OpenVinoEngineParameters:
             raise ValueError(f"'kv_cache_precision' must be one of {list(KV_CACHE_PRECISIONS)}, got {self.kv_cache_precision!r}")
         if self.dynamic_quantization_group_size < 0:
             raise ValueError(f"'dynamic_quantization_group_size' must be >= 0 (0: off), got {self.dynamic_quantization_group_size}")
-        if self.max_queue_size < 0 or self.queue_timeout_s < 0 or self.stream_interval < 0 or self.priority_aging_per_s < 0:
-            raise ValueError("'max_queue_size', 'queue_timeout_s', 'stream_interval' and 'priority_aging_per_s' must be >= 0")
+        if (self.max_queue_size < 0 or self.queue_timeout_s < 0 or self.stream_interval < 0 or self.priority_aging_per_s < 0
+                or self.cancel_check_period_ms < 0):
+            raise ValueError("'max_queue_size', 'queue_timeout_s', 'stream_interval', 'priority_aging_per_s' and "
+                             "'cancel_check_period_ms' must be >= 0")
         if self.max_num_seqs < 1 or self.max_num_batched_tokens < 1:
             raise ValueError("'max_num_seqs' and 'max_num_batched_tokens' must be >= 1")
         if not -1 <= self.priority_reserved_seqs < self.max_num_seqs:

@@ -80,6 +80,9 @@ class AgingQueue(Generic[T]):
         self._waiting = kept
         return taken
 
+    def items(self) -> list[T]:
+        return [w.item for w in self._waiting]
+
     def drain(self) -> list[T]:
         items = [w.item for w in sorted(self._waiting, key=lambda w: w.seq)]
         self._waiting.clear()

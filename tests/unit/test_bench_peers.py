@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from bench.genai_perf import RunResult
@@ -53,3 +54,35 @@ def test_the_report_gives_every_pair_and_says_who_wins():
     assert said[1].endswith("we are faster")
     mixed = verdicts([Pair("p", 1, 0, _run(90), _run(100)), Pair("p", 1, 1, _run(110), _run(100))])
     assert mixed[0].endswith("no clear winner (pairs disagree)")
+
+
+def test_a_paused_peer_is_stopped_whole_and_resumed(tmp_path):
+    import subprocess
+    import sys
+    import time
+
+    from bench.peer import PeerLaunch, PeerServer
+
+    # a spinning parent with a spinning child, as vLLM's API server and its engine processes
+    code = "import os, time\nif os.fork() == 0:\n    while True: pass\nwhile True: pass\n"
+    server = PeerServer(PeerLaunch("spinner", (sys.executable, "-c", code), "m", 0), tmp_path / "log")
+    server.process = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
+    try:
+        def states():
+            time.sleep(0.3)
+            pids = [p for p in os.listdir("/proc") if p.isdigit() and _pgid(p) == server.process.pid]
+            return sorted(open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()[0] for p in pids)
+
+        assert states() == ["R", "R"]
+        with server.paused():
+            assert states() == ["T", "T"]  # both processes stopped
+        assert states() == ["R", "R"]
+    finally:
+        server.__exit__()
+
+
+def _pgid(pid: str) -> int:
+    try:
+        return int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[2])
+    except (OSError, IndexError, ValueError):
+        return -1

@@ -39,3 +39,14 @@ def test_bool(text, value):
 def test_bool_rejects_anything_else():
     with pytest.raises(ParameterError, match="'x' must be true or false, got 'maybe'"):
         parse_bool("x", "maybe")
+
+
+@pytest.mark.parametrize("version", ["1.1.0", "1.2.1"])
+def test_the_cpu_engine_polls_cancellation_at_tensorrt_llm_s_default_period(version):
+    from contract.upstream.backend_semantics import backend_semantics
+
+    default = OpenVinoEngineParameters(engine_dir=Path("/e"), max_num_seqs=8, max_num_batched_tokens=256)
+    assert default.cancel_check_period_ms == backend_semantics(version).parameter("cancellation_check_period_ms").default
+    with pytest.raises(ValueError, match="'cancel_check_period_ms' must be >= 0"):
+        OpenVinoEngineParameters(engine_dir=Path("/e"), max_num_seqs=8, max_num_batched_tokens=256,
+                                 cancel_check_period_ms=-1).validate()

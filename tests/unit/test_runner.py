@@ -407,3 +407,62 @@ def test_the_reserve_is_off_without_a_running_limit():
     runner = EngineRunner(backend, clock=lambda: 0.0, reserved_from_low_priority=2)
     runner.run_once([(_prioritized(k, 0.0), Sink(), 0.0, "") for k in range(3)])
     assert sorted(backend.handles) == [0, 1, 2]
+
+
+class CountingSink(Sink):
+    def __init__(self):
+        super().__init__()
+        self.asked = 0
+
+    def is_cancelled(self):
+        self.asked += 1
+        return self.cancelled
+
+
+def test_with_a_cancellation_period_the_step_thread_never_asks_the_sinks():
+    # Triton's Python backend answers is_cancelled() with a round trip to the server: with a
+    # period, only the canceller asks (poll_cancelled, run here by hand) and steps read its answer.
+    backend = FakeBackend({0: list(range(100, 200)), 1: list(range(200, 300)), 2: list(range(300, 400))})
+    runner = EngineRunner(backend, max_running=2, cancellation_check_period_s=60.0)  # never fires itself
+    running, waiting, other = CountingSink(), CountingSink(), CountingSink()
+    runner.run_once([(request(0, max_new=50), running, 0.0, ""), (request(2, max_new=20), other, 0.0, ""),
+                     (request(1, max_new=50), waiting, 0.0, "")])
+    asked_at_admission = running.asked
+    for _ in range(5):
+        runner.run_once([])
+    assert running.asked == asked_at_admission and waiting.asked == 0  # steps asked nothing
+    running.cancelled = waiting.cancelled = True
+    runner.run_once([])
+    assert running.error is None and waiting.error is None  # not polled yet: still going
+    assert runner.poll_cancelled() == 2  # the running one and the one waiting for a seat
+    assert running.asked == asked_at_admission + 1 and waiting.asked == 1
+    runner.run_once([])
+    assert running.code == FailCode.CANCELLED and backend.handles[0].state == HandleStatus.CANCELLED
+    assert waiting.code == FailCode.CANCELLED and len(backend.handles) == 2  # it never reached the engine
+    while runner.counts()[0]:
+        runner.run_once([])
+    assert other.error is None and len(other.tokens) == 20  # the other stream went on
+    assert runner.poll_cancelled() == 0  # nothing left to ask about
+
+
+def test_the_canceller_thread_ends_a_cancelled_stream_within_its_period():
+    backend = FakeBackend({0: list(range(100, 100_000))})
+
+    class Slow(FakeBackend):
+        def step(self):
+            time.sleep(0.005)
+            super().step()
+
+    backend = Slow(backend.scripts)
+    runner = EngineRunner(backend, cancellation_check_period_s=0.05)
+    runner.start()
+    try:
+        sink = CountingSink()
+        runner.submit(request(0, max_new=90_000), sink)
+        time.sleep(0.2)
+        asked, steps = sink.asked, runner.steps
+        assert steps > 10 and asked <= 0.2 / 0.05 + 2  # by period, not by step
+        sink.cancelled = True
+        assert sink.done.wait(2.0) and sink.code == FailCode.CANCELLED
+    finally:
+        runner.shutdown()

@@ -10,7 +10,7 @@ from typing import Callable
 import triton_python_backend_utils as pb_utils
 
 from model_repository.engines.trtllm_standin.metrics import Series, labels, updates
-from model_repository.engines.trtllm_standin.periodic import Periodic
+from model_repository.engine_step.periodic import Periodic
 
 _KINDS = {"gauge": "GAUGE", "counter": "COUNTER", "histogram": "HISTOGRAM"}
 TOTAL_INPUT, TOTAL_OUTPUT = "Total Input Tokens", "Total Output Tokens"  # row metric.token_len keys

@@ -42,7 +42,8 @@ class TritonPythonModel:
         self.runner = EngineRunner(backend, observer=recorder, capacity=params.max_num_seqs + params.max_queue_size,
                                    queue_timeout_s=queue_timeout, stream_interval=params.stream_interval,
                                    max_running=params.max_num_seqs, aging_per_s=params.priority_aging_per_s,
-                                   reserved_from_low_priority=params.reserved_from_low_priority)
+                                   reserved_from_low_priority=params.reserved_from_low_priority,
+                                   cancellation_check_period_s=params.cancel_check_period_ms / 1000)
         self.runner.start()
         self.metrics = TritonMetricsPublisher(args["model_name"], metrics.ENGINE_METRICS + metrics.PREFIX_CACHE_METRICS, self._gauges, recorder,
                                               aliases=True)

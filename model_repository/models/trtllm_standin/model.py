@@ -13,7 +13,7 @@ from model_repository.engines.trtllm_standin import lora_cache, upstream
 from model_repository.engines.trtllm_standin.engine import start_engine
 from model_repository.engines.trtllm_standin.executor import ExecutorLimits, StandinExecutor
 from model_repository.engines.trtllm_standin.metrics import iteration_stats, series
-from model_repository.engines.trtllm_standin.periodic import Periodic
+from model_repository.engine_step.periodic import Periodic
 from model_repository.engines.trtllm_standin.publisher import StandinMetricsPublisher
 from model_repository.engines.trtllm_standin.request import is_stop, parse_request
 from model_repository.engines.trtllm_standin.responder import Responder, requested_outputs
