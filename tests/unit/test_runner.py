@@ -446,14 +446,12 @@ def test_with_a_cancellation_period_the_step_thread_never_asks_the_sinks():
 
 
 def test_the_canceller_thread_ends_a_cancelled_stream_within_its_period():
-    backend = FakeBackend({0: list(range(100, 100_000))})
-
     class Slow(FakeBackend):
         def step(self):
             time.sleep(0.005)
             super().step()
 
-    backend = Slow(backend.scripts)
+    backend = Slow({0: list(range(100, 100_000))})
     runner = EngineRunner(backend, cancellation_check_period_s=0.05)
     runner.start()
     try:
