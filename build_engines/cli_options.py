@@ -89,6 +89,9 @@ _OPTIONS = [
     click.option("--top-logprobs/--no-top-logprobs", "top_logprobs", default=_OV.top_logprobs, show_default=True,
                  help="[openvino] answer top_logprobs (a second compile of the IR scores those requests' tokens; "
                       "off: its memory is saved and top_logprobs refused)."),
+    click.option("--fuse-projections/--no-fuse-projections", default=_OV.fuse_projections, show_default=True,
+                 help="[openvino] fuse each layer's q/k/v and gate/up matmuls (exact; faster); LoRA adapters on "
+                      "those modules need --no-fuse-projections."),
     click.option("--int4-group-size", type=int, default=_INT4.group_size, show_default=True,
                  help="[openvino int4] weights per scale; must divide the hidden and MLP sizes."),
     click.option("--int4-ratio", type=float, default=_INT4.ratio, show_default=True,
@@ -267,7 +270,8 @@ def make_spec(checkpoint: Path, backend: str, precision: str | None, max_batch_s
               draft_checkpoint: Path | None = None, pt_speculative_decoding: str = PyTorchSpecMode.NONE.value,
               max_draft_len: int | None = None,
               max_matching_ngram_size: int = PyTorchSpeculative().max_matching_ngram_size,
-              speculative_model_dir: Path | None = None, top_logprobs: bool = _OV.top_logprobs) -> BuildSpec:
+              speculative_model_dir: Path | None = None, top_logprobs: bool = _OV.top_logprobs,
+              fuse_projections: bool = _OV.fuse_projections) -> BuildSpec:
     engine_backend = EngineBackend(backend)
     trtllm = TrtLlmOptions()
     if engine_backend == EngineBackend.TENSORRT_LLM:
@@ -333,7 +337,8 @@ def make_spec(checkpoint: Path, backend: str, precision: str | None, max_batch_s
                                             int4_scale_estimation, int4_gptq, int4_calibration_samples),
                                  prompt_lookup, num_assistant_tokens, max_ngram_size,
                                  str(draft_checkpoint.resolve())
-                                 if draft_checkpoint and engine_backend == EngineBackend.OPENVINO else "", top_logprobs),
+                                 if draft_checkpoint and engine_backend == EngineBackend.OPENVINO else "", top_logprobs,
+                                 fuse_projections),
         trtllm=trtllm,
         fidelity=FidelityOptions(fidelity_evaluation, gate_max_mean_kld, gate_max_ppl_change, gate_min_top1),
     )

@@ -29,6 +29,7 @@ BUILD_PACKAGES = ("openvino", "openvino-genai", "openvino-tokenizers", "optimum-
                   "transformers", "torch")
 IR_MODEL_FILE = "openvino_model.xml"
 FIDELITY_FILE = "fidelity.json"
+FUSION_FILE = "fusion.json"
 REJECTED_SUFFIX = ".rejected"
 
 __all__ = ["BuildError", "build_openvino_engine", "compress_command", "engine_is_built", "export_command"]
@@ -65,6 +66,13 @@ def compress_command(spec: BuildSpec, ir_dir: Path) -> list[str]:
             "--record", str(ir_dir / "compression.json")]
 
 
+def fusion_command(ir_dir: Path, drafting: bool) -> list[str]:
+    """Fused projections in the engine's IR (and its draft's); the record of the engine's."""
+    drafts = ["--draft-dir", str(ir_dir / DRAFT_SUBDIR)] if drafting else []
+    return [sys.executable, "-m", "build_engines.openvino_fusion", "--ir-dir", str(ir_dir), *drafts,
+            "--record", str(ir_dir / FUSION_FILE)]
+
+
 def fidelity_command(spec: BuildSpec, engine_dir: Path, out: Path) -> list[str]:
     ov = spec.openvino
     return [sys.executable, "-m", "build_engines.fidelity", "--engine-dir", str(engine_dir),
@@ -82,7 +90,8 @@ def build_openvino_engine(spec: BuildSpec, engine_dir: Path, *, log_file: Path |
     compressing = spec.precision == Precision.INT4
     evaluating = spec.fidelity.evaluation != "off"
     drafting = bool(spec.openvino.draft_checkpoint)
-    progress = StepProgress(total=3 + compressing + evaluating + drafting)
+    fusing = spec.openvino.fuse_projections
+    progress = StepProgress(total=3 + compressing + evaluating + drafting + fusing)
     with progress.step(f"inspect checkpoint {spec.checkpoint}"):
         info = validated_checkpoint(spec, EngineBackend.OPENVINO)
         digest = checkpoint_hash(spec.checkpoint)
@@ -109,6 +118,11 @@ def build_openvino_engine(spec: BuildSpec, engine_dir: Path, *, log_file: Path |
         with progress.step(f"compress to int4 ({r.mode}, group {r.group_size}, {how})"):
             run_streaming(compress_command(spec, staging), log_file, what="int4 compression")
             compression = json.loads((staging / "compression.json").read_text())
+    fusion = {}
+    if fusing:
+        with progress.step("fuse the q/k/v and gate/up projections"):
+            run_streaming(fusion_command(staging, drafting), log_file, what="projection fusion")
+            fusion = json.loads((staging / FUSION_FILE).read_text())
     fidelity = {}
     if evaluating:
         with progress.step(f"measure fidelity vs the float32 checkpoint ({spec.fidelity.evaluation})"):
@@ -118,8 +132,8 @@ def build_openvino_engine(spec: BuildSpec, engine_dir: Path, *, log_file: Path |
 
     with progress.step(f"write {BUILD_RECORD_FILE} and move into place"):
         record = finish_engine(staging, engine_dir, spec, info, digest, installed_versions(BUILD_PACKAGES), t0)
-        if fidelity or compression:
-            record = replace(record, fidelity=fidelity, compression=compression)
+        if fidelity or compression or fusion:
+            record = replace(record, fidelity=fidelity, compression=compression, fusion=fusion)
             record.write(engine_dir)
     return record
 

@@ -110,7 +110,7 @@ def compress(ir_dir: Path, checkpoint: Path, recipe: Int4Recipe) -> dict:
         vocab = json.loads((checkpoint / "config.json").read_text())["vocab_size"]
         # Decoder layers int4; the token embedding and the LM head (vocab rows) int8, as NNCF does.
         layers = compress_matmuls(model, recipe.group_size, skip_output_dims=(vocab,))
-        _save(nncf.compress_weights(model, mode=nncf.CompressWeightsMode.INT8_ASYM), ir_dir)
+        save_ir(nncf.compress_weights(model, mode=nncf.CompressWeightsMode.INT8_ASYM), ir_dir)
         return {"recipe": asdict(recipe), "nncf": nncf.__version__, "int4_layers": layers,
                 "seconds": round(time.monotonic() - t0, 1)}
     kwargs = dict(mode=nncf.CompressWeightsMode(recipe.mode), group_size=recipe.group_size, ratio=recipe.ratio,
@@ -120,15 +120,16 @@ def compress(ir_dir: Path, checkpoint: Path, recipe: Int4Recipe) -> dict:
         kwargs |= dict(dataset=nncf.Dataset(windows, _inputs), subset_size=len(windows), awq=recipe.awq,
                        scale_estimation=recipe.scale_estimation, gptq=recipe.gptq,
                        sensitivity_metric=nncf.SensitivityMetric(recipe.sensitivity_metric))
-    _save(nncf.compress_weights(model, **kwargs), ir_dir)
+    save_ir(nncf.compress_weights(model, **kwargs), ir_dir)
     return {"recipe": asdict(recipe), "nncf": nncf.__version__, "seconds": round(time.monotonic() - t0, 1)}
 
 
-def _save(model, ir_dir: Path) -> None:
+def save_ir(model, ir_dir: Path, compress_to_fp16: bool = True) -> None:
+    """Replace ir_dir's IR with `model` (written beside it first)."""
     import openvino as ov
 
     tmp = ir_dir / "compressed.xml"
-    ov.save_model(model, str(tmp))
+    ov.save_model(model, str(tmp), compress_to_fp16=compress_to_fp16)
     tmp.replace(ir_dir / IR_MODEL_FILE)
     tmp.with_suffix(".bin").replace(ir_dir / "openvino_model.bin")
 

@@ -32,7 +32,7 @@ def _openvino_lines(spec: BuildSpec, info: CheckpointInfo, engine_dir: Path) -> 
     from build_engines.openvino_build import export_command
 
     from build_engines.fidelity.plan import fidelity_plan_lines
-    from build_engines.openvino_build import compress_command
+    from build_engines.openvino_build import compress_command, fusion_command
 
     ov = spec.openvino
     element = spec.kv_bytes_per_element(info)
@@ -42,6 +42,8 @@ def _openvino_lines(spec: BuildSpec, info: CheckpointInfo, engine_dir: Path) -> 
         steps.append(export_command(spec, info, engine_dir / DRAFT_SUBDIR, Path(ov.draft_checkpoint)))
     if spec.precision == Precision.INT4:
         steps.append(compress_command(spec, engine_dir))
+    if ov.fuse_projections:
+        steps.append(fusion_command(engine_dir, bool(ov.draft_checkpoint)))
     lines = [f"step {n}: " + shlex.join(cmd) for n, cmd in enumerate(steps, 1)]
     return lines + [
         f"numerics: activations {ov.activation_precision} (INFERENCE_PRECISION_HINT), KV cache {ov.kv_cache_precision} "

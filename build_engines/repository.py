@@ -113,6 +113,18 @@ def openvino_engine_model(engine_dir: Path, spec: BuildSpec, adapters: list[Lora
     return RenderedModel(config, "model_repository.models.openvino_llm.model")
 
 
+def refuse_fused_adapters(adapters: list[LoraAdapter], fused: tuple[str, ...], engine_dir: Path) -> None:
+    """OpenVINO GenAI would apply an adapter of a fused module to the stacked weight and fail
+    (build_engines/openvino_fusion.py): refused here, naming the way out."""
+    for adapter in adapters:
+        clash = sorted(lora.target_modules(adapter) & set(fused))
+        if clash:
+            raise lora.LoraError(
+                f"'lora_dir': adapter {adapter.name!r} adapts {clash}, which the engine {engine_dir} fuses "
+                f"(build.json fusion.fused_modules {list(fused)}); build the engine again with "
+                "--no-fuse-projections to serve it")
+
+
 def render_repository(engine_dir: Path, out_dir: Path, *, relay: bool = False, decoupled: bool = True,
                       lora_dir: Path | None = None) -> list[str]:
     """Render the repository for a built engine.  `relay` puts the CPU engine behind the
@@ -126,6 +138,8 @@ def render_repository(engine_dir: Path, out_dir: Path, *, relay: bool = False, d
     spec = BuildSpec.from_dict(record.spec)
     serve_time = (EngineBackend.OPENVINO, EngineBackend.TENSORRT_LLM_PYTORCH)  # adapters loaded when serving
     adapters = lora.discover(lora_dir) if lora_dir is not None and spec.backend in serve_time else []
+    if spec.backend == EngineBackend.OPENVINO:
+        refuse_fused_adapters(adapters, record.fusion.get("fused_modules", ()), engine_dir)
     served = {a.name: a.task_id for a in adapters}
     if spec.backend == EngineBackend.TENSORRT_LLM:  # built into the engine (build_engines/trtllm_lora.py)
         served = trtllm_lora.served(spec.trtllm.lora)

@@ -57,6 +57,7 @@ class BuildRecord:
     # count, reference, host, PPL, KLD, top-1, greedy agreement, gate); {} when not measured.
     fidelity: dict[str, Any] = field(default_factory=dict)
     compression: dict[str, Any] = field(default_factory=dict)  # int4: NNCF recipe and version
+    fusion: dict[str, Any] = field(default_factory=dict)  # CPU engine: fused projections (openvino_fusion.py)
 
     def write(self, engine_dir: Path) -> Path:
         path = engine_dir / BUILD_RECORD_FILE

@@ -48,6 +48,21 @@ def default_engine(default_checkpoint: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
+def unfused_engine(default_checkpoint: Path, tmp_path_factory) -> Path:
+    """The default engine built without fused projections (--no-fuse-projections; no fidelity
+    report): what LoRA adapters on q/k/v or gate/up need, and the reference fusion must equal."""
+    from build_engines.fidelity.options import FidelityOptions
+    from build_engines.openvino_build import build_openvino_engine
+    from build_engines.spec import BuildSpec, OpenVinoOptions
+
+    spec = BuildSpec(checkpoint=default_checkpoint, openvino=OpenVinoOptions(fuse_projections=False),
+                     fidelity=FidelityOptions(evaluation="off"))
+    engine_dir = tmp_path_factory.mktemp("unfused") / "engine"
+    build_openvino_engine(spec, engine_dir)
+    return engine_dir
+
+
+@pytest.fixture(scope="session")
 def tokenizer(default_checkpoint: Path):
     from tokenizers import Tokenizer
 

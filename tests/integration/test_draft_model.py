@@ -57,6 +57,8 @@ def test_the_build_exports_the_draft_and_records_it(draft_engine):
     assert (draft_engine / DRAFT_SUBDIR / "openvino_model.xml").is_file()
     record = json.loads((draft_engine / "build.json").read_text())
     assert record["spec"]["openvino"]["draft_checkpoint"].endswith("draft-checkpoint")
+    # Fused like the target (build_engines/openvino_fusion.py): 2 layers, q/k/v and gate/up each.
+    assert record["fusion"]["draft"]["groups"] == {"k_proj+q_proj+v_proj": 2, "gate_proj+up_proj": 2}
 
 
 def test_a_draft_with_another_vocabulary_is_refused(default_checkpoint, tmp_path):

@@ -58,10 +58,20 @@ def lora_dir(default_checkpoint, tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def lora_server(default_engine, lora_dir, serve, tmp_path_factory):
+def lora_server(unfused_engine, lora_dir, serve, tmp_path_factory):
+    """On the engine built with --no-fuse-projections: 'playful' adapts q_proj and v_proj."""
     repo = tmp_path_factory.mktemp("lora-repo") / "repository"
-    render_repository(default_engine, repo, lora_dir=lora_dir)
+    render_repository(unfused_engine, repo, lora_dir=lora_dir)
     return serve(repo)
+
+
+def test_adapters_on_fused_modules_are_refused_by_a_fused_engine(default_engine, lora_dir, tmp_path):
+    """The default engine fuses q/k/v and gate/up (build_engines/openvino_fusion.py), where
+    OpenVINO GenAI would apply 'playful' to the stacked weight and fail at the first request."""
+    from contract.lora import LoraError
+
+    with pytest.raises(LoraError, match=r"adapter 'playful' adapts \['q_proj', 'v_proj'\].*--no-fuse-projections"):
+        render_repository(default_engine, tmp_path / "repository", lora_dir=lora_dir)
 
 
 @pytest.fixture(scope="module")
@@ -195,7 +205,7 @@ def test_a_lora_dir_without_adapters_fails_naming_the_field(default_engine, tmp_
         render_repository(default_engine, tmp_path / "repo", lora_dir=tmp_path / "bad")
 
 
-def test_the_pytorch_layout_serves_the_adapters_as_the_cpu_engine_does(pytorch_engine, default_engine, lora_dir,
+def test_the_pytorch_layout_serves_the_adapters_as_the_cpu_engine_does(pytorch_engine, unfused_engine, lora_dir,
                                                                         client, serve, tmp_path_factory, tmp_path):
     """The PyTorch backend with the same adapters (LLM(lora_config=LoraConfig(lora_dir=...)),
     LoRARequest per request: row llm.lora), on its LLM-API stand-in, which generates with the
@@ -207,7 +217,7 @@ def test_the_pytorch_layout_serves_the_adapters_as_the_cpu_engine_does(pytorch_e
 
     repo = tmp_path_factory.mktemp("pytorch-lora") / "repository"
     render_repository(pytorch_engine, repo, lora_dir=lora_dir)
-    server = serve(repo, use_standin_llmapi(repo, default_engine))
+    server = serve(repo, use_standin_llmapi(repo, unfused_engine))
     with LlmClient(server.settings.grpc_url) as pytorch_client:
         for task_id in (None, 1, 2):
             assert _served(pytorch_client, task_id) == _served(client, task_id), task_id
@@ -223,7 +233,7 @@ def test_the_pytorch_layout_serves_the_adapters_as_the_cpu_engine_does(pytorch_e
     assert answer.choices[0].message.content == cpu.text
 
 
-def test_the_engine_flow_layout_serves_prefetched_adapters_on_the_stand_in(default_engine, lora_dir, client, serve,
+def test_the_engine_flow_layout_serves_prefetched_adapters_on_the_stand_in(unfused_engine, lora_dir, client, serve,
                                                                           references, tmp_path_factory):
     """The GPU engine flow's LoRA (build_engines/trtllm_lora.py) on the stand-in of the C++
     backend: the adapters converted as NVIDIA's hf_lora_convert.py converts them (float16, its
@@ -244,7 +254,7 @@ def test_the_engine_flow_layout_serves_prefetched_adapters_on_the_stand_in(defau
     for task_id, name in enumerate(sorted(ADAPTERS), 1):
         convert(upstream.semantics(), lora_dir / name, prefetch / str(task_id), "float16")
     repo = tmp_path_factory.mktemp("standin-lora") / "repository"
-    render_standin_repository(default_engine, repo, lora_dir=lora_dir, prefetch_dir=prefetch)
+    render_standin_repository(unfused_engine, repo, lora_dir=lora_dir, prefetch_dir=prefetch)
     server = serve(repo)
     cpu_base = [[t for t in answer if t != EOS] for answer in _served(client, None)]
     check_engine_flow_adapters(server.settings.grpc_url, references, cpu_base, tmp_path_factory.mktemp("front"))

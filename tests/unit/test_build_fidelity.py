@@ -27,7 +27,8 @@ def fake_report(mean_kld: float) -> dict:
 
 @pytest.fixture
 def fake_children(monkeypatch):
-    """export writes an IR file; the fidelity command writes a report with the mean KLD asked for."""
+    """export writes an IR file; fusion its record; the fidelity command writes a report with the
+    mean KLD asked for."""
     state = {"mean_kld": 0.004, "steps": []}
 
     def run_streaming(cmd, log_file, *, what="", append=False):
@@ -35,6 +36,8 @@ def fake_children(monkeypatch):
         if what == "export":
             Path(cmd[-1]).mkdir(parents=True, exist_ok=True)
             (Path(cmd[-1]) / "openvino_model.xml").write_text("<net/>")
+        elif what == "projection fusion":
+            Path(cmd[cmd.index("--record") + 1]).write_text(json.dumps({"groups": {"gate_proj+up_proj": 30}}))
         elif what == "fidelity report":
             Path(cmd[cmd.index("--out") + 1]).write_text(json.dumps(fake_report(state["mean_kld"])))
 
@@ -45,7 +48,9 @@ def fake_children(monkeypatch):
 def test_build_json_carries_the_report_and_inspect_shows_it(default_checkpoint, tmp_path, fake_children):
     engine = tmp_path / "int8"
     record = build_openvino_engine(BuildSpec(checkpoint=default_checkpoint), engine)
-    assert fake_children["steps"] == ["export", "fidelity report"]
+    # Fused before the fidelity report: it measures the engine that is served.
+    assert fake_children["steps"] == ["export", "projection fusion", "fidelity report"]
+    assert BuildRecord.read(engine).fusion == {"groups": {"gate_proj+up_proj": 30}}
     stored = BuildRecord.read(engine).fidelity
     assert stored == record.fidelity and stored["logits"]["mean_kld"] == 0.004
     assert stored["gate"]["max_mean_kld"] == 0.008  # the int8 gate it passed, recorded beside it
@@ -69,5 +74,5 @@ def test_fidelity_off_measures_nothing(default_checkpoint, tmp_path, fake_childr
 
     spec = BuildSpec(checkpoint=default_checkpoint, fidelity=FidelityOptions(evaluation="off"))
     record = build_openvino_engine(spec, tmp_path / "int8")
-    assert fake_children["steps"] == ["export"] and not record.fidelity
+    assert fake_children["steps"] == ["export", "projection fusion"] and not record.fidelity
     assert "fidelity: not measured" in engine_summary(tmp_path / "int8")
