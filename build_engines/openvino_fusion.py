@@ -20,10 +20,13 @@ Constant -> Convert for fp16 weights) is rebuilt once with each constant stacked
 plugin still sees a compressed fully-connected layer.  Matmuls whose subgraphs differ in shape or
 structure are left alone.
 
-LoRA: OpenVINO GenAI applies an adapter to the matmul its module name matches, so an adapter on a
-fused module would meet the stacked weight (it raised "Can not clone with new dims ... {960, ?}
-... {576, 8}" for a q_proj adapter): the repository renderer refuses such adapters
-(`fused_modules` in build.json) and names `--no-fuse-projections`.
+LoRA: OpenVINO GenAI finds the MatMul an adapter tensor belongs to by the node's name
+(openvinotoolkit/openvino.genai, src/cpp/src/lora/adapter.cpp: LoRATransformBase over MatMul and
+Convolution nodes, LoRAWeightStateGetter keyed on get_friendly_name(); read on the main branch,
+not at the 2026.4.1 tag), so an adapter of a fused module meets the stacked weight: 2026.4.1
+raised "Can not clone with new dims ... {960, ?} ... {576, 8}" for a q_proj adapter.  The
+repository renderer refuses such adapters (`fused_modules` in build.json), naming
+`--no-fuse-projections`.
 """
 
 from __future__ import annotations
