@@ -90,8 +90,8 @@ _OPTIONS = [
                  help="[openvino] answer top_logprobs (a second compile of the IR scores those requests' tokens; "
                       "off: its memory is saved and top_logprobs refused)."),
     click.option("--fuse-projections/--no-fuse-projections", default=_OV.fuse_projections, show_default=True,
-                 help="[openvino] fuse each layer's q/k/v and gate/up matmuls (exact; faster); LoRA adapters on "
-                      "those modules need --no-fuse-projections."),
+                 help="[openvino] fuse each layer's q/k/v and gate/up matmuls (exact, faster at one stream; "
+                      "LoRA adapters of those modules are rewritten for them at render time)."),
     click.option("--int4-group-size", type=int, default=_INT4.group_size, show_default=True,
                  help="[openvino int4] weights per scale; must divide the hidden and MLP sizes."),
     click.option("--int4-ratio", type=float, default=_INT4.ratio, show_default=True,

@@ -20,13 +20,10 @@ Constant -> Convert for fp16 weights) is rebuilt once with each constant stacked
 plugin still sees a compressed fully-connected layer.  Matmuls whose subgraphs differ in shape or
 structure are left alone.
 
-LoRA: OpenVINO GenAI finds the MatMul an adapter tensor belongs to by the node's name
-(openvinotoolkit/openvino.genai, src/cpp/src/lora/adapter.cpp: LoRATransformBase over MatMul and
-Convolution nodes, LoRAWeightStateGetter keyed on get_friendly_name(); read on the main branch,
-not at the 2026.4.1 tag), so an adapter of a fused module meets the stacked weight: 2026.4.1
-raised "Can not clone with new dims ... {960, ?} ... {576, 8}" for a q_proj adapter.  The
-repository renderer refuses such adapters (`fused_modules` in build.json), naming
-`--no-fuse-projections`.
+LoRA: OpenVINO GenAI finds the MatMul an adapter tensor belongs to by the node's name, so an
+adapter of a fused module must be rewritten for the fused node (a q_proj adapter used as it is
+failed: "Can not clone with new dims ... {960, ?} ... {576, 8}"); the repository renderer does
+that (build_engines/fused_lora.py) from the `rows` this step records.
 """
 
 from __future__ import annotations
@@ -55,6 +52,9 @@ class FusionRecord:
     groups: dict[str, int]  # "k_proj+q_proj+v_proj" -> how many layers (names in sorted order)
     matmuls_before: int
     matmuls_after: int
+    # Each group's output rows per member, in order (LoRA stacking: build_engines/fused_lora.py);
+    # [] where layers differ.
+    rows: dict[str, list[int]]
 
     @property
     def fused_modules(self) -> tuple[str, ...]:
@@ -146,6 +146,7 @@ def fuse_projections(model) -> FusionRecord:
             source = mm.input_value(0)
             by_input[(source.get_node().get_friendly_name(), source.get_index())].append((mm, root))
     groups: Counter[str] = Counter()
+    member_rows: dict[str, list[int]] = {}
     fused_away = 0
     for members in by_input.values():
         if len(members) < 2:
@@ -164,10 +165,13 @@ def fuse_projections(model) -> FusionRecord:
         for i, (mm, _) in enumerate(members):
             for target in list(mm.output(0).get_target_inputs()):
                 target.replace_source_output(split.output(i))
-        groups["+".join(names)] += 1
+        group = "+".join(names)
+        groups[group] += 1
+        member_rows[group] = rows if member_rows.get(group, rows) == rows else []
         fused_away += len(members) - 1
     model.validate_nodes_and_infer_types()
-    return FusionRecord(groups=dict(groups), matmuls_before=len(matmuls), matmuls_after=len(matmuls) - fused_away)
+    return FusionRecord(groups=dict(groups), matmuls_before=len(matmuls), matmuls_after=len(matmuls) - fused_away,
+                        rows=member_rows)
 
 
 def fuse_ir(ir_dir: Path) -> FusionRecord:

@@ -8,7 +8,7 @@ There is no templating and no placeholder that could stay unfilled.
 from __future__ import annotations
 
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
@@ -94,6 +94,7 @@ def ensemble_config(engine_model: str, max_batch_size: int) -> mc.ModelConfig:
 class RenderedModel:
     config: mc.ModelConfig
     adapter: str | None  # module whose TritonPythonModel serves the model; None for the ensemble
+    files: dict[str, bytes] = field(default_factory=dict)  # more files, by path relative to its directory
 
 
 def model_py(adapter: str) -> str:
@@ -114,6 +115,9 @@ def write_repository(models: list[RenderedModel], out_dir: Path) -> None:
         (model_dir / "config.pbtxt").write_text(text_format.MessageToString(model.config))
         if model.adapter is not None:
             (model_dir / "1" / "model.py").write_text(model_py(model.adapter))
+        for relative, content in model.files.items():
+            (model_dir / relative).parent.mkdir(parents=True, exist_ok=True)
+            (model_dir / relative).write_bytes(content)
     if out_dir.exists():
         shutil.rmtree(out_dir)
     staging.rename(out_dir)

@@ -85,7 +85,15 @@ def text_models(tokenizer_dir: Path, spec: BuildSpec, served: dict[str, int] | N
     ]
 
 
-def openvino_engine_model(engine_dir: Path, spec: BuildSpec, adapters: list[LoraAdapter] = ()) -> RenderedModel:
+def openvino_engine_model(engine_dir: Path, spec: BuildSpec, adapters: list[LoraAdapter] = (),
+                          fusion: dict | None = None, repository: Path | None = None) -> RenderedModel:
+    """`fusion`: the engine's fused projections (build.json); adapters of fused modules are
+    rewritten for them into the engine model's directory of `repository` (build_engines/fused_lora.py)."""
+    files: dict[str, bytes] = {}
+    if adapters and fusion and fusion.get("fused_modules"):
+        from build_engines.fused_lora import for_fused_engine
+
+        adapters, files = for_fused_engine(list(adapters), fusion, repository.resolve() / names.OPENVINO_ENGINE)
     params = OpenVinoEngineParameters(
         engine_dir=engine_dir,
         max_num_seqs=spec.limits.max_batch_size,
@@ -110,19 +118,7 @@ def openvino_engine_model(engine_dir: Path, spec: BuildSpec, adapters: list[Lora
         names.OPENVINO_ENGINE, ENGINE_INPUTS, ENGINE_OUTPUTS, max_batch_size=spec.limits.max_batch_size,
         parameters=to_parameters(params), decoupled=True, dynamic_batching=False,
     )
-    return RenderedModel(config, "model_repository.models.openvino_llm.model")
-
-
-def refuse_fused_adapters(adapters: list[LoraAdapter], fused: tuple[str, ...], engine_dir: Path) -> None:
-    """OpenVINO GenAI would apply an adapter of a fused module to the stacked weight and fail
-    (build_engines/openvino_fusion.py): refused here, naming the way out."""
-    for adapter in adapters:
-        clash = sorted(lora.target_modules(adapter) & set(fused))
-        if clash:
-            raise lora.LoraError(
-                f"'lora_dir': adapter {adapter.name!r} adapts {clash}, which the engine {engine_dir} fuses "
-                f"(build.json fusion.fused_modules {list(fused)}); build the engine again with "
-                "--no-fuse-projections to serve it")
+    return RenderedModel(config, "model_repository.models.openvino_llm.model", files)
 
 
 def render_repository(engine_dir: Path, out_dir: Path, *, relay: bool = False, decoupled: bool = True,
@@ -138,8 +134,6 @@ def render_repository(engine_dir: Path, out_dir: Path, *, relay: bool = False, d
     spec = BuildSpec.from_dict(record.spec)
     serve_time = (EngineBackend.OPENVINO, EngineBackend.TENSORRT_LLM_PYTORCH)  # adapters loaded when serving
     adapters = lora.discover(lora_dir) if lora_dir is not None and spec.backend in serve_time else []
-    if spec.backend == EngineBackend.OPENVINO:
-        refuse_fused_adapters(adapters, record.fusion.get("fused_modules", ()), engine_dir)
     served = {a.name: a.task_id for a in adapters}
     if spec.backend == EngineBackend.TENSORRT_LLM:  # built into the engine (build_engines/trtllm_lora.py)
         served = trtllm_lora.served(spec.trtllm.lora)
@@ -156,7 +150,7 @@ def render_repository(engine_dir: Path, out_dir: Path, *, relay: bool = False, d
         pytorch = spec.backend == EngineBackend.TENSORRT_LLM_PYTORCH
         engine = (pytorch_engine_model(engine_dir, spec, adapters,
                                        trtllm_lora.lora_options(lora_dir).max_rank if adapters else 0)
-                  if pytorch else openvino_engine_model(engine_dir, spec, adapters))
+                  if pytorch else openvino_engine_model(engine_dir, spec, adapters, record.fusion, out_dir))
         engines = [engine] + ([relay_model(engine_dir, engine.config.name, batch, decoupled)] if relay else [])
         tokenizer_dir, target = (engine_dir / MODEL_SUBDIR if pytorch else engine_dir), engine.config.name
     step = names.ENGINE_RELAY if spec.backend == EngineBackend.TENSORRT_LLM or relay else target

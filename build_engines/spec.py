@@ -136,8 +136,8 @@ class OpenVinoOptions:
     # and its gate/up matmuls one, over stacked weights; logits bit-equal with f32 activations.
     # Measured (default model, int8, 2-core AMD EPYC, alternating pairs): served at concurrency 1
     # 1.07x output tok/s (8 pairs, 0.92-1.12), in-process 1.05-1.21x; at 16 within noise (median
-    # 1.03x).  LoRA adapters on those modules are refused at render time (OpenVINO GenAI would
-    # apply them to the stacked weight): build without it to serve them.
+    # 1.03x).  LoRA adapters of those modules are rewritten for the fused matmuls at render time
+    # (build_engines/fused_lora.py).
     fuse_projections: bool = True
 
     def validate(self, dims: tuple[int, ...] = ()) -> None:

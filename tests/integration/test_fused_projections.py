@@ -18,6 +18,7 @@ def test_the_build_record_says_what_was_fused(default_engine, unfused_engine):
     assert fused["spec"]["openvino"]["fuse_projections"] is True
     assert fused["fusion"]["groups"] == {"k_proj+q_proj+v_proj": 30, "gate_proj+up_proj": 30}
     assert (fused["fusion"]["matmuls_before"], fused["fusion"]["matmuls_after"]) == (212, 122)
+    assert fused["fusion"]["rows"] == {"k_proj+q_proj+v_proj": [192, 576, 192], "gate_proj+up_proj": [1536, 1536]}
     plain = json.loads((unfused_engine / "build.json").read_text())
     assert plain["spec"]["openvino"]["fuse_projections"] is False and plain["fusion"] == {}
 

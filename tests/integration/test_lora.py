@@ -22,6 +22,7 @@ import pytest
 
 from build_engines.repository import render_repository
 from client import ChatMessage, InvalidRequestError, LlmClient, SamplingParams
+from contract import lora
 from tests.integration.openai_front_process import MODEL, running_front
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]
@@ -58,22 +59,45 @@ def lora_dir(default_checkpoint, tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def lora_server(unfused_engine, lora_dir, serve, tmp_path_factory):
-    """On the engine built with --no-fuse-projections: 'playful' adapts q_proj and v_proj."""
+def lora_server(default_engine, lora_dir, serve, tmp_path_factory):
+    """The default engine fuses q/k/v (build_engines/openvino_fusion.py): 'playful' (q_proj,
+    v_proj) is served rewritten for the fused node (build_engines/fused_lora.py), 'concise'
+    (o_proj) as it is."""
     repo = tmp_path_factory.mktemp("lora-repo") / "repository"
-    render_repository(unfused_engine, repo, lora_dir=lora_dir)
+    render_repository(default_engine, repo, lora_dir=lora_dir)
+    assert [p.name for p in (repo / "openvino_llm" / "lora").iterdir()] == ["playful.safetensors"]
     return serve(repo)
 
 
-def test_adapters_on_fused_modules_are_refused_by_a_fused_engine(default_engine, lora_dir, tmp_path):
-    """The default engine fuses q/k/v and gate/up (build_engines/openvino_fusion.py), where
-    OpenVINO GenAI would apply 'playful' to the stacked weight and fail at the first request."""
-    from contract.lora import LoraError
+def test_stacked_adapters_on_the_fused_engine_answer_as_the_originals_on_an_unfused_one(
+        default_engine, unfused_engine, lora_dir, tmp_path):
+    """In-process, OpenVINO GenAI's pipeline with the served numerics: each adapter's greedy
+    answers on the fused engine (rewritten where it adapts fused modules) equal the same
+    adapter's on the engine built with --no-fuse-projections."""
+    import openvino_genai as og
 
-    with pytest.raises(LoraError, match=r"adapter 'playful' adapts \['q_proj', 'v_proj'\].*--no-fuse-projections"):
-        render_repository(default_engine, tmp_path / "repository", lora_dir=lora_dir)
+    from build_engines.fused_lora import for_fused_engine
+    from contract.build_record import BuildRecord
+    from contract.model_configs import OpenVinoEngineParameters
+    from model_repository.engines.openvino.openvino_backend import engine_properties
 
-
+    adapters = lora.discover(lora_dir)
+    stacked, files = for_fused_engine(adapters, BuildRecord.read(default_engine).fusion, tmp_path)
+    for relative, content in files.items():
+        (tmp_path / relative).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / relative).write_bytes(content)
+    config = og.GenerationConfig()
+    config.max_new_tokens, config.do_sample = TOKENS, False
+    answers = {}
+    for engine, served in ((unfused_engine, adapters), (default_engine, stacked)):
+        properties = engine_properties(OpenVinoEngineParameters(engine, max_num_seqs=4, max_num_batched_tokens=256))
+        for adapter in served:
+            weights = og.Adapter(adapter.weights)
+            pipe = og.LLMPipeline(str(engine), "CPU", adapters=og.AdapterConfig(weights), **properties)
+            answers.setdefault(adapter.name, []).append(
+                [pipe.generate(q, config, adapters=og.AdapterConfig(weights, adapter.alpha)) for q in PROMPTS])
+    for name, (plain, fused) in answers.items():
+        assert fused == plain, name
 @pytest.fixture(scope="module")
 def client(lora_server):
     with LlmClient(lora_server.settings.grpc_url) as c:

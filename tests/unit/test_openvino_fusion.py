@@ -1,19 +1,14 @@
 """Fused projections (build_engines/openvino_fusion.py) on a small OpenVINO model built here with
 the weight subgraphs the exporter and int4 compression emit: the fused model's outputs are
-bit-equal to the unfused one's on OpenVINO's CPU plugin, matmuls whose weights differ in
-structure are left alone, and LoRA adapters on fused modules are refused at render time."""
+bit-equal to the unfused one's on OpenVINO's CPU plugin, and matmuls whose weights differ in
+structure are left alone."""
 
 from __future__ import annotations
-
-import json
-import struct
 
 import numpy as np
 import pytest
 
 from build_engines.openvino_fusion import fuse_projections
-from build_engines.repository import refuse_fused_adapters
-from contract import lora
 
 ov = pytest.importorskip("openvino")
 ops = pytest.importorskip("openvino.opset13")
@@ -72,6 +67,7 @@ def test_fused_outputs_are_bit_equal_and_mismatched_weights_stay_apart():
     model = _model()
     record = fuse_projections(model)
     assert record.groups == {"k_proj+q_proj+v_proj": 1, "gate_proj+up_proj": 1}
+    assert record.rows == {"k_proj+q_proj+v_proj": [16, 32, 8], "gate_proj+up_proj": [48, 32]}
     assert (record.matmuls_before, record.matmuls_after) == (8, 5)
     assert record.fused_modules == ("gate_proj", "k_proj", "q_proj", "up_proj", "v_proj")
     assert sum(op.get_type_name() == "MatMul" for op in model.get_ops()) == 5
@@ -85,25 +81,3 @@ def test_a_model_without_shared_inputs_is_left_as_it_was():
     model = ov.Model([ops.result(_linear(x, _u8_weight(rng, 8), "mlp.down_proj", 0))], [x], "one")
     record = fuse_projections(model)
     assert record.groups == {} and record.matmuls_after == record.matmuls_before == 1
-
-
-def _safetensors_adapter(tmp_path, name: str, modules: tuple[str, ...]) -> lora.LoraAdapter:
-    """A PEFT adapter file with only a header (the names are all the check reads)."""
-    header = {f"base_model.model.model.layers.0.self_attn.{m}.lora_{ab}.weight":
-              {"dtype": "F32", "shape": [1, 1], "data_offsets": [0, 4]} for m in modules for ab in "AB"}
-    raw = json.dumps(header).encode()
-    path = tmp_path / f"{name}.safetensors"
-    path.write_bytes(struct.pack("<Q", len(raw)) + raw + b"\0\0\0\0")
-    return lora.LoraAdapter(name, 1, str(path), 2.0)
-
-
-def test_lora_adapters_on_fused_modules_are_refused_naming_the_way_out(tmp_path):
-    playful = _safetensors_adapter(tmp_path, "playful", ("q_proj", "v_proj"))
-    concise = _safetensors_adapter(tmp_path, "concise", ("o_proj",))
-    assert lora.target_modules(playful) == {"q_proj", "v_proj"}
-    fused = ("gate_proj", "k_proj", "q_proj", "up_proj", "v_proj")
-    refuse_fused_adapters([concise], fused, tmp_path)  # o_proj is not fused: served
-    refuse_fused_adapters([playful], (), tmp_path)  # an unfused engine serves any
-    with pytest.raises(lora.LoraError, match=r"'lora_dir': adapter 'playful' adapts \['q_proj', 'v_proj'\].*"
-                                             r"--no-fuse-projections"):
-        refuse_fused_adapters([concise, playful], fused, tmp_path)
