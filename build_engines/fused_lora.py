@@ -21,17 +21,13 @@ from pathlib import Path
 from contract.lora import LoraAdapter, LoraError
 
 _PEFT_TENSOR = re.compile(r"^(?P<prefix>.*)\.(?P<module>\w+)\.lora_(?P<part>[AB])\.weight$")
+_LORA_MODULE = re.compile(r"(?:^|\.)(\w+)\.lora_[AB]\b")  # the module a LoRA tensor adapts, any suffix
 
 
-def adapts_fused(adapter: LoraAdapter, fusion: dict) -> bool:
-    from contract.lora import target_modules
-
-    return bool(target_modules(adapter) & set(fusion.get("fused_modules", ())))
-
-
-def stacked_adapter(weights: Path, fusion: dict, name: str) -> bytes:
+def stacked_adapter(weights: Path, fusion: dict, name: str) -> bytes | None:
     """The adapter file rewritten for the fused groups of `fusion` (build.json's record), as
-    safetensors bytes; LoraError naming `name` where it cannot be."""
+    safetensors bytes; None when it adapts no fused module (served as it is); LoraError naming
+    `name` where it cannot be rewritten."""
     import torch
     from safetensors.torch import load, save
 
@@ -39,6 +35,8 @@ def stacked_adapter(weights: Path, fusion: dict, name: str) -> bytes:
     group_of = {m: g for g, sizes in rows.items() if sizes for m in g.split("+")}
     fused = set(fusion.get("fused_modules", ()))
     tensors = load(Path(weights).read_bytes())
+    if not any((m := _LORA_MODULE.search(key)) and m.group(1) in fused for key in tensors):
+        return None
     out, parts = {}, {}
     for key, tensor in tensors.items():
         m = _PEFT_TENSOR.match(key)
@@ -79,11 +77,12 @@ def for_fused_engine(adapters: list[LoraAdapter], fusion: dict, directory: Path,
     `directory`: where the engine model's directory will be once the repository is in place."""
     served, files = [], {}
     for adapter in adapters:
-        if not adapts_fused(adapter, fusion):
+        content = stacked_adapter(Path(adapter.weights), fusion, adapter.name)
+        if content is None:
             served.append(adapter)
             continue
         relative = f"lora/{adapter.name}.safetensors"
-        files[relative] = stacked_adapter(Path(adapter.weights), fusion, adapter.name)
+        files[relative] = content
         served.append(LoraAdapter(adapter.name, adapter.task_id, str(directory / relative), adapter.alpha))
     return served, files
 

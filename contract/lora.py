@@ -22,7 +22,6 @@ ADAPTER_CONFIG = "adapter_config.json"
 ADAPTER_WEIGHTS = "adapter_model.safetensors"
 SEPARATOR = ":"  # OpenAI model id: "<served model>:<adapter name>"
 _NAME = re.compile(r"^[A-Za-z0-9._-]+$")
-_LORA_TENSOR = re.compile(r"(?:^|\.)(\w+)\.lora_[AB]\b")
 
 
 class LoraError(ValueError):
@@ -61,15 +60,6 @@ def read_adapter(directory: Path, task_id: int) -> LoraAdapter:
     r, lora_alpha = int(config["r"]), float(config.get("lora_alpha", config["r"]))
     scale = lora_alpha / (math.sqrt(r) if config.get("use_rslora") else r)
     return LoraAdapter(directory.name, task_id, str(weights.resolve()), scale)
-
-
-def target_modules(adapter: LoraAdapter) -> set[str]:
-    """The module names an adapter's weights adapt ("q_proj" from PEFT's
-    "base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight"), read from the
-    safetensors header (8-byte little-endian length, then JSON)."""
-    with open(adapter.weights, "rb") as f:
-        header = json.loads(f.read(int.from_bytes(f.read(8), "little")))
-    return {m.group(1) for key in header if (m := _LORA_TENSOR.search(key))}
 
 
 def request_problems(task_id: int, served: dict[int, str]) -> list[str]:
