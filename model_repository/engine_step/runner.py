@@ -256,9 +256,11 @@ class EngineRunner:
         self._fail_all("the engine is shutting down")
 
     def run_once(self, incoming: list[tuple[EngineInputs, ResponseSink, float, str]], stops: set[str] = frozenset()) -> None:
-        """Admit new requests, drop cancelled ones, advance the batch one step, deliver tokens."""
+        """Drop cancelled requests (running, then waiting), admit waiting ones by priority, advance
+        the batch one step, deliver tokens."""
         for entry in incoming:
             self._waiting.push(entry, entry[2], entry[0].options.priority)
+        self._drop_cancelled(stops)  # first: the seats it frees go to waiting requests in this step
         self._drop_cancelled_waiting(stops)
         now = self._clock()
         while len(self._waiting):
@@ -269,7 +271,6 @@ class EngineRunner:
             if entry is None:
                 break
             self._admit(*entry)
-        self._drop_cancelled(stops)
         if self._backend.has_unfinished():
             self._backend.step()
             self.steps += 1
@@ -282,9 +283,7 @@ class EngineRunner:
             self._stats_due = now + 0.2
 
     def _admit(self, request: EngineInputs, sink: ResponseSink, arrived: float, request_id: str) -> None:
-        if sink.is_cancelled():
-            sink.fail("cancelled before it started", FailCode.CANCELLED)
-            return
+        """Cancelled requests were dropped by _drop_cancelled_waiting in the same run_once."""
         if request.options.top_logprobs:
             scorer = getattr(self._backend, "scorer", None)
             if scorer is None:
@@ -317,11 +316,11 @@ class EngineRunner:
             if request_id and request_id in stops:
                 for index in range(request.options.num_return_sequences):
                     sink.send([], [], 0.0, True, index)
-            elif self._is_cancelled(sink):
-                sink.fail("cancelled before it started", FailCode.CANCELLED)
-            else:
+            elif self._queue_timeout_s is not None and now - arrived > self._queue_timeout_s:
                 sink.fail(f"no first token after {now - arrived:.0f}s in the queue; the server is overloaded, "
                           "retry later", FailCode.UNAVAILABLE)
+            else:  # its client cancelled (asked once: each ask is a round trip to the server)
+                sink.fail("cancelled before it started", FailCode.CANCELLED)
 
     def _drop_cancelled(self, stops: set[str]) -> None:
         now = self._clock()

@@ -419,6 +419,20 @@ class CountingSink(Sink):
         return self.cancelled
 
 
+def test_without_a_cancellation_period_each_step_asks_each_live_sink_once():
+    # Admission does not ask again what the same step just asked of the waiting requests.
+    backend = FakeBackend({0: list(range(100, 200)), 1: list(range(200, 300))})
+    runner = EngineRunner(backend, max_running=1)
+    running, waiting = CountingSink(), CountingSink()
+    runner.run_once([(request(0, max_new=50), running, 0.0, ""), (request(1, max_new=50), waiting, 0.0, "")])
+    assert (running.asked, waiting.asked) == (1, 1)
+    runner.run_once([])
+    assert (running.asked, waiting.asked) == (2, 2)
+    running.cancelled = True
+    runner.run_once([])  # the seat it frees goes to the waiting request in the same step
+    assert running.code == FailCode.CANCELLED and sorted(backend.handles) == [0, 1] and waiting.tokens
+
+
 def test_with_a_cancellation_period_the_step_thread_never_asks_the_sinks():
     # Triton's Python backend answers is_cancelled() with a round trip to the server: with a
     # period, only the canceller asks (poll_cancelled, run here by hand) and steps read its answer.
@@ -427,15 +441,14 @@ def test_with_a_cancellation_period_the_step_thread_never_asks_the_sinks():
     running, waiting, other = CountingSink(), CountingSink(), CountingSink()
     runner.run_once([(request(0, max_new=50), running, 0.0, ""), (request(2, max_new=20), other, 0.0, ""),
                      (request(1, max_new=50), waiting, 0.0, "")])
-    asked_at_admission = running.asked
     for _ in range(5):
         runner.run_once([])
-    assert running.asked == asked_at_admission and waiting.asked == 0  # steps asked nothing
+    assert running.asked == 0 and waiting.asked == 0  # steps (admission too) asked nothing
     running.cancelled = waiting.cancelled = True
     runner.run_once([])
     assert running.error is None and waiting.error is None  # not polled yet: still going
     assert runner.poll_cancelled() == 2  # the running one and the one waiting for a seat
-    assert running.asked == asked_at_admission + 1 and waiting.asked == 1
+    assert running.asked == 1 and waiting.asked == 1
     runner.run_once([])
     assert running.code == FailCode.CANCELLED and backend.handles[0].state == HandleStatus.CANCELLED
     assert waiting.code == FailCode.CANCELLED and len(backend.handles) == 2  # it never reached the engine
