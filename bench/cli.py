@@ -170,13 +170,18 @@ def postprocessing_cost(repository: Path, served: bool, out: Path) -> None:
 @click.option("--concurrency", "levels", multiple=True, type=int, default=(1, 16), show_default=True)
 @click.option("--output-tokens", type=int, default=128, show_default=True)
 @click.option("--rounds", type=int, default=2, show_default=True, help="Pairs (ours, peer) per peer and concurrency.")
-def peers(repository: Path, out: Path, peers: tuple[str, ...], levels: tuple[int, ...], output_tokens: int, rounds: int) -> None:
-    """Ours vs llama.cpp's server (Q8_0), vLLM's CPU build and transformers serve, in alternating pairs.
+@click.option("--engine-rounds", type=int, default=3, show_default=True,
+              help="With llama.cpp: pairs of the engines alone at one stream (ours in-process, llama-bench); 0: none.")
+def peers(repository: Path, out: Path, peers: tuple[str, ...], levels: tuple[int, ...], output_tokens: int, rounds: int,
+          engine_rounds: int) -> None:
+    """Ours vs llama.cpp's server (Q8_0), vLLM's CPU build and transformers serve, in alternating pairs;
+    with llama.cpp, the engines alone too (ours in-process vs llama-bench).
     Builds each peer under build/ on first use (llama.cpp: ~11 CPU-minutes)."""
     from bench.genai_perf import Slo
     from bench.peer_compare import run
 
-    _, report = run(repository, out, tuple(Peer(p) for p in peers), tuple(levels), output_tokens, rounds, Slo(1.0, 0.06))
+    _, report = run(repository, out, tuple(Peer(p) for p in peers), tuple(levels), output_tokens, rounds, Slo(1.0, 0.06),
+                    engine_rounds)
     click.echo(report.read_text())
 
 

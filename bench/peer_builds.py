@@ -1,5 +1,5 @@
 """The peers' side environments under build/, made from pinned sources on first use:
-llama.cpp's `llama-server` compiled from the sources inside the `llama-cpp-python` sdist (the
+llama.cpp's `llama-server` and `llama-bench` compiled from the sources inside the `llama-cpp-python` sdist (the
 same llama.cpp that wheel would build, pinned by version and hash) with the checkpoint converted
 to GGUF by that llama.cpp's own converter, and vLLM's CPU build in a venv from a lock file."""
 
@@ -27,6 +27,7 @@ TCMALLOC_CANDIDATES = ("/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4", "/u
 @dataclass(frozen=True)
 class LlamaCpp:
     server: Path
+    bench: Path  # llama-bench: the engine alone (bench/engine_alone.py)
     source: Path  # vendor/llama.cpp of the sdist (its converter and gguf-py)
     pydeps: Path  # the converter's extra packages (sentencepiece)
 
@@ -54,11 +55,13 @@ def extract_safely(tar: tarfile.TarFile, dest: Path) -> None:
 
 
 def ensure_llama_cpp(python: Path) -> LlamaCpp:
-    """build/llama.cpp/<version>/: the sdist, its llama-server (native CPU flags, as a user
-    would build it for this host) and the converter's packages.  ~11 CPU-minutes the first time."""
+    """build/llama.cpp/<version>/: the sdist, its llama-server and llama-bench (native CPU flags,
+    as a user would build them for this host) and the converter's packages.  ~11 CPU-minutes the
+    first time (llama-bench alone, beside an earlier build: ~1 minute)."""
     home = LLAMA_CPP_DIR / LLAMA_CPP_PYTHON
     source = home / f"llama_cpp_python-{LLAMA_CPP_PYTHON}" / "vendor" / "llama.cpp"
-    llama = LlamaCpp(source / "build" / "bin" / "llama-server", source, home / "pydeps")
+    llama = LlamaCpp(source / "build" / "bin" / "llama-server", source / "build" / "bin" / "llama-bench", source,
+                     home / "pydeps")
     home.mkdir(parents=True, exist_ok=True)
     log = home / "build.log"
     stamp = llama.pydeps / ".lock"
@@ -67,7 +70,12 @@ def ensure_llama_cpp(python: Path) -> LlamaCpp:
         _run([str(python), "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(llama.pydeps), "-r",
               str(LLAMA_TOOLS_LOCK)], log)
         stamp.write_text(LLAMA_TOOLS_LOCK.read_text())
+    cmake = shutil.which("cmake") or str(llama.pydeps / "bin" / "cmake")
+    env = dict(os.environ, PYTHONPATH=str(llama.pydeps))
+    build = [cmake, "--build", str(source / "build"), "-j", str(len(os.sched_getaffinity(0))), "--target"]
     if llama.server.is_file():
+        if not llama.bench.is_file():  # a build from before llama-bench was wanted
+            _run([*build, "llama-bench"], log, env=env)
         return llama
     sdist = home / f"llama_cpp_python-{LLAMA_CPP_PYTHON}.tar.gz"
     if not sdist.is_file():
@@ -79,13 +87,10 @@ def ensure_llama_cpp(python: Path) -> LlamaCpp:
     shutil.rmtree(source.parent.parent, ignore_errors=True)
     with tarfile.open(sdist) as tar:
         extract_safely(tar, home)
-    cmake = shutil.which("cmake") or str(llama.pydeps / "bin" / "cmake")
-    env = dict(os.environ, PYTHONPATH=str(llama.pydeps))
     _run([cmake, "-S", str(source), "-B", str(source / "build"), "-DCMAKE_BUILD_TYPE=Release", "-DGGML_NATIVE=ON",
           "-DLLAMA_CURL=OFF", "-DLLAMA_OPENSSL=OFF", "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF",
           "-DLLAMA_USE_PREBUILT_UI=OFF", "-DBUILD_SHARED_LIBS=OFF"], log, env=env)
-    _run([cmake, "--build", str(source / "build"), "-j", str(len(os.sched_getaffinity(0))), "--target", "llama-server"],
-         log, env=env)
+    _run([*build, "llama-server", "llama-bench"], log, env=env)
     return llama
 
 

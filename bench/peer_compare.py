@@ -121,10 +121,27 @@ def verdicts(pairs: list[Pair]) -> list[str]:
     return out
 
 
+def engines_alone(repository: Path, checkpoint: Path, pairs: list[Pair], output_tokens: int, rounds: int,
+                  prompt_tokens: int = 64) -> list[str]:
+    """The engines' pairs at one stream as report lines, beside the served llama.cpp pairs at c1."""
+    from bench import engine_alone, peer_builds
+    from bench.offline import engine_parameters
+
+    python = Path(sys.executable)
+    llama = peer_builds.ensure_llama_cpp(python)
+    gguf = peer_builds.ensure_gguf(llama, python, checkpoint)
+    engine_pairs = engine_alone.measure(engine_parameters(repository), llama.bench, gguf, prompt_tokens=prompt_tokens,
+                                        output_tokens=output_tokens, rounds=rounds)
+    served = [p.ratio for p in pairs if p.peer.startswith("llama.cpp") and p.concurrency == 1]
+    return engine_alone.markdown(engine_pairs, statistics.median(served) if served else None, gguf, prompt_tokens,
+                                 output_tokens)
+
+
 def run(repository: Path, out: Path, peers: tuple[Peer, ...], levels: tuple[int, ...], output_tokens: int, rounds: int,
-        slo: Slo) -> tuple[list[Pair], Path]:
+        slo: Slo, engine_rounds: int = 3) -> tuple[list[Pair], Path]:
     """Start our server (Triton + OpenAI front) from `repository`, measure every peer against it,
-    write peers.md and peers.json under `out`."""
+    write peers.md and peers.json under `out`.  With llama.cpp among the peers, the server
+    stopped, `engine_rounds` pairs of the engines alone at one stream (bench/engine_alone.py)."""
     import json
 
     from contract import names
@@ -147,12 +164,15 @@ def run(repository: Path, out: Path, peers: tuple[Peer, ...], levels: tuple[int,
             pairs = compare(front.url + "/v1", model, launches, levels, output_tokens, rounds, slo)
         finally:
             front.stop()
+    engines = engines_alone(repository, checkpoint, pairs, output_tokens, engine_rounds) \
+        if Peer.LLAMA_CPP in peers and engine_rounds > 0 else []
     report = out / "peers.md"
     report.write_text("\n".join([
         f"# Ours (Triton ensemble behind the OpenAI front) vs CPU peers: {checkpoint.name}, {output_tokens}-token answers", "",
         "One OpenAI streaming client (bench/http_load.py, in-process asyncio) for every server; pairs alternate "
         "their order; each run sends new prompts. Peers: " + "; ".join(f"`{' '.join(l.command)}`" for l, _ in launches), "",
-        *markdown(pairs), "", *[f"- {v}" for v in verdicts(pairs)], ""]))
+        *markdown(pairs), "", *[f"- {v}" for v in verdicts(pairs)], "",
+        *(["## The engines alone, one stream (no server)", "", *engines, ""] if engines else [])]))
     (out / "peers.json").write_text(json.dumps([{"peer": p.peer, "concurrency": p.concurrency, "round": p.round,
                                                  "ratio": round(p.ratio, 3), "ours": p.ours.to_dict(),
                                                  "theirs": p.theirs.to_dict()} for p in pairs], indent=1) + "\n")

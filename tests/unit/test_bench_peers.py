@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
 from bench.genai_perf import RunResult
 from bench.peer import llama_server, vllm_cpu
 from bench.peer_compare import Pair, markdown, prompts, verdicts
@@ -86,3 +88,45 @@ def _pgid(pid: str) -> int:
         return int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[2])
     except (OSError, IndexError, ValueError):
         return -1
+
+
+# llama-bench -o json, one tg test (trimmed to the fields read and a few beside them)
+LLAMA_BENCH_JSON = """[
+  {
+    "build_commit": "0c1e570", "cpu_info": "AMD EPYC", "model_type": "llama 256M Q8_0", "n_threads": 2,
+    "n_prompt": 0, "n_gen": 128, "n_depth": 64, "avg_ns": 831724311, "stddev_ns": 16037321,
+    "avg_ts": 153.934930, "stddev_ts": 2.939115, "samples_ts": [ 153.935 ]
+  }
+]
+"""
+
+
+def test_llama_bench_runs_one_generation_test_after_the_prompt_as_context():
+    from bench.engine_alone import llama_bench_command, parse_llama_bench
+
+    cmd = llama_bench_command(Path("/b/llama-bench"), Path("/m/x-q8_0.gguf"), 64, 128, threads=2)
+    assert cmd[cmd.index("-p") + 1] == "0" and cmd[cmd.index("-n") + 1] == "128" and cmd[cmd.index("-d") + 1] == "64"
+    assert cmd[cmd.index("-t") + 1] == "2" and cmd[cmd.index("-o") + 1] == "json" and cmd[cmd.index("-r") + 1] == "1"
+    assert parse_llama_bench(LLAMA_BENCH_JSON) == 153.93493
+    with pytest.raises(ValueError, match="expected one"):
+        parse_llama_bench("[]")
+
+
+def test_our_engine_is_timed_as_llama_bench_times_its_own_without_the_prompt():
+    from bench.engine_alone import decode_tok_s
+    from bench.offline import OfflineResult
+
+    # 128 tokens in 1.4 s, the first after 0.13 s: 127 tokens in 1.27 s
+    assert decode_tok_s(OfflineResult(1, 1, 128, 1.4, 91.4, 0.13, 0.01)) == 127 / 1.27
+
+
+def test_the_engines_report_splits_the_served_ratio_into_the_engines_and_the_servers():
+    from bench.engine_alone import EnginePair, markdown
+
+    pairs = [EnginePair(0, 100.0, 150.0), EnginePair(1, 96.0, 160.0), EnginePair(2, 99.0, 150.0)]
+    text = "\n".join(markdown(pairs, 0.72, Path("/m/x-q8_0.gguf"), 64, 128))
+    assert "| 1 | 96.0 | 160.0 | 0.60 |" in text
+    assert "ours/llama.cpp **0.66x**" in text  # median of 0.67, 0.60, 0.66
+    assert "the servers' share is 1.09x (our serving stack costs relatively less" in text
+    assert "(the two serving stacks cost about the same" in "\n".join(markdown(pairs, 0.67, Path("/m/x.gguf"), 64, 128))
+    assert "servers' share" not in "\n".join(markdown(pairs, None, Path("/m/x-q8_0.gguf"), 64, 128))
