@@ -166,23 +166,21 @@ class OpenVinoBackend:
         batch different adapters (checked 2026-11-24): generate() with one request on no adapter
         and one on an adapter raised "LoRA adapters value must be the same for all requests"
         (continuous_batching/pipeline_impl.cpp:697); with two different adapters it raised
-        nothing and gave both the first one's tokens.  It applies adapters in generate(), not in
-        add_request()/step() (GenerationConfig.adapters there is ignored), and what generate()
-        applies stays on the pipeline's infer request: a one-token generate() with the adapter
-        sets each pipeline once.  Each pipeline registers its own adapter only, and the base
-        model's none: registered and never applied, adapters still cost the base model's
-        requests 0.86x of its single-stream tok/s (8 alternating rounds, 2026-11-26)."""
+        nothing and gave both the first one's tokens; and it applies a switchable adapter in
+        generate() only, not in the add_request()/step() path used here.  Each adapter's
+        pipeline is therefore compiled with its adapter as constants (AdapterConfig MODE_STATIC:
+        LoRASeparateTransform with the weights as constants, src/cpp/src/lora/adapter.cpp, read
+        on openvino.genai's master, not at the tag): the same greedy answers as the switchable
+        mode set once by a generate(), 1.28x its tok/s at one stream and 1.16x at 16 (6 and 3
+        alternating rounds, 2026-11-26), whose LoRA tensors are state variables read at every
+        step.  The base model's pipeline has no adapter: registered and never applied, adapters
+        still cost its requests 0.86x of one stream's tok/s (8 alternating rounds)."""
         import openvino_genai as og
 
         self._pipes = {0: self._make()}
         for task_id, adapter in self._adapters.items():
-            weights = og.Adapter(adapter.weights)
-            pipe = self._make({"adapters": og.AdapterConfig([weights])})
-            config = og.GenerationConfig()
-            config.max_new_tokens = 1
-            config.adapters = og.AdapterConfig(weights, adapter.alpha)
-            pipe.generate(["a"], [config])
-            self._pipes[task_id] = pipe
+            static = og.AdapterConfig(og.Adapter(adapter.weights), adapter.alpha, og.AdapterConfig.Mode.MODE_STATIC)
+            self._pipes[task_id] = self._make({"adapters": static})
 
     @property
     def lora_task_ids(self) -> tuple[int, ...]:
