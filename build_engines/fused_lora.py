@@ -85,4 +85,3 @@ def for_fused_engine(adapters: list[LoraAdapter], fusion: dict, directory: Path,
         files[relative] = content
         served.append(LoraAdapter(adapter.name, adapter.task_id, str(directory / relative), adapter.alpha))
     return served, files
-

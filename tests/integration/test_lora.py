@@ -98,6 +98,8 @@ def test_stacked_adapters_on_the_fused_engine_answer_as_the_originals_on_an_unfu
                 [pipe.generate(q, config, adapters=og.AdapterConfig(weights, adapter.alpha)) for q in PROMPTS])
     for name, (plain, fused) in answers.items():
         assert fused == plain, name
+
+
 @pytest.fixture(scope="module")
 def client(lora_server):
     with LlmClient(lora_server.settings.grpc_url) as c:
