@@ -69,16 +69,20 @@ _OPTIONS = [
     click.option("--activation-precision", type=click.Choice(ACTIVATION_PRECISIONS), default=_OV.activation_precision,
                  show_default=True, help="[openvino] INFERENCE_PRECISION_HINT: f32 is exact on every host; bf16/f16 "
                                          "are faster where the CPU computes them natively, at a measured KLD cost."),
-    click.option("--kv-cache-precision", type=click.Choice(KV_CACHE_PRECISIONS), default=_OV.kv_cache_precision,
-                 show_default=True, help="[openvino] KV_CACHE_PRECISION: u8 halves the cache of f16/bf16."),
+    click.option("--kv-cache-precision", type=click.Choice(KV_CACHE_PRECISIONS), default=None,
+                 help="[openvino] KV_CACHE_PRECISION (default: u8, a quarter of f32's bytes; with --prompt-lookup "
+                      "or --draft-checkpoint the activation precision, whose greedy answers then equal plain "
+                      "decoding's; u8 answers also change with the batch)."),
     click.option("--dynamic-quantization-group-size", type=int, default=_OV.dynamic_quantization_group_size,
                  show_default=True, help="[openvino] quantize activations to int8 in groups of N before matmuls with "
                                          "compressed weights (OpenVINO's default on VNNI hosts: 32); 0 = off."),
     click.option("--prompt-lookup/--no-prompt-lookup", default=_OV.prompt_lookup, show_default=True,
-                 help="[openvino] prompt-lookup (n-gram) speculative decoding; answers then differ from plain "
-                      "greedy decoding (measured) and n > 1 is refused."),
+                 help="[openvino] prompt-lookup (n-gram) speculative decoding; greedy answers equal plain "
+                      "decoding's with the unquantized KV cache it defaults to (measured); n > 1 and "
+                      "min_tokens are refused."),
     click.option("--num-assistant-tokens", type=int, default=_OV.num_assistant_tokens, show_default=True,
-                 help="[openvino] prompt lookup: draft tokens per step."),
+                 help="[openvino] prompt lookup / draft model: draft tokens per step (each step computes "
+                      "1 + this many tokens per request; 2-3 measured best on a 2-core host)."),
     click.option("--max-ngram-size", type=int, default=_OV.max_ngram_size, show_default=True,
                  help="[openvino] prompt lookup: longest n-gram matched in the prompt."),
     click.option("--draft-checkpoint", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
@@ -258,7 +262,7 @@ def make_spec(checkpoint: Path, backend: str, precision: str | None, max_batch_s
               eagle_model_dir: Path | None = None, eagle_tree: str | None = None, eagle_choices: str | None = None,
               guided_decoding: str = _SERVING.guided_decoding_backend.value, trtllm_version: str | None = None,
               triton_image: str | None = None, detect=detect_gpus, activation_precision: str = _OV.activation_precision,
-              kv_cache_precision: str = _OV.kv_cache_precision,
+              kv_cache_precision: str | None = None,
               dynamic_quantization_group_size: int = _OV.dynamic_quantization_group_size, int4_group_size: int = _INT4.group_size,
               int4_ratio: float = _INT4.ratio, int4_mode: str = _INT4.mode, int4_awq: bool = _INT4.awq,
               int4_scale_estimation: bool = _INT4.scale_estimation, int4_gptq: bool = _INT4.gptq,
@@ -331,7 +335,7 @@ def make_spec(checkpoint: Path, backend: str, precision: str | None, max_batch_s
         precision=Precision(precision) if precision else DEFAULT_PRECISION[engine_backend],
         limits=EngineLimits(max_batch_size, max_input_len, max_seq_len, max_num_tokens, default_max_tokens),
         openvino=OpenVinoOptions(kv_cache_size_gb, prefix_caching, inference_threads, max_queue_size, queue_timeout_s,
-                                 stream_interval, activation_precision, kv_cache_precision,
+                                 stream_interval, activation_precision, kv_cache_precision or "",
                                  dynamic_quantization_group_size,
                                  Int4Recipe(int4_mode, int4_group_size, int4_ratio, int4_sensitivity_metric, int4_awq,
                                             int4_scale_estimation, int4_gptq, int4_calibration_samples),

@@ -12,7 +12,7 @@ from build_engines.checkpoint import CheckpointInfo
 from build_engines.checkpoint_quant import read_quantization
 from build_engines.fidelity.options import FidelityOptions, fidelity_options_from_dict
 from build_engines.openvino_compress import Int4Recipe
-from build_engines.openvino_precision import kv_bytes_per_element, precision_problems
+from build_engines.openvino_precision import default_kv_cache_precision, kv_bytes_per_element, precision_problems
 from build_engines.pytorch_spec import PyTorchOptions, pytorch_options_from_dict, pytorch_problems
 from build_engines.trtllm_spec import TrtLlmOptions, trtllm_options_from_dict, trtllm_problems
 from contract.model_configs import prompt_lookup_problems
@@ -96,7 +96,10 @@ class OpenVinoOptions:
     # Numerics, pinned rather than left to the host (build_engines/openvino_precision.py);
     # defaults measured in docs/examples/fidelity/ (quality and speed).
     activation_precision: str = "f32"
-    kv_cache_precision: str = "u8"
+    # "" (the default): u8; with speculative decoding (prompt lookup or a draft model) the
+    # activations' precision (f32), whose greedy answers then equal plain decoding's
+    # (build_engines/openvino_precision.py, measured).
+    kv_cache_precision: str = ""
     # int8 activations, in groups of this many values, for the matmuls with int8/int4 weights, as
     # llama.cpp's Q8_0 does (0: off; fp16 weights ignore it).  Measured on the default model, int8
     # weights, 2-core AVX-512 VNNI host (docs/examples/bench/peers.md, docs/examples/fidelity/):
@@ -111,21 +114,25 @@ class OpenVinoOptions:
     int4: Int4Recipe = field(default_factory=Int4Recipe)  # used by precision int4 only
     # Prompt-lookup (n-gram) speculative decoding: up to `num_assistant_tokens` draft tokens per
     # step copied from the prompt after a match of up to `max_ngram_size` tokens, verified in one
-    # forward pass.  Measured (default model, int8, greedy "repeat this passage", concurrency 1):
-    # 1.54-1.7x output tok/s; but OpenVINO GenAI 2026.4.1's greedy answers then differ from plain
-    # decoding (first at token 31 of 128 with the u8 KV cache, at token 1 with f32), and it
-    # refuses n > 1 ("parallel sampling not compatible with assistant generation").  Off by
-    # default; a deployment that turns it on refuses num_return_sequences > 1.
+    # forward pass.  Greedy answers equal plain decoding's with the unquantized KV cache such a
+    # build defaults to (kv_cache_precision above; with u8 they did not).  Measured (default
+    # model, int8, input-grounded greedy prompts, 2-core AMD EPYC, `bench speculative`): 1.36x
+    # output tok/s at concurrency 1 (1.15-1.55), 0.75x at 16.  3 drafts: OpenVINO GenAI pads
+    # every step to 1 + num_assistant_tokens tokens per request, matched or not; 2-3 measured
+    # best here (5: 1.07-1.12x at one stream, 0.76x at 16).  OpenVINO GenAI refuses n > 1 with
+    # it ("parallel sampling not compatible with assistant generation") and lets EOS through
+    # before min_tokens, so such a deployment refuses both.  Off by default.
     prompt_lookup: bool = False
-    num_assistant_tokens: int = 5
+    num_assistant_tokens: int = 3
     max_ngram_size: int = 3
     # Draft-model speculative decoding: a smaller checkpoint with the same tokenizer, exported
     # beside the engine (<engine>/draft, same weight format) and proposing num_assistant_tokens
-    # tokens per step.  Measured (default model with a draft of its own first 10 of 30 layers,
-    # int8, greedy 128 tokens, concurrency 1, in-process): 0.30-0.38x the output tok/s of
-    # plain decoding, and answers not equal to plain greedy ones (0 of 3): a 135M model is
-    # too cheap per token for any draft to pay off here; the feature is for big targets with a
-    # small sibling (e.g. Llama-3.1-8B with Llama-3.2-1B).  n > 1 is refused, as with prompt lookup.
+    # tokens per step; greedy answers equal plain decoding's with the default (unquantized) KV
+    # cache.  Measured (default model with a draft of its own first 10 of 30 layers, int8,
+    # greedy 128 tokens, concurrency 1, in-process, 3 drafts): 0.36-0.43x the output tok/s of
+    # plain decoding: a 135M model is too cheap per token for any draft to pay off here; the
+    # feature is for big targets with a small sibling (e.g. Llama-3.1-8B with Llama-3.2-1B).
+    # n > 1 and min_tokens are refused, as with prompt lookup.
     draft_checkpoint: str = ""
     # top_logprobs: OpenVINO GenAI 2026.4.1 computes one log prob per position, so the engine
     # model compiles the IR a second time, with the same numerics, and scores the tokens of the
@@ -139,6 +146,12 @@ class OpenVinoOptions:
     # 1.03x).  LoRA adapters of those modules are rewritten for the fused matmuls at render time
     # (build_engines/fused_lora.py).
     fuse_projections: bool = True
+
+    def __post_init__(self) -> None:
+        if not self.kv_cache_precision:
+            speculative = bool(self.prompt_lookup or self.draft_checkpoint)
+            object.__setattr__(self, "kv_cache_precision",
+                               default_kv_cache_precision(speculative, self.activation_precision))
 
     def validate(self, dims: tuple[int, ...] = ()) -> None:
         problems = precision_problems(self.activation_precision, self.kv_cache_precision) + self.int4.validate(dims)

@@ -152,7 +152,9 @@ CPU_ENGINE = EngineFeatures("the CPU engine (OpenVINO GenAI)",
                             frozenset({Feature.MULTIPLE_SEQUENCES, Feature.GUIDED_DECODING, Feature.PRIORITY}))
 # The same with prompt-lookup decoding on: OpenVINO GenAI 2026.4.1 refuses parallel sampling with
 # assistant generation (generation_config.cpp: "Beam search and parallel sampling are not
-# compatible with assistant generation"); guided decoding and log probs work (checked).
+# compatible with assistant generation"); guided decoding and log probs work (checked).  min_tokens,
+# which it lets EOS cut short there, is refused by the engine model itself
+# (model_repository/engines/openvino/openvino_backend.py: assisted_generation_problems).
 CPU_ENGINE_PROMPT_LOOKUP = EngineFeatures("the CPU engine (OpenVINO GenAI, prompt-lookup decoding)",
                                           frozenset({Feature.GUIDED_DECODING, Feature.PRIORITY}))
 # Draft-model speculative decoding: the same assistant-generation restriction.

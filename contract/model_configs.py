@@ -98,7 +98,7 @@ class OpenVinoEngineParameters:
     # Prompt-lookup speculative decoding (OpenVINO GenAI's `prompt_lookup` pipeline property and
     # GenerationConfig num_assistant_tokens / max_ngram_size); measured: build_engines/spec.py.
     prompt_lookup: bool = False
-    num_assistant_tokens: int = 5
+    num_assistant_tokens: int = 3
     max_ngram_size: int = 3
     # Draft-model speculative decoding: the draft's IR in <engine_dir>/draft (OpenVINO GenAI's
     # `draft_model` pipeline property); num_assistant_tokens draft tokens per step.

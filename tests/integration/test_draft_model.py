@@ -21,6 +21,7 @@ from build_engines.spec import BuildSpec, OpenVinoOptions
 from build_engines.fidelity.options import FidelityOptions
 from client import ChatMessage, Guide, InvalidRequestError, LlmClient, SamplingParams
 from contract.model_configs import DRAFT_SUBDIR
+from tests.integration.test_prompt_lookup import EXACTNESS_PROMPTS, LONG_ANSWER
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]
 
@@ -57,6 +58,7 @@ def test_the_build_exports_the_draft_and_records_it(draft_engine):
     assert (draft_engine / DRAFT_SUBDIR / "openvino_model.xml").is_file()
     record = json.loads((draft_engine / "build.json").read_text())
     assert record["spec"]["openvino"]["draft_checkpoint"].endswith("draft-checkpoint")
+    assert record["spec"]["openvino"]["kv_cache_precision"] == "f32"  # the unquantized default of speculation
     # Fused like the target (build_engines/openvino_fusion.py): 2 layers, q/k/v and gate/up each.
     assert record["fusion"]["draft"]["groups"] == {"k_proj+q_proj+v_proj": 2, "gate_proj+up_proj": 2}
 
@@ -88,6 +90,27 @@ def client(draft_engine, serve, tmp_path_factory):
         yield c
 
 
+def test_greedy_answers_equal_plain_decoding(client, draft_engine, default_checkpoint):
+    """Token for token against the target's IR decoding plainly with the served numerics
+    (OpenVINO GenAI driven directly; f32 KV cache, build_engines/openvino_precision.py)."""
+    from transformers import AutoTokenizer
+
+    from tests.integration.direct_engine import direct_pipeline, greedy, served_parameters
+
+    tok = AutoTokenizer.from_pretrained(str(default_checkpoint))
+    pipe = direct_pipeline(draft_engine, served_parameters(client.server.settings.repository))
+    for n, messages in enumerate((PROMPT, EXACTNESS_PROMPTS[1], LONG_ANSWER)):
+        served = client.generate(messages, SamplingParams(max_tokens=96, temperature=0.0))
+        ids = tok.apply_chat_template([{"role": m.role, "content": m.content} for m in messages],
+                                      add_generation_prompt=True, tokenize=True, return_dict=True)["input_ids"]
+        assert list(served.token_ids) == greedy(pipe, n, ids, 96), f"prompt {n}"
+
+
+def test_min_tokens_is_refused_naming_why(client):
+    with pytest.raises(InvalidRequestError, match=r"'min_tokens' \(8\).*draft-model speculative decoding"):
+        client.generate(PROMPT, SamplingParams(max_tokens=16, min_tokens=8, temperature=0.0))
+
+
 def test_streamed_text_is_the_whole_answer_and_stops_cut_it(client):
     sampling = SamplingParams(max_tokens=48, temperature=0.0)
     whole = client.generate(PROMPT, sampling)
@@ -110,7 +133,7 @@ def test_a_cancelled_stream_frees_the_engine(client):
 
     from contract.metrics import REQUESTS_RUNNING
 
-    stream = client.stream(PROMPT, SamplingParams(max_tokens=300, min_tokens=300, temperature=0.0))
+    stream = client.stream(LONG_ANSWER, SamplingParams(max_tokens=300, temperature=0.0))  # min_tokens is refused
     next(stream)
     stream.close()
     url = client.server.settings.metrics_url

@@ -17,7 +17,34 @@ def test_off_by_default_and_round_trips():
     assert OpenVinoOptions().prompt_lookup is False
     spec = BuildSpec(Path("/c"), openvino=OpenVinoOptions(prompt_lookup=True, num_assistant_tokens=4, max_ngram_size=2))
     assert BuildSpec.from_dict(spec.to_dict()) == spec
-    assert spec.artifact_fields() == BuildSpec(Path("/c")).artifact_fields()  # a serving setting: no rebuild
+    # a serving setting, but its default KV cache (f32) changes the numerics the fidelity report measured
+    assert spec.artifact_fields() != BuildSpec(Path("/c")).artifact_fields()
+    same_numerics = OpenVinoOptions(prompt_lookup=True, kv_cache_precision="u8")
+    assert BuildSpec(Path("/c"), openvino=same_numerics).artifact_fields() == BuildSpec(Path("/c")).artifact_fields()
+
+
+def test_speculative_decoding_defaults_to_an_unquantized_kv_cache_and_a_named_precision_wins():
+    """Unquantized keeps greedy answers equal to plain decoding's; u8 did not (build_engines/openvino_precision.py)."""
+    assert OpenVinoOptions().kv_cache_precision == "u8"
+    assert OpenVinoOptions(prompt_lookup=True).kv_cache_precision == "f32"
+    assert OpenVinoOptions(draft_checkpoint="/draft").kv_cache_precision == "f32"
+    assert OpenVinoOptions(prompt_lookup=True, kv_cache_precision="u8").kv_cache_precision == "u8"
+    assert OpenVinoOptions(kv_cache_precision="f32").kv_cache_precision == "f32"
+    assert OpenVinoOptions(prompt_lookup=True, activation_precision="bf16").kv_cache_precision == "bf16"
+    resolved = BuildSpec(Path("/c"), openvino=OpenVinoOptions(prompt_lookup=True)).to_dict()
+    assert resolved["openvino"]["kv_cache_precision"] == "f32"  # build.json records what was compiled
+
+
+@pytest.mark.parametrize("flags, kv", [((), "u8"), (("--prompt-lookup",), "f32"),
+                                       (("--prompt-lookup", "--kv-cache-precision", "u8"), "u8")])
+def test_the_cli_follows_the_rule_unless_told(default_checkpoint, flags, kv):
+    from click.testing import CliRunner
+
+    from build_engines.cli import main
+
+    result = CliRunner().invoke(main, ["plan", "--checkpoint", str(default_checkpoint), *flags])
+    assert result.exit_code == 0, result.output
+    assert f"KV cache {kv} " in result.output
 
 
 @pytest.mark.parametrize("field", ["num_assistant_tokens", "max_ngram_size"])
@@ -49,3 +76,21 @@ def test_a_prompt_lookup_deployment_refuses_n_samples_but_not_guides():
     assert name == "num_return_sequences" and "prompt-lookup decoding" in reason
     guide = {"guided_decoding_guide_type": np.array([[b"regex"]], dtype=object)}
     assert refusals(guide, CPU_ENGINE_PROMPT_LOOKUP) == []
+
+
+def test_min_tokens_is_refused_by_speculative_deployments_only():
+    """OpenVINO GenAI lets EOS through before min_new_tokens once drafts are rejected
+    (openvino_backend.assisted_generation_problems; measured in tests/integration/test_prompt_lookup.py)."""
+    from model_repository.engines.openvino.openvino_backend import assisted_generation_problems
+
+    def params(**kw):
+        return OpenVinoEngineParameters(engine_dir=Path("/e"), max_num_seqs=1, max_num_batched_tokens=8, **kw)
+
+    asks = EngineInputs(input_ids=(1, 2, 3), input_lengths=3, request_output_len=16, end_id=2, min_tokens=8)
+    plain = EngineInputs(input_ids=(1, 2, 3), input_lengths=3, request_output_len=16, end_id=2)
+    assert assisted_generation_problems(asks, params()) == []
+    [lookup] = assisted_generation_problems(asks, params(prompt_lookup=True))
+    assert "'min_tokens' (8)" in lookup and "prompt-lookup decoding" in lookup
+    [draft] = assisted_generation_problems(asks, params(draft_model=True))
+    assert "draft-model speculative decoding" in draft
+    assert assisted_generation_problems(plain, params(prompt_lookup=True)) == []

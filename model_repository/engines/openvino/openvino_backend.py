@@ -43,6 +43,21 @@ def structured_output_config(guide_type: str, guide: str):
     return config
 
 
+def assisted_generation_problems(request: EngineInputs, params: OpenVinoEngineParameters) -> list[str]:
+    """What a speculative deployment (prompt lookup or a draft model) cannot honour.  min_tokens:
+    OpenVINO GenAI's sampler, after rejecting draft tokens, sets the logit processor's count of
+    generated tokens to the processed ones, prompt included (Sampler::sample:
+    update_generated_len(prompt_len + min_generated_len - 1), src/cpp/src/sampling/sampler.cpp),
+    so EOSPenaltyTransform::is_applicable (logit_transformers.hpp) stops holding EOS back early;
+    read at openvino.genai master da1db864d, not at the 2026.4.1 tag (no copy of it here).
+    Observed with 2026.4.1: prompt lookup, min_new_tokens 128, EOS generated at token 75."""
+    if request.min_tokens > 0 and (params.prompt_lookup or params.draft_model):
+        kind = "prompt-lookup decoding" if params.prompt_lookup else "draft-model speculative decoding"
+        return [f"'min_tokens' ({request.min_tokens}) is not honoured by the CPU engine with {kind} "
+                f"(OpenVINO GenAI 2026.4.1 lets EOS through early); send 0 or leave it out"]
+    return []
+
+
 def generation_config(request: EngineInputs, params: OpenVinoEngineParameters | None = None):
     """`params`: the deployment's settings a request inherits (prompt lookup's draft sizes)."""
     import openvino_genai as og

@@ -9,7 +9,7 @@ from contract import features, guided, lora, metrics
 from contract.build_record import BuildRecord, check_runtime
 from contract.model_configs import OpenVinoEngineParameters
 from model_repository.triton import triton_io
-from model_repository.engines.openvino.openvino_backend import OpenVinoBackend
+from model_repository.engines.openvino.openvino_backend import OpenVinoBackend, assisted_generation_problems
 from model_repository.engines.openvino.ir_scorer import scoring_problems
 from model_repository.engine_step.request_check import EngineRequestCheck
 from model_repository.engine_step.runner import EngineRunner
@@ -28,6 +28,7 @@ class TritonPythonModel:
         vocab_size = json.loads((params.engine_dir / "config.json").read_text())["vocab_size"]
         self.check = EngineRequestCheck(limits["max_input_len"], limits["max_seq_len"], vocab_size)
         guided.warm_up()
+        self.params = params
         self.features = (features.CPU_ENGINE_PROMPT_LOOKUP if params.prompt_lookup else
                          features.CPU_ENGINE_DRAFT_MODEL if params.draft_model else features.CPU_ENGINE)
         self.adapters = {a.task_id: a.name for a in lora.from_parameter(params.lora_adapters)}
@@ -60,7 +61,7 @@ class TritonPythonModel:
     def execute(self, requests):
         serve_requests(requests, self.runner, self.features,
                        lambda row: self.check.problems(row) + lora.request_problems(row.options.lora_task_id, self.adapters)
-                       + scoring_problems(row.options))
+                       + scoring_problems(row.options) + assisted_generation_problems(row, self.params))
         return None
 
     def _gauges(self):
