@@ -54,7 +54,8 @@ def assisted_generation_problems(request: EngineInputs, params: OpenVinoEnginePa
     if request.min_tokens > 0 and (params.prompt_lookup or params.draft_model):
         kind = "prompt-lookup decoding" if params.prompt_lookup else "draft-model speculative decoding"
         return [f"'min_tokens' ({request.min_tokens}) is not honoured by the CPU engine with {kind} "
-                f"(OpenVINO GenAI 2026.4.1 lets EOS through early); send 0 or leave it out"]
+                f"(OpenVINO GenAI 2026.4.1 lets EOS through early); send 0 or leave it out (the OpenAI front's "
+                f"ignore_eos sends min_tokens)"]
     return []
 
 
