@@ -244,9 +244,9 @@ def speculative(repository: Path, out: Path, levels: tuple[int, ...], max_tokens
     from bench.speculative import markdown, measure
 
     params = engine_parameters(repository)
-    rounds_run = measure(params, AutoTokenizer.from_pretrained(str(params.engine_dir)), tuple(levels), max_tokens,
-                         rounds, progress=click.echo)
-    text = "\n".join(markdown(rounds_run, params.num_assistant_tokens))
+    pairs = measure(params, AutoTokenizer.from_pretrained(str(params.engine_dir)), tuple(levels), max_tokens, rounds,
+                    progress=click.echo)
+    text = "\n".join(markdown(pairs, params.num_assistant_tokens))
     out.mkdir(parents=True, exist_ok=True)
     (out / "speculative.md").write_text(text + "\n")
     click.echo(text)

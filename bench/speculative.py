@@ -2,10 +2,8 @@
 that copy spans of the prompt: rewrite a passage, fix a line of given code), the served
 engine's own backend driven in-process, plain and with prompt lookup in alternating rounds, at
 each concurrency: output tok/s, tokens per engine step, and how many greedy answers equal plain
-decoding's.  Three runs a round: plain as deployed (its KV cache, u8 by default), prompt lookup as
-a --prompt-lookup build compiles it (the unquantized KV cache that build defaults to,
-build_engines/openvino_precision.py), and plain with those same numerics, which the lookup
-answers must equal and which isolates what the drafts alone buy."""
+decoding's (both with the deployment's numerics: with the default unquantized KV cache they must
+all be equal, build_engines/openvino_precision.py)."""
 
 from __future__ import annotations
 
@@ -15,7 +13,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from build_engines.openvino_precision import default_kv_cache_precision
 from contract.model_configs import OpenVinoEngineParameters
 from model_repository.engine_step.engine_inputs import EngineInputs
 
@@ -43,7 +40,6 @@ def grounded_prompts(tok, count: int, seed: int) -> list[list[int]]:
 @dataclass(frozen=True)
 class SpecRun:
     prompt_lookup: bool
-    kv_cache_precision: str
     concurrency: int
     output_tokens: int
     seconds: float
@@ -84,53 +80,36 @@ def run_engine(params: OpenVinoEngineParameters, prompts: list[list[int]], max_t
                 answers[key] += handle.read()[0]
                 del active[key]
     seconds = time.monotonic() - t0
-    return SpecRun(params.prompt_lookup, params.kv_cache_precision, concurrency, sum(len(a) for a in answers.values()),
-                   seconds, steps, tuple(tuple(answers[k]) for k in sorted(answers)))
-
-
-@dataclass(frozen=True)
-class SpecRound:
-    deployed: SpecRun  # plain, the deployment's numerics
-    same_numerics: SpecRun  # plain, prompt lookup's numerics
-    lookup: SpecRun
+    return SpecRun(params.prompt_lookup, concurrency, sum(len(a) for a in answers.values()), seconds, steps,
+                   tuple(tuple(answers[k]) for k in sorted(answers)))
 
 
 def measure(params: OpenVinoEngineParameters, tok, levels: tuple[int, ...], max_tokens: int, rounds: int,
-            progress=print) -> list[SpecRound]:
-    """The three runs of each round in rotating order, new prompts every round."""
-    lookup = dataclasses.replace(params, prompt_lookup=True,
-                                 kv_cache_precision=default_kv_cache_precision(True, params.activation_precision))
-    variants = {"deployed": dataclasses.replace(params, prompt_lookup=False),
-                "same_numerics": dataclasses.replace(lookup, prompt_lookup=False), "lookup": lookup}
-    out = []
+            progress=print) -> list[tuple[SpecRun, SpecRun]]:
+    """(plain, prompt lookup) pairs, order alternating, new prompts every round."""
+    pairs = []
     for level in levels:
         for r in range(rounds):
             prompts = grounded_prompts(tok, max(2, 2 * level), seed=r * 31 + level)
-            order = list(variants)[r % 3:] + list(variants)[:r % 3]
-            runs = {name: run_engine(variants[name], prompts, max_tokens, level) for name in order}
-            out.append(SpecRound(**runs))
-            progress(f"  c{level} round {r}: plain {runs['deployed'].tokens_per_s:6.1f} tok/s "
-                     f"(KV {params.kv_cache_precision}), {runs['same_numerics'].tokens_per_s:6.1f} "
-                     f"(KV {lookup.kv_cache_precision}); prompt lookup {runs['lookup'].tokens_per_s:6.1f} tok/s "
-                     f"({runs['lookup'].tokens_per_step:.2f} tokens/step) -> "
-                     f"{runs['lookup'].tokens_per_s / runs['deployed'].tokens_per_s:.2f}x")
-    return out
+            runs = {}
+            for lookup in ((False, True) if r % 2 == 0 else (True, False)):
+                runs[lookup] = run_engine(dataclasses.replace(params, prompt_lookup=lookup), prompts, max_tokens, level)
+            pairs.append((runs[False], runs[True]))
+            progress(f"  c{level} round {r}: plain {runs[False].tokens_per_s:6.1f} tok/s, prompt lookup "
+                     f"{runs[True].tokens_per_s:6.1f} tok/s ({runs[True].tokens_per_step:.2f} tokens/step) -> "
+                     f"{runs[True].tokens_per_s / runs[False].tokens_per_s:.2f}x")
+    return pairs
 
 
-def markdown(rounds: list[SpecRound], num_assistant_tokens: int) -> list[str]:
-    deployed, lookup = rounds[0].deployed.kv_cache_precision, rounds[0].lookup.kv_cache_precision
-    lines = [f"| concurrency | prompt lookup (KV {lookup}) / plain as deployed (KV {deployed}), out tok/s (each round) | "
-             f"median | prompt lookup / plain, both KV {lookup} (median) | tokens per step (lookup) | "
-             f"draft acceptance (est.) | greedy answers equal to plain, same numerics |",
-             "|---:|---|---:|---:|---:|---:|---:|"]
-    for level in sorted({r.lookup.concurrency for r in rounds}):
-        group = [r for r in rounds if r.lookup.concurrency == level]
-        ratios = [r.lookup.tokens_per_s / r.deployed.tokens_per_s for r in group]
-        same = statistics.median(r.lookup.tokens_per_s / r.same_numerics.tokens_per_s for r in group)
-        per_step = statistics.median(r.lookup.tokens_per_step for r in group)
-        equal = sum(a == b for r in group for a, b in zip(r.same_numerics.answers, r.lookup.answers))
-        total = sum(len(r.lookup.answers) for r in group)
-        lines.append(f"| {level} | {', '.join(f'{x:.2f}' for x in ratios)} | **{statistics.median(ratios):.2f}x** | "
-                     f"{same:.2f}x | {per_step:.2f} | {max(0.0, per_step - 1) / num_assistant_tokens:.0%} | "
-                     f"{equal}/{total} |")
+def markdown(pairs: list[tuple[SpecRun, SpecRun]], num_assistant_tokens: int) -> list[str]:
+    lines = ["| concurrency | prompt lookup / plain out tok/s (each pair) | median | tokens per step (lookup) | "
+             "draft acceptance (est.) | greedy answers equal to plain |", "|---:|---|---:|---:|---:|---:|"]
+    for level in sorted({p.concurrency for p, _ in pairs}):
+        group = [(p, s) for p, s in pairs if p.concurrency == level]
+        ratios = [s.tokens_per_s / p.tokens_per_s for p, s in group]
+        per_step = statistics.median(s.tokens_per_step for _, s in group)
+        equal = sum(a == b for p, s in group for a, b in zip(p.answers, s.answers))
+        total = sum(len(p.answers) for p, _ in group)
+        lines.append(f"| {level} | {', '.join(f'{r:.2f}' for r in ratios)} | **{statistics.median(ratios):.2f}x** | "
+                     f"{per_step:.2f} | {max(0.0, per_step - 1) / num_assistant_tokens:.0%} | {equal}/{total} |")
     return lines

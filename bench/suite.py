@@ -132,13 +132,12 @@ def run_suite(config: SuiteConfig) -> Path:
         *priorities.markdown(priorities.run(config.repository, config.out / "priorities", mixed, 2, 8), config.slo.ttft_s,
                              mixed, 8)]))
 
-    spec_rounds = speculative.measure(params, _tokenizer(engine_dir), (1, top), config.output_tokens, 2)
+    spec_pairs = speculative.measure(params, _tokenizer(engine_dir), (1, top), config.output_tokens, 2)
     sections.append(("Speculative decoding: prompt lookup", [
         "Input-grounded prompts (repeat / rewrite a passage of the Python docs, copy given code), greedy, the engine's "
-        "backend in-process: plain as deployed, prompt lookup with the KV cache a --prompt-lookup build defaults to, "
-        "and plain with that same KV cache, in rotating order, new prompts every round (`python -m bench speculative`). "
+        "backend in-process, plain and prompt lookup alternating, new prompts every round (`python -m bench speculative`). "
         "Acceptance is estimated from tokens per engine step: (tokens per step - 1) / num_assistant_tokens.", "",
-        *speculative.markdown(spec_rounds, params.num_assistant_tokens)]))
+        *speculative.markdown(spec_pairs, params.num_assistant_tokens)]))
 
     ratios = [
         pipeline_tax.summary(tax) + "; target >= 0.9",

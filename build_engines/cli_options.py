@@ -70,15 +70,15 @@ _OPTIONS = [
                  show_default=True, help="[openvino] INFERENCE_PRECISION_HINT: f32 is exact on every host; bf16/f16 "
                                          "are faster where the CPU computes them natively, at a measured KLD cost."),
     click.option("--kv-cache-precision", type=click.Choice(KV_CACHE_PRECISIONS), default=None,
-                 help="[openvino] KV_CACHE_PRECISION (default: u8, a quarter of f32's bytes; with --prompt-lookup "
-                      "or --draft-checkpoint the activation precision, whose greedy answers then equal plain "
-                      "decoding's; u8 answers also change with the batch)."),
+                 help="[openvino] KV_CACHE_PRECISION (default: the activation precision, unquantized, whose "
+                      "greedy answers do not change with the batch, the prefix cache or speculative decoding; "
+                      "u8 takes a quarter of f32's memory, and its answers do change)."),
     click.option("--dynamic-quantization-group-size", type=int, default=_OV.dynamic_quantization_group_size,
                  show_default=True, help="[openvino] quantize activations to int8 in groups of N before matmuls with "
                                          "compressed weights (OpenVINO's default on VNNI hosts: 32); 0 = off."),
     click.option("--prompt-lookup/--no-prompt-lookup", default=_OV.prompt_lookup, show_default=True,
                  help="[openvino] prompt-lookup (n-gram) speculative decoding; greedy answers equal plain "
-                      "decoding's with the unquantized KV cache it defaults to (measured); n > 1 and "
+                      "decoding's with the default (unquantized) KV cache (measured); n > 1 and "
                       "min_tokens are refused."),
     click.option("--num-assistant-tokens", type=int, default=_OV.num_assistant_tokens, show_default=True,
                  help="[openvino] prompt lookup / draft model: draft tokens per step (each step computes "

@@ -26,23 +26,23 @@ def kv_bytes_per_element(kv_cache_precision: str, head_dim: int) -> float:
     return size
 
 
-# The KV cache's precision when the spec names none: u8 (a quarter of f32's bytes), except with
-# speculative decoding, whose contract is greedy answers equal to plain decoding's: then the
-# activations' own precision, unquantized (OpenVINO's CPU plugin takes no other unquantized one:
-# "expect kvcache type f32" with f32 activations).  u8 quantizes each token's keys and values, so
-# the last-bit differences between a one-token step and a multi-token pass (drafts verified, a
-# batch) move values across a quantization step: log probs then differ by up to 0.06, against
-# 3e-5 with f32.  Measured on the default model (int8 weights, f32 activations, greedy, up to 128
-# tokens, OpenVINO GenAI 2026.4.1, 2026-11-26): prompt lookup changed 3 of 17 answers alone and
-# 4 of 17 batched with u8, none with f32; a draft model 2 of 8 with u8, none with f32; plain
-# decoding batched rather than one at a time changed 6 of 16 with u8, none with f32.  f32 costs
-# 4x the cache memory; speed even at one stream (8 alternating rounds, 0.83-1.09x of u8) and
-# 0.84-1.00x at 16 streams (short, ~250- and ~1000-token prompts), so u8 stays the default.
-DEFAULT_KV_CACHE_PRECISION = "u8"
-
-
-def default_kv_cache_precision(speculative: bool, activation_precision: str) -> str:
-    return activation_precision if speculative else DEFAULT_KV_CACHE_PRECISION
+# The KV cache's precision when the spec names none: the activations' own, unquantized (f32 by
+# default; OpenVINO's CPU plugin takes no other unquantized one: "expect kvcache type f32" with
+# f32 activations), not OpenVINO's u8, because u8 makes greedy answers depend on how tokens were
+# computed.  u8 quantizes each token's keys and values, so the last-bit differences between a
+# one-token step and a multi-token pass (a batch, a prefill, a speculative verify pass) move
+# values across a quantization step: log probs then differ by up to 0.06, against 3e-5 with f32.
+# Measured on the default model (int8 weights, f32 activations, greedy, OpenVINO GenAI 2026.4.1,
+# 2026-11-26, in-process), answers that changed with u8 / with f32:
+#   plain decoding, 16 prompts batched vs one at a time (128 tokens):          6/16 / 0/16
+#   prefix caching, 18 multi-turn answers, cached prefix vs fresh prefill (64): 1/18 / 0/18
+#   prompt lookup vs plain, 17 prompts alone / batched (up to 128):             3, 4 of 17 / 0
+#   draft model (10 of 30 layers) vs plain, 8 prompts (128):                    2/8 / 0/8
+# f32 costs 4x the cache memory (plan sizes it; --kv-cache-precision u8 for big models and long
+# contexts); speed even at one stream (8 alternating rounds, 0.83-1.09x of u8) and 0.84-1.00x at
+# 16 streams (short, ~250- and ~1000-token prompts; ~0.93x typical).
+def default_kv_cache_precision(activation_precision: str) -> str:
+    return activation_precision
 
 
 def precision_problems(activation_precision: str, kv_cache_precision: str) -> list[str]:

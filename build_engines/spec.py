@@ -96,9 +96,9 @@ class OpenVinoOptions:
     # Numerics, pinned rather than left to the host (build_engines/openvino_precision.py);
     # defaults measured in docs/examples/fidelity/ (quality and speed).
     activation_precision: str = "f32"
-    # "" (the default): u8; with speculative decoding (prompt lookup or a draft model) the
-    # activations' precision (f32), whose greedy answers then equal plain decoding's
-    # (build_engines/openvino_precision.py, measured).
+    # "" (the default): the activations' precision, unquantized (f32): greedy answers then do not
+    # change with the batch, the prefix cache or speculative decoding, as they did with u8
+    # (build_engines/openvino_precision.py, measured); u8 takes a quarter of the memory.
     kv_cache_precision: str = ""
     # int8 activations, in groups of this many values, for the matmuls with int8/int4 weights, as
     # llama.cpp's Q8_0 does (0: off; fp16 weights ignore it).  Measured on the default model, int8
@@ -114,8 +114,8 @@ class OpenVinoOptions:
     int4: Int4Recipe = field(default_factory=Int4Recipe)  # used by precision int4 only
     # Prompt-lookup (n-gram) speculative decoding: up to `num_assistant_tokens` draft tokens per
     # step copied from the prompt after a match of up to `max_ngram_size` tokens, verified in one
-    # forward pass.  Greedy answers equal plain decoding's with the unquantized KV cache such a
-    # build defaults to (kv_cache_precision above; with u8 they did not).  Measured (default
+    # forward pass.  Greedy answers equal plain decoding's with the default unquantized KV cache
+    # (kv_cache_precision above; with u8 they did not).  Measured (default
     # model, int8, input-grounded greedy prompts, 2-core AMD EPYC, `bench speculative`): 1.36x
     # output tok/s at concurrency 1 (1.15-1.55), 0.75x at 16.  3 drafts: OpenVINO GenAI pads
     # every step to 1 + num_assistant_tokens tokens per request, matched or not; 2-3 measured
@@ -149,9 +149,7 @@ class OpenVinoOptions:
 
     def __post_init__(self) -> None:
         if not self.kv_cache_precision:
-            speculative = bool(self.prompt_lookup or self.draft_checkpoint)
-            object.__setattr__(self, "kv_cache_precision",
-                               default_kv_cache_precision(speculative, self.activation_precision))
+            object.__setattr__(self, "kv_cache_precision", default_kv_cache_precision(self.activation_precision))
 
     def validate(self, dims: tuple[int, ...] = ()) -> None:
         problems = precision_problems(self.activation_precision, self.kv_cache_precision) + self.int4.validate(dims)

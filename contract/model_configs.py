@@ -90,7 +90,7 @@ class OpenVinoEngineParameters:
     # The engine's numerics, pinned (INFERENCE_PRECISION_HINT, KV_CACHE_PRECISION): the spec's
     # openvino.activation_precision / kv_cache_precision (build_engines/openvino_precision.py).
     activation_precision: str = "f32"
-    kv_cache_precision: str = "u8"
+    kv_cache_precision: str = "f32"
     # DYNAMIC_QUANTIZATION_GROUP_SIZE: activations quantized to int8 in groups of this size before
     # the matmuls with compressed weights (0: off), as llama.cpp's Q8_0 does.  The default and the
     # measurements behind it: build_engines/spec.py (OpenVinoOptions).

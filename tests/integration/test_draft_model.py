@@ -58,7 +58,7 @@ def test_the_build_exports_the_draft_and_records_it(draft_engine):
     assert (draft_engine / DRAFT_SUBDIR / "openvino_model.xml").is_file()
     record = json.loads((draft_engine / "build.json").read_text())
     assert record["spec"]["openvino"]["draft_checkpoint"].endswith("draft-checkpoint")
-    assert record["spec"]["openvino"]["kv_cache_precision"] == "f32"  # the unquantized default of speculation
+    assert record["spec"]["openvino"]["kv_cache_precision"] == "f32"  # the default: exact answers
     # Fused like the target (build_engines/openvino_fusion.py): 2 layers, q/k/v and gate/up each.
     assert record["fusion"]["draft"]["groups"] == {"k_proj+q_proj+v_proj": 2, "gate_proj+up_proj": 2}
 

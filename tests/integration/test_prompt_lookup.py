@@ -1,6 +1,5 @@
 """A deployment with prompt-lookup speculative decoding (`--prompt-lookup`): greedy answers equal
-plain decoding's (with the unquantized KV cache such a build defaults to), one at a time and
-batched; streaming, stop strings, log probs and cancellation work through the ensemble as
+plain decoding's (with the default unquantized KV cache), one at a time and batched; streaming, stop strings, log probs and cancellation work through the ensemble as
 without it; n > 1, which OpenVINO GenAI refuses with assistant generation, is refused before
 the engine, naming it."""
 
@@ -9,7 +8,6 @@ from __future__ import annotations
 import time
 
 import pytest
-from build_engines.openvino_precision import default_kv_cache_precision
 from build_engines.render import copy_repository
 from contract import names
 from client import AsyncLlmClient, ChatMessage, InvalidRequestError, LlmClient, SamplingParams
@@ -30,14 +28,12 @@ EXACTNESS_PROMPTS = (
     LONG_ANSWER,
     [ChatMessage("user", "Write a long poem about the sea.")],
 )
-# What a --prompt-lookup build renders (build_engines/spec.py: OpenVinoOptions.kv_cache_precision).
-LOOKUP_PARAMETERS = {"prompt_lookup": "true", "kv_cache_precision": default_kv_cache_precision(True, "f32")}
 
 
 @pytest.fixture(scope="module")
 def lookup_server(repository, serve, tmp_path_factory):
     dest = tmp_path_factory.mktemp("prompt_lookup") / "repository"
-    return serve(copy_repository(repository, dest, names.OPENVINO_ENGINE, LOOKUP_PARAMETERS))
+    return serve(copy_repository(repository, dest, names.OPENVINO_ENGINE, {"prompt_lookup": "true"}))
 
 
 @pytest.fixture(scope="module")

@@ -60,10 +60,12 @@ def test_spec_round_trips_through_json():
 
 def test_kv_cache_sizing(default_checkpoint):
     info = inspect_checkpoint(default_checkpoint)
-    # u8 cache: 64 bytes + an f32 scale and zero point per head and token, so 32 x 2048 tokens x
-    # 2 x 30 layers x 3 heads x 72 bytes = 0.85 GB at most (f16: 1.51 GB).
+    # The default f32 cache: 32 x 2048 tokens x 2 x 30 layers x 3 heads x 256 bytes = 3.02 GB at
+    # most; u8, 64 bytes + an f32 scale and zero point per head and token: 0.85 GB (f16: 1.51 GB).
     spec = BuildSpec(default_checkpoint)
-    assert spec.kv_cache_bound_gb(info) == pytest.approx(0.85, abs=0.01)
+    assert spec.kv_cache_bound_gb(info) == pytest.approx(3.02, abs=0.01)
+    u8 = BuildSpec(default_checkpoint, openvino=OpenVinoOptions(kv_cache_precision="u8"))
+    assert u8.kv_cache_bound_gb(info) == pytest.approx(0.85, abs=0.01)
     f16 = BuildSpec(default_checkpoint, openvino=OpenVinoOptions(kv_cache_precision="f16"))
     assert f16.kv_cache_bound_gb(info) == pytest.approx(1.51, abs=0.01)
     assert spec.openvino.kv_cache_size_gb == 0  # grows on demand

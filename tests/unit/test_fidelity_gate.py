@@ -113,8 +113,8 @@ def test_plan_shows_numerics_kv_element_size_and_gate(default_checkpoint):
 
     info = inspect_checkpoint(default_checkpoint)
     text = "\n".join(plan_lines(BuildSpec(default_checkpoint, precision=Precision.INT4), info, Path("/e")))
-    assert "numerics: activations f32 (INFERENCE_PRECISION_HINT), KV cache u8 (KV_CACHE_PRECISION)" in text
-    assert "u8: 1.125 bytes/element" in text
+    assert "numerics: activations f32 (INFERENCE_PRECISION_HINT), KV cache f32 (KV_CACHE_PRECISION)" in text
+    assert "f32: 4 bytes/element" in text
     assert "build_engines.openvino_compress" in text and "group 32" in text
     assert f"gate: mean KLD <= {FIDELITY_GATES['int4'].max_mean_kld:g}" in text
     assert "1535 tokens of Python's pydoc_data/topics.py" in text

@@ -17,26 +17,21 @@ def test_off_by_default_and_round_trips():
     assert OpenVinoOptions().prompt_lookup is False
     spec = BuildSpec(Path("/c"), openvino=OpenVinoOptions(prompt_lookup=True, num_assistant_tokens=4, max_ngram_size=2))
     assert BuildSpec.from_dict(spec.to_dict()) == spec
-    # a serving setting, but its default KV cache (f32) changes the numerics the fidelity report measured
-    assert spec.artifact_fields() != BuildSpec(Path("/c")).artifact_fields()
-    same_numerics = OpenVinoOptions(prompt_lookup=True, kv_cache_precision="u8")
-    assert BuildSpec(Path("/c"), openvino=same_numerics).artifact_fields() == BuildSpec(Path("/c")).artifact_fields()
+    assert spec.artifact_fields() == BuildSpec(Path("/c")).artifact_fields()  # a serving setting: no rebuild
 
 
-def test_speculative_decoding_defaults_to_an_unquantized_kv_cache_and_a_named_precision_wins():
+def test_the_kv_cache_defaults_to_the_activation_precision_and_a_named_precision_wins():
     """Unquantized keeps greedy answers equal to plain decoding's; u8 did not (build_engines/openvino_precision.py)."""
-    assert OpenVinoOptions().kv_cache_precision == "u8"
+    assert OpenVinoOptions().kv_cache_precision == "f32"
     assert OpenVinoOptions(prompt_lookup=True).kv_cache_precision == "f32"
-    assert OpenVinoOptions(draft_checkpoint="/draft").kv_cache_precision == "f32"
+    assert OpenVinoOptions(activation_precision="bf16").kv_cache_precision == "bf16"
     assert OpenVinoOptions(prompt_lookup=True, kv_cache_precision="u8").kv_cache_precision == "u8"
-    assert OpenVinoOptions(kv_cache_precision="f32").kv_cache_precision == "f32"
-    assert OpenVinoOptions(prompt_lookup=True, activation_precision="bf16").kv_cache_precision == "bf16"
-    resolved = BuildSpec(Path("/c"), openvino=OpenVinoOptions(prompt_lookup=True)).to_dict()
-    assert resolved["openvino"]["kv_cache_precision"] == "f32"  # build.json records what was compiled
+    resolved = BuildSpec(Path("/c"), openvino=OpenVinoOptions(activation_precision="bf16")).to_dict()
+    assert resolved["openvino"]["kv_cache_precision"] == "bf16"  # build.json records what was compiled
 
 
-@pytest.mark.parametrize("flags, kv", [((), "u8"), (("--prompt-lookup",), "f32"),
-                                       (("--prompt-lookup", "--kv-cache-precision", "u8"), "u8")])
+@pytest.mark.parametrize("flags, kv", [((), "f32"), (("--activation-precision", "bf16"), "bf16"),
+                                       (("--kv-cache-precision", "u8"), "u8")])
 def test_the_cli_follows_the_rule_unless_told(default_checkpoint, flags, kv):
     from click.testing import CliRunner
 
