@@ -86,7 +86,8 @@ class OpenVinoOptions:
     # Measured (default model, int8, multi-turn chats with a ~300-token system prompt): TTFT of
     # turns 1-3 ~6x lower; greedy answers equal with and without (12 of 12, u8 and f32 KV cache,
     # f32 activations, dynamic quantization off; bf16 activations or dynamic quantization 32
-    # break that equality); server RSS the same over 128 distinct requests (the KV pool grows
+    # break that equality; a later run of 18 answers: 18 with the default f32 cache, 17 with u8,
+    # build_engines/openvino_precision.py); server RSS the same over 128 distinct requests (the KV pool grows
     # on demand either way).  OpenVINO GenAI reports no hit counts: see engine_step/prefix_hits.py.
     enable_prefix_caching: bool = True
     inference_threads: int = 0  # 0: all cores
@@ -115,9 +116,10 @@ class OpenVinoOptions:
     # Prompt-lookup (n-gram) speculative decoding: up to `num_assistant_tokens` draft tokens per
     # step copied from the prompt after a match of up to `max_ngram_size` tokens, verified in one
     # forward pass.  Greedy answers equal plain decoding's with the default unquantized KV cache
-    # (kv_cache_precision above; with u8 they did not).  Measured (default
-    # model, int8, input-grounded greedy prompts, 2-core AMD EPYC, `bench speculative`): 1.36x
-    # output tok/s at concurrency 1 (1.15-1.55), 0.75x at 16.  3 drafts: OpenVINO GenAI pads
+    # (kv_cache_precision above; with u8 they did not).  Measured (default model, int8,
+    # input-grounded greedy prompts, 2-core AMD EPYC, `bench speculative`): 1.42x output tok/s at
+    # concurrency 1 against plain decoding on the same f32 cache (1.36x against u8), 0.84x at 16
+    # (0.75x against u8).  3 drafts: OpenVINO GenAI pads
     # every step to 1 + num_assistant_tokens tokens per request, matched or not; 2-3 measured
     # best here (5: 1.07-1.12x at one stream, 0.76x at 16).  OpenVINO GenAI refuses n > 1 with
     # it ("parallel sampling not compatible with assistant generation") and lets EOS through
