@@ -1,7 +1,8 @@
-"""bench/stress.py crash_frame: the function a "Signal (11)" backtrace of tritonserver points at,
-resolved with the binary's symbol table, so that Triton 2.51's own gRPC-frontend race is told
-apart from a crash of ours.  The backtrace is the one tritonserver 2.51 printed in a `make test`
-run on 2026-11-26 (test_stress, PyTorch-backend layout)."""
+"""bench/stress.py crash_frame: the function a "Signal (11)" backtrace of tritonserver points at
+(for a "Signal (6)", the first one past gRPC's assertion path), resolved with the binary's
+symbol table, so that Triton 2.51's own gRPC-frontend race is told apart from a crash of ours.
+The backtraces are ones tritonserver 2.51 printed in `make test` runs on 2026-11-26 (test_stress,
+PyTorch-backend layout)."""
 
 from __future__ import annotations
 
@@ -22,12 +23,35 @@ Signal (11) received.
  5# 0x00007FF7FF6A71F5 in /usr/lib/x86_64-linux-gnu/libc.so.6
  6# 0x00007FF7FF7278EC in /usr/lib/x86_64-linux-gnu/libc.so.6
 """
+# The same race ending in gRPC's assertion (GRPC_CALL_ERROR_TOO_MANY_OPERATIONS), another load base.
+ABORT = """E1126 18:28:05.375262578   26390 call_op_set.h:975]                    API misuse of type GRPC_CALL_ERROR_TOO_MANY_OPERATIONS observed
+E1126 18:28:05.375321175   26390 call_op_set.h:977]                    ASSERTION FAILED: false
+Signal (6) received.
+ 0# 0x00005558D0FED52D in /work/ci-check/build/tritonserver/bin/tritonserver
+ 1# 0x00007F3AC3E5A050 in /usr/lib/x86_64-linux-gnu/libc.so.6
+ 2# 0x00007F3AC3EA8EEC in /usr/lib/x86_64-linux-gnu/libc.so.6
+ 3# gsignal in /usr/lib/x86_64-linux-gnu/libc.so.6
+ 4# abort in /usr/lib/x86_64-linux-gnu/libc.so.6
+ 5# 0x00005558D0F8189E in /work/ci-check/build/tritonserver/bin/tritonserver
+ 6# 0x00005558D163C4AE in /work/ci-check/build/tritonserver/bin/tritonserver
+ 7# 0x00005558D10601F9 in /work/ci-check/build/tritonserver/bin/tritonserver
+ 8# 0x00005558D105D68F in /work/ci-check/build/tritonserver/bin/tritonserver
+ 9# 0x00005558D104788B in /work/ci-check/build/tritonserver/bin/tritonserver
+10# 0x00007F3AC3CD44A3 in /usr/lib/x86_64-linux-gnu/libstdc++.so.6
+"""
 
 pytestmark = pytest.mark.skipif(not BINARY.is_file(), reason="needs the installed tritonserver (build/tritonserver)")
 
 
 def test_the_frontend_race_is_found_in_the_backtrace():
     assert crash_frame(CRASH, BINARY).startswith(FRONTEND_RACE_FRAME)
+
+
+def test_the_race_ending_in_grpc_s_assertion_is_found_past_it():
+    assert crash_frame(ABORT, BINARY).startswith(FRONTEND_RACE_FRAME)
+    # an abort whose first frame past gRPC's crash path is elsewhere (here: the signal handler's) is not it
+    elsewhere = ABORT.replace("0x00005558D10601F9", "0x00005558D0FED52D").replace("0x00005558D105D68F", "0x00005558D0FED52D")
+    assert not crash_frame(elsewhere, BINARY).startswith(FRONTEND_RACE_FRAME)
 
 
 def test_other_crashes_and_no_crash_are_not_it():
