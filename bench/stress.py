@@ -205,25 +205,3 @@ def crash_frame(log_text: str, binary: Path) -> str:
                 return names[0]
             return next((name for name in names if name and not name.startswith(_ASSERTION_FRAMES)), "")
     return ""
-    frames = [int(a, 16) for a, path in re.findall(r"\d+# (0x[0-9A-Fa-f]+) in (\S+)", match.group(1))
-              if Path(path).name == binary.name]
-    try:
-        listing = subprocess.run(["nm", "-C", "-S", "--defined-only", str(binary)], capture_output=True, text=True,
-                                 check=True, timeout=60).stdout
-    except (OSError, subprocess.SubprocessError):
-        return ""
-    symbols = []
-    for line in listing.splitlines():
-        parts = line.split(" ", 3)
-        if len(parts) == 4 and parts[2] in "tTwW":
-            symbols.append((int(parts[0], 16), int(parts[1], 16), parts[3]))
-    handler = next(((start, size) for start, size, name in symbols if name == _SIGNAL_HANDLER), None)
-    if handler is None or len(frames) < 2:
-        return ""
-    start, size = handler
-    bases = {(frames[0] - offset) & ~0xFFF for offset in range(start, start + size)}
-    for base in bases:
-        if start <= frames[0] - base < start + size:
-            where = frames[1] - base  # the binary's first frame after the handler (libc's trampoline between)
-            return next((name for s, n, name in symbols if s <= where < s + n), "")
-    return ""
