@@ -87,8 +87,8 @@ class OpenVinoOptions:
     # turns 1-3 ~6x lower; greedy answers equal with and without (12 of 12, u8 and f32 KV cache,
     # f32 activations, dynamic quantization off; bf16 activations or dynamic quantization 32
     # break that equality; a later run of 18 answers: 18 with the default f32 cache, 17 with u8,
-    # build_engines/openvino_precision.py); server RSS the same over 128 distinct requests (the KV pool grows
-    # on demand either way).  OpenVINO GenAI reports no hit counts: see engine_step/prefix_hits.py.
+    # build_engines/openvino_precision.py); server RSS the same over 128 distinct requests (the KV
+    # pool grows on demand either way).  OpenVINO GenAI reports no hit counts: see engine_step/prefix_hits.py.
     enable_prefix_caching: bool = True
     inference_threads: int = 0  # 0: all cores
     max_queue_size: int = 64  # waiting requests beyond the batch; more are refused at once

@@ -31,6 +31,12 @@ def direct_pipeline(engine_dir: Path, params):
     return og.ContinuousBatchingPipeline(str(engine_dir), sc, "CPU", engine_properties(params))
 
 
+def chat_ids(tok, messages) -> list[int]:
+    """The prompt ids the served preprocessing makes of chat messages (ChatMessage), for the reference."""
+    return tok.apply_chat_template([{"role": m.role, "content": m.content} for m in messages], add_generation_prompt=True,
+                                   tokenize=True, return_dict=True)["input_ids"]
+
+
 def greedy(pipe, request_id: int, ids: list[int], max_tokens: int) -> list[int]:
     """One request alone, greedy, stopping at EOS."""
     import openvino as ov

@@ -95,15 +95,13 @@ def test_greedy_answers_equal_plain_decoding(client, draft_engine, default_check
     (OpenVINO GenAI driven directly; f32 KV cache, build_engines/openvino_precision.py)."""
     from transformers import AutoTokenizer
 
-    from tests.integration.direct_engine import direct_pipeline, greedy, served_parameters
+    from tests.integration.direct_engine import chat_ids, direct_pipeline, greedy, served_parameters
 
     tok = AutoTokenizer.from_pretrained(str(default_checkpoint))
     pipe = direct_pipeline(draft_engine, served_parameters(client.server.settings.repository))
     for n, messages in enumerate((PROMPT, EXACTNESS_PROMPTS[1], LONG_ANSWER)):
         served = client.generate(messages, SamplingParams(max_tokens=96, temperature=0.0))
-        ids = tok.apply_chat_template([{"role": m.role, "content": m.content} for m in messages],
-                                      add_generation_prompt=True, tokenize=True, return_dict=True)["input_ids"]
-        assert list(served.token_ids) == greedy(pipe, n, ids, 96), f"prompt {n}"
+        assert list(served.token_ids) == greedy(pipe, n, chat_ids(tok, messages), 96), f"prompt {n}"
 
 
 def test_min_tokens_is_refused_naming_why(client):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from client import ChatMessage, SamplingParams
-from tests.integration.direct_engine import direct_pipeline, greedy, served_parameters
+from tests.integration.direct_engine import chat_ids, direct_pipeline, greedy, served_parameters
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]
 
@@ -15,11 +15,6 @@ SYSTEM = "You are a careful assistant for a travel company. Answer briefly and n
 CHATS = (("Plan a morning in Paris.", "Make it cheaper.", "Now add a museum."),
          ("Explain how tides work.", "What does the moon do?", "Give one example."))
 MAX_TOKENS = 32
-
-
-def _ids(tok, messages: list[ChatMessage]) -> list[int]:
-    return tok.apply_chat_template([{"role": m.role, "content": m.content} for m in messages], add_generation_prompt=True,
-                                   tokenize=True, return_dict=True)["input_ids"]
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +30,7 @@ def served_turns(client, default_checkpoint):
         for question in chat:
             messages.append(ChatMessage("user", question))
             result = client.generate(messages, SamplingParams(max_tokens=MAX_TOKENS, temperature=0.0))
-            turns.append((_ids(tok, messages), list(result.token_ids)))
+            turns.append((chat_ids(tok, messages), list(result.token_ids)))
             messages.append(ChatMessage("assistant", result.text))
     return turns
 

@@ -1,7 +1,7 @@
 """A deployment with prompt-lookup speculative decoding (`--prompt-lookup`): greedy answers equal
-plain decoding's (with the default unquantized KV cache), one at a time and batched; streaming, stop strings, log probs and cancellation work through the ensemble as
-without it; n > 1, which OpenVINO GenAI refuses with assistant generation, is refused before
-the engine, naming it."""
+plain decoding's (with the default unquantized KV cache), one at a time and batched; streaming,
+stop strings, log probs and cancellation work through the ensemble as without it; n > 1, which
+OpenVINO GenAI refuses with assistant generation, and min_tokens are refused, naming them."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from build_engines.render import copy_repository
 from contract import names
 from client import AsyncLlmClient, ChatMessage, InvalidRequestError, LlmClient, SamplingParams
-from tests.integration.direct_engine import direct_pipeline, greedy, served_parameters
+from tests.integration.direct_engine import chat_ids, direct_pipeline, greedy, served_parameters
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]
 
@@ -63,9 +63,7 @@ def test_greedy_answers_equal_plain_decoding_alone_and_batched(lookup_server, de
     tok = AutoTokenizer.from_pretrained(str(default_checkpoint))
     pipe = direct_pipeline(default_engine, served_parameters(lookup_server.settings.repository))
     for n, (messages, one, batched) in enumerate(zip(EXACTNESS_PROMPTS, alone, together)):
-        ids = tok.apply_chat_template([{"role": m.role, "content": m.content} for m in messages],
-                                      add_generation_prompt=True, tokenize=True, return_dict=True)["input_ids"]
-        plain = greedy(pipe, n, ids, 128)
+        plain = greedy(pipe, n, chat_ids(tok, messages), 128)
         assert list(one.token_ids) == plain, f"prompt {n}, alone"
         assert list(batched.token_ids) == plain, f"prompt {n}, batched"
 
