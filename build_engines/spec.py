@@ -108,8 +108,11 @@ class OpenVinoOptions:
     # of llama.cpp's Q8_0 server; at concurrency 16 0.95x -> 1.6-1.9x of vLLM CPU), but mean KLD vs float32 0.0036 -> 0.0062 (top-1 96.7% ->
     # 95.9%, inside the int8 gate) and greedy answers then change when a prompt's prefix comes
     # from the prefix cache (6 of 12 multi-turn answers differed; 12 of 12 equal with 0), so
-    # prefix caching would no longer be exact.  Off by default: exact answers and multi-turn TTFT
-    # (prefix caching) first; `--dynamic-quantization-group-size 32` for single-stream speed.
+    # prefix caching would no longer be exact.  That is the quantization, not the KV cache: with
+    # the f32 cache, 32 changed 16 of 16 greedy answers batched vs one at a time (0 of 16 with 0;
+    # bf16 activations 15 of 16; 128 tokens, in-process, 2-core AMD EPYC Zen 4, 2026-11-26).
+    # Off by default: exact answers and multi-turn TTFT (prefix caching) first;
+    # `--dynamic-quantization-group-size 32` for single-stream speed.
     # 128: as fast as 32, KLD 0.0136 (over the gate).  Not measured on AVX2-only hosts.
     dynamic_quantization_group_size: int = 0
     int4: Int4Recipe = field(default_factory=Int4Recipe)  # used by precision int4 only
