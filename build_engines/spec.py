@@ -110,9 +110,10 @@ class OpenVinoOptions:
     # from the prefix cache (6 of 12 multi-turn answers differed; 12 of 12 equal with 0), so
     # prefix caching would no longer be exact.  That is the quantization, not the KV cache: with
     # the f32 cache, 32 changed 16 of 16 greedy answers batched vs one at a time (0 of 16 with 0;
-    # bf16 activations 15 of 16; 128 tokens, in-process, 2-core AMD EPYC Zen 4, 2026-11-26): a
-    # token's values depend on how many tokens share the matmul (logits up to 0.85 apart between
-    # one pass over 24 tokens and passes of 1-8), not on the other tokens' contents.  With prompt
+    # bf16 activations 15 of 16; 128 tokens, in-process, 2-core AMD EPYC Zen 4, 2026-11-26):
+    # rounding activations to int8 turns the last-bit differences between computation paths
+    # (batch, prefill chunk, verify pass) into whole steps, as the u8 KV cache does (a 96-token
+    # prompt in one pass vs chunks of 1-48: logits 0.85-1.36 apart, 0.0001 without).  With prompt
     # lookup it is fast (an extra token per step costs ~3% of a one-token step, ~27% without:
     # 1.53-2.31x plain at one stream) but its answers are not plain decoding's (5 of 8 equal).
     # Off by default: exact answers and multi-turn TTFT (prefix caching) first;
