@@ -68,14 +68,17 @@ _OPTIONS = [
     # CPU engine numerics (README: "Precision")
     click.option("--activation-precision", type=click.Choice(ACTIVATION_PRECISIONS), default=_OV.activation_precision,
                  show_default=True, help="[openvino] INFERENCE_PRECISION_HINT: f32 is exact on every host; bf16/f16 "
-                                         "are faster where the CPU computes them natively, at a measured KLD cost."),
+                                         "are faster where the CPU computes them natively, at a measured KLD cost, "
+                                         "and their greedy answers change with the batch (`plan` says so)."),
     click.option("--kv-cache-precision", type=click.Choice(KV_CACHE_PRECISIONS), default=None,
                  help="[openvino] KV_CACHE_PRECISION (default: the activation precision, unquantized, whose "
                       "greedy answers do not change with the batch, the prefix cache or speculative decoding; "
                       "u8 takes a quarter of f32's memory, and its answers do change)."),
     click.option("--dynamic-quantization-group-size", type=int, default=_OV.dynamic_quantization_group_size,
                  show_default=True, help="[openvino] quantize activations to int8 in groups of N before matmuls with "
-                                         "compressed weights (OpenVINO's default on VNNI hosts: 32); 0 = off."),
+                                         "compressed weights (OpenVINO's default on VNNI hosts: 32); 0 = off.  "
+                                         "Greedy answers then change with the batch, the prefix cache and "
+                                         "speculative decoding (measured; `plan` says so)."),
     click.option("--prompt-lookup/--no-prompt-lookup", default=_OV.prompt_lookup, show_default=True,
                  help="[openvino] prompt-lookup (n-gram) speculative decoding; greedy answers equal plain "
                       "decoding's with the default (unquantized) KV cache (measured); n > 1 and "

@@ -45,6 +45,45 @@ def default_kv_cache_precision(activation_precision: str) -> str:
     return activation_precision
 
 
+# What makes greedy answers depend on how a token was computed (alone or batched, from the prefix
+# cache or a fresh prefill, in a speculative verify pass): each rounds values that differ in their
+# last bits between those paths, so the difference grows to a whole rounding step.  Measured on the
+# default model, 16 prompts batched vs one at a time, 128 greedy tokens, OpenVINO GenAI 2026.4.1,
+# in-process, 2-core AMD EPYC Zen 4, 2026-11-26 (answers that changed; f32 throughout: 0 of 16):
+_PATH_DEPENDENCE_MEASURED = {
+    "kv_u8": "the u8 KV cache (6 of 16 answers changed batched vs alone)",
+    "dynamic_quantization": "dynamic activation quantization (16 of 16 with group 32, f32 KV cache)",
+    "activations_bf16": "bf16 activations (15 of 16, bf16 KV cache)",
+}
+
+
+def path_dependence(activation_precision: str, kv_cache_precision: str, dynamic_quantization_group_size: int) -> list[str]:
+    """Why greedy answers may change with the batch, the prefix cache or speculative decoding under
+    these numerics; empty for the only exact ones measured (f32 activations and KV cache, no
+    dynamic quantization)."""
+    reasons = []
+    if activation_precision == "bf16":
+        reasons.append(_PATH_DEPENDENCE_MEASURED["activations_bf16"])
+    elif activation_precision != "f32":
+        reasons.append(f"{activation_precision} activations (not measured)")
+    if kv_cache_precision == "u8":
+        reasons.append(_PATH_DEPENDENCE_MEASURED["kv_u8"])
+    elif kv_cache_precision != "f32" and kv_cache_precision != activation_precision:
+        reasons.append(f"the {kv_cache_precision} KV cache (not measured; it rounds the keys and values)")
+    if dynamic_quantization_group_size:
+        reasons.append(_PATH_DEPENDENCE_MEASURED["dynamic_quantization"])
+    return reasons
+
+
+def exactness_line(activation_precision: str, kv_cache_precision: str, dynamic_quantization_group_size: int) -> str:
+    reasons = path_dependence(activation_precision, kv_cache_precision, dynamic_quantization_group_size)
+    if not reasons:
+        return ("greedy answers: the same alone or batched, from the prefix cache or a fresh prefill, and with "
+                "speculative decoding as without (measured)")
+    return ("greedy answers: may change with the batch, the prefix cache and speculative decoding, because of "
+            + "; ".join(reasons))
+
+
 def precision_problems(activation_precision: str, kv_cache_precision: str) -> list[str]:
     problems = []
     if activation_precision not in ACTIVATION_PRECISIONS:

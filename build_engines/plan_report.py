@@ -7,6 +7,7 @@ from pathlib import Path
 
 from build_engines.capacity import CapacityError, estimate
 from build_engines.checkpoint import CheckpointInfo
+from build_engines.openvino_precision import exactness_line
 from build_engines.spec import BuildSpec, EngineBackend, Precision
 from build_engines.trtllm_plan import BuildPaths, find_examples_dir, plan_steps
 from build_engines.trtllm_rules import EffectiveConfig
@@ -49,6 +50,7 @@ def _openvino_lines(spec: BuildSpec, info: CheckpointInfo, engine_dir: Path) -> 
         f"numerics: activations {ov.activation_precision} (INFERENCE_PRECISION_HINT), KV cache {ov.kv_cache_precision} "
         f"(KV_CACHE_PRECISION), dynamic activation quantization "
         f"{ov.dynamic_quantization_group_size or 'off'} (DYNAMIC_QUANTIZATION_GROUP_SIZE), weights {spec.precision.value}" + (_int4_line(spec) if spec.precision == Precision.INT4 else ""),
+        exactness_line(ov.activation_precision, ov.kv_cache_precision, ov.dynamic_quantization_group_size),
         f"KV cache: {per_token / 1024:.1f} KiB/token ({ov.kv_cache_precision}: {element:g} bytes/element); at most "
         f"{spec.kv_cache_bound_gb(info):.2f} GB for {spec.limits.max_batch_size} x {spec.limits.max_seq_len} tokens; pool: "
         + (f"{ov.kv_cache_size_gb} GB" if ov.kv_cache_size_gb else "grows on demand"),

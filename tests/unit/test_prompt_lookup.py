@@ -30,9 +30,16 @@ def test_the_kv_cache_defaults_to_the_activation_precision_and_a_named_precision
     assert resolved["openvino"]["kv_cache_precision"] == "bf16"  # build.json records what was compiled
 
 
-@pytest.mark.parametrize("flags, kv", [((), "f32"), (("--activation-precision", "bf16"), "bf16"),
-                                       (("--kv-cache-precision", "u8"), "u8")])
-def test_the_cli_follows_the_rule_unless_told(default_checkpoint, flags, kv):
+@pytest.mark.parametrize("flags, kv, exactness", [
+    ((), "f32", "greedy answers: the same alone or batched, from the prefix cache or a fresh prefill, and with "
+                "speculative decoding as without"),
+    (("--activation-precision", "bf16"), "bf16", "may change with the batch, the prefix cache and speculative "
+                                                 "decoding, because of bf16 activations (15 of 16"),
+    (("--kv-cache-precision", "u8"), "u8", "because of the u8 KV cache (6 of 16"),
+    (("--dynamic-quantization-group-size", "32"), "f32", "because of dynamic activation quantization (16 of 16"),
+])
+def test_the_cli_follows_the_rule_unless_told_and_says_whether_answers_are_exact(default_checkpoint, flags, kv,
+                                                                                 exactness):
     from click.testing import CliRunner
 
     from build_engines.cli import main
@@ -40,6 +47,16 @@ def test_the_cli_follows_the_rule_unless_told(default_checkpoint, flags, kv):
     result = CliRunner().invoke(main, ["plan", "--checkpoint", str(default_checkpoint), *flags])
     assert result.exit_code == 0, result.output
     assert f"KV cache {kv} " in result.output
+    assert exactness in result.output
+
+
+def test_only_f32_throughout_is_exact_and_unmeasured_numerics_say_so():
+    from build_engines.openvino_precision import path_dependence
+
+    assert path_dependence("f32", "f32", 0) == []
+    assert path_dependence("f16", "f16", 0) == ["f16 activations (not measured)"]
+    assert path_dependence("f32", "f16", 0) == ["the f16 KV cache (not measured; it rounds the keys and values)"]
+    assert len(path_dependence("bf16", "u8", 32)) == 3
 
 
 @pytest.mark.parametrize("field", ["num_assistant_tokens", "max_ngram_size"])
