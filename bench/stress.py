@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import random
 import re
+import shutil
 import subprocess
 from collections import Counter
 from dataclasses import dataclass, field
@@ -38,6 +39,7 @@ class StressPlan:
     timeout_share: float = 0.1  # the client's deadline is shorter than the answer
     max_tokens: tuple[int, int] = (1, 16)
     seed: int = 0
+    deadline_s: float = 300.0  # the whole load; past it the requests still open are stuck (StressStuck)
 
 
 @dataclass
@@ -104,8 +106,64 @@ async def run_stress_async(grpc_url: str, plan: StressPlan) -> StressReport:
     return report
 
 
+class StressStuck(RuntimeError):
+    """The load did not end by the plan's deadline: some requests got no answer and no error."""
+
+
 def run_stress(grpc_url: str, plan: StressPlan) -> StressReport:
-    return asyncio.run(run_stress_async(grpc_url, plan))
+    async def bounded() -> StressReport:
+        try:
+            return await asyncio.wait_for(run_stress_async(grpc_url, plan), plan.deadline_s)
+        except asyncio.TimeoutError:
+            raise StressStuck(f"the load did not end in {plan.deadline_s:g} s: requests got neither an answer "
+                              "nor an error") from None
+
+    return asyncio.run(bounded())
+
+
+# Triton's Python backend can deadlock a stub that runs decoupled BLS streams on several threads
+# (tensorrt_llm_bls's relay threads), a lock-order inversion read at python_backend main f9088ff
+# (2026-07-17; the 2.51 stub's threads showed the same frames, seen once in `make test` on
+# 2026-11-26, PyTorch-backend layout, test_stress):
+#   - `exec(decoupled=True)` holds the GIL and then locks response_iterator_map_mu_
+#     (src/pb_stub.cc: the "exec" binding calls Stub::GetResponseIterator);
+#   - the parent-to-stub thread holds response_iterator_map_mu_ and then locks a stream's mutex
+#     to enqueue its response (Stub::ProcessBLSResponseDecoupled -> ResponseIterator::EnqueueResponse);
+#   - a thread waiting in that stream's ResponseIterator::Next() wakes holding the stream's mutex
+#     and takes the GIL back before releasing it (src/pb_response_iterator.cc: the
+#     gil_scoped_release inside the wait loop).
+# Every BLS call of that stub then waits for ever (tritonserver's thread that delivers the
+# engine's response waits for the stub, so the engine's sender blocks too).  It is told apart
+# from a hang of ours by the stub's native stacks (gdb's backtraces: py-spy does not resolve the
+# stub's own symbols).
+# Each side of the cycle as the frames of one thread: (waits for, inside).
+BLS_DEADLOCK_SIDES = (("pthread_mutex_lock", "Stub::GetResponseIterator"),
+                      ("pthread_mutex_lock", "Stub::ProcessBLSResponseDecoupled"),
+                      ("PyEval_RestoreThread", "ResponseIterator::Next"))
+
+
+def is_bls_deadlock(native_dump: str) -> bool:
+    """Whether a stub's backtraces (gdb's `thread apply all bt`) hold the three sides of the
+    Python backend's BLS deadlock, each in a thread of its own."""
+    threads = re.split(r"\n(?=Thread \d+ )", native_dump)
+    return all(any(all(frame in thread for frame in side) for thread in threads) for side in BLS_DEADLOCK_SIDES)
+
+
+def native_stacks(pid: int) -> str:
+    """Every thread's backtrace of a process, by gdb; "" where gdb is missing or cannot attach."""
+    gdb = shutil.which("gdb")
+    if gdb is None:
+        return ""
+    try:
+        return subprocess.run([gdb, "-p", str(pid), "-batch", "-ex", "thread apply all bt"], capture_output=True,
+                              text=True, timeout=120).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def deadlocked_bls_stubs(server_pid: int) -> list[str]:
+    """The model instances of `server_pid` whose stubs are in the Python backend's BLS deadlock."""
+    return [stub.model for stub_pid, stub in stubs_of(server_pid).items() if is_bls_deadlock(native_stacks(stub_pid))]
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from bench.stress import ABANDONED, COMPLETED, FRONTEND_RACE_FRAME, ServerWatch, StressPlan, crash_frame, run_stress
+from bench.stress import (ABANDONED, COMPLETED, FRONTEND_RACE_FRAME, ServerWatch, StressPlan, StressStuck, crash_frame,
+                          deadlocked_bls_stubs, run_stress)
 from contract import names
 from tests.integration.conftest import LAYOUTS
 
@@ -24,6 +25,9 @@ def test_the_server_survives_short_streams_abandoned_and_timed_out(layout, reque
     watch = ServerWatch.of(server.process.pid, server.settings.log_file)
     try:
         report = run_stress(server.settings.grpc_url, PLAN)
+    except StressStuck:
+        xfail_on_the_bls_deadlock(server)
+        raise
     except Exception:
         xfail_on_the_frontend_race(server, watch)
         raise
@@ -47,3 +51,17 @@ def xfail_on_the_frontend_race(server, watch: ServerWatch) -> None:
         pytest.xfail("tritonserver 2.51 crashed in its gRPC frontend (ModelStreamInferHandler::Process), "
                      "upstream's stream-cancellation race (server issues #7368/#8034, PRs #7840 and #8078, in "
                      "r25.12 and later, not in 2.51), not in this kit's models")
+
+
+def xfail_on_the_bls_deadlock(server) -> None:
+    """A load that hangs because a BLS stub is in the Python backend's own lock-order deadlock
+    (bench/stress.py BLS_DEADLOCK_SIDES: upstream's, unfixed at python_backend main) is reported
+    as that, naming the stub; any other hang fails the test."""
+    stuck = deadlocked_bls_stubs(server.process.pid)
+    if stuck:
+        server.stop(drain=False)  # the stuck stub would hang every later test of this server: a fresh one
+        server.start()
+        server.wait_ready()
+        pytest.xfail(f"the Python backend's BLS deadlock in {', '.join(stuck)} (GIL, response_iterator_map_mu_ "
+                     "and a ResponseIterator's mutex taken in opposite orders; bench/stress.py): upstream's, not in "
+                     "this kit's models; every BLS request of that stub hung (restarted for the tests after)")
