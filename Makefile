@@ -13,9 +13,13 @@ MODEL ?=
 PRECISION ?=
 TP ?=
 PP ?=
-# TensorRT-LLM when asked for (TP/PP, or a GPU-only precision); the CPU engine otherwise.
-TRT_PRECISIONS := bf16 fp8 int8_sq int8_wo int4_awq
-BACKEND ?= $(if $(or $(TP),$(PP),$(filter $(TRT_PRECISIONS),$(PRECISION))),tensorrt_llm,openvino)
+# A GPU build when asked for (GPU=1, TP/PP, or a GPU-only precision), the CPU engine otherwise.  `gpu`
+# takes TensorRT-LLM's PyTorch backend where the image (.env) has it, the recommended path for new
+# deployments, and the TensorRT-engine flow on images without it or for what only it builds
+# (build_engines/gpu_path.py); BACKEND=tensorrt_llm or tensorrt_llm_pytorch picks one by hand.
+GPU ?=
+TRT_PRECISIONS := bf16 fp8 int8_sq int8_wo int4_awq nvfp4
+BACKEND ?= $(if $(or $(GPU),$(TP),$(PP),$(filter $(TRT_PRECISIONS),$(PRECISION))),gpu,openvino)
 ENGINE_ARGS ?=
 PROMPT ?= Tell me a story about a brave knight.
 OPENAI_PORT ?= 9000
@@ -37,15 +41,15 @@ CHECKPOINT_ARG := $(if $(MODEL),--checkpoint $(MODEL),)
 PRECISION_ARG := $(if $(PRECISION),--precision $(PRECISION),)
 CHART_ARGS := $(foreach f,$(VALUES),-f $(f)) $(if $(ENGINE_DIR),--engine-dir $(ENGINE_DIR),)
 
-.PHONY: help venv eval-quality eval-harness build-engine build-engine-openvino build-engine-tensorrt_llm build-engine-tensorrt_llm_pytorch compose-config test-gpu serve serve-detached stop demo client bench bench-throughput chart-check chart-template test test-unit clean
+.PHONY: help venv eval-quality eval-harness build-engine build-engine-openvino build-engine-gpu build-engine-tensorrt_llm build-engine-tensorrt_llm_pytorch compose-config test-gpu gpu-check serve serve-detached stop demo client bench bench-throughput chart-check chart-template test test-unit clean
 
 help:
 	@echo "make demo          build the default model's engine, start Triton, stream a completion, stop"
 	@echo "make build-engine  [MODEL=/hf/llama/dir] [PRECISION=int8|int4|fp16] build the CPU engine + model repository"
-	@echo "make build-engine  MODEL=/hf/llama/dir PRECISION=fp16|bf16|fp8|int8_sq|int8_wo|int4_awq [TP=n] [PP=n]"
-	@echo "                   the TensorRT-LLM engine: here inside the GPU image, else in the compose builder service"
-	@echo "make build-engine  BACKEND=tensorrt_llm_pytorch MODEL=/hf/llama/dir [PRECISION=auto|fp8|int4_awq|nvfp4] [TP=n]"
-	@echo "                   TensorRT-LLM's PyTorch backend (image 26.07): no compile; ModelOpt quantizes if asked"
+	@echo "make build-engine  GPU=1 MODEL=/hf/llama/dir [PRECISION=fp16|bf16|fp8|int4_awq|nvfp4|int8_sq|int8_wo] [TP=n] [PP=n]"
+	@echo "                   TensorRT-LLM: its PyTorch backend where the image has it (26.04-26.07, recommended), else"
+	@echo "                   the TensorRT-engine flow; here inside the GPU image, else in the compose builder service"
+	@echo "make build-engine  BACKEND=tensorrt_llm|tensorrt_llm_pytorch MODEL=...   one GPU flow by hand"
 	@echo "make eval-quality  [ENGINE_DIR=build/engines/...] [PRECISION=int4] [FULL=1] accuracy vs the float32 checkpoint"
 	@echo "                   (PPL, KL divergence, top-1, greedy agreement), stored in the engine's build.json"
 	@echo "make eval-harness  [LM_EVAL_ARGS='--tasks kit_capitals'] lm-evaluation-harness against the OpenAI front"
@@ -59,6 +63,8 @@ help:
 	@echo "make chart-template [VALUES=...] [ENGINE_DIR=...]  the Kubernetes manifests (like helm template)"
 	@echo "make test          install everything and run the whole test suite"
 	@echo "make test-gpu      (GPU host) build a small TensorRT-LLM engine and run the end-to-end tests on it"
+	@echo "make gpu-check     (GPU host) build the image, check the default model at fp16 (+fp8 on Hopper): the"
+	@echo "                   GPU suites and a short benchmark, one report: build/gpu-check/report.{md,json}"
 
 venv: $(STAMP)
 
@@ -104,6 +110,9 @@ eval-harness: build-engine $(EVAL_VENV)/.installed
 		--include_path $(LM_EVAL_TASKS) --output_path $(CURDIR)/build/lm-eval $(LM_EVAL_ARGS)'
 
 # Standard library only until it knows where to build (see build_engines/dispatch.py).
+build-engine-gpu:
+	PYTHONPATH=$(CURDIR) python3 -m build_engines.dispatch "$(MODEL)" --backend gpu $(PRECISION_ARG) --tp $(or $(TP),1) --pp $(or $(PP),1) --skip-existing $(ENGINE_ARGS)
+
 build-engine-tensorrt_llm:
 	PYTHONPATH=$(CURDIR) python3 -m build_engines.dispatch "$(MODEL)" $(PRECISION_ARG) --tp $(or $(TP),1) --pp $(or $(PP),1) --skip-existing $(ENGINE_ARGS)
 
@@ -116,6 +125,16 @@ build-engine-tensorrt_llm_pytorch:
 test-gpu:
 	docker compose --profile build run --rm -v "$(CURDIR):/workspace" -e PYTHONPATH=/workspace \
 		--entrypoint python3 builder -m pytest tests/integration/test_gpu_pipeline.py $(PYTEST_ARGS)
+
+# One check of a GPU host with the NGC image (bench/gpu_check.py): build the kit's GPU image, then in
+# it build, serve and test the default model at fp16 (and fp8 on Hopper or newer) on the flow the
+# image takes, with a short benchmark; budget 15 minutes after the image build (timed apart).
+GPU_CHECK_ARGS ?=
+gpu-check:
+	@start=$$(date +%s); docker compose --profile build build builder || exit $$?; \
+	built=$$(( $$(date +%s) - start )); \
+	docker compose --profile build run --rm -v "$(CURDIR):/workspace" -e PYTHONPATH=/workspace \
+		--entrypoint python3 builder -m bench.gpu_check --out build/gpu-check --image-build-s $$built $(GPU_CHECK_ARGS)
 
 compose-config:
 	docker compose config --quiet 2>/dev/null || docker-compose config --quiet

@@ -8,7 +8,7 @@ TensorRT-LLM allocates the KV cache in blocks of `tokens_per_block` tokens.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from build_engines.checkpoint import CheckpointInfo
 from build_engines.spec import BuildSpec
@@ -24,6 +24,12 @@ LINEAR_WEIGHT_BYTES = {"fp16": 2.0, "bf16": 2.0, "fp8": 1.0, "int8_sq": 1.0, "in
 KV_ELEMENT_BYTES = {KvCacheDtype.AUTO: 2, KvCacheDtype.FP8: 1, KvCacheDtype.INT8: 1}
 TOKENS_PER_BLOCK = 32  # trtllm-build --tokens_per_block default (plugin.py)
 RUNTIME_RESERVE_GIB = 2.0  # CUDA context, TensorRT activations and runtime buffers per GPU (rough)
+# The request shape a GPU plan sizes its batch for: 1,024 prompt + 1,024 generated tokens, the
+# shape of NVIDIA's published 1000/1000 throughput figures (TensorRT-LLM perf-overview).
+# trtllm-bench sizes for a dataset's average ISL/OSL (build_engines/gpu_limits.py); a plan has
+# no dataset, so it names its design point.  Shorter requests fit more, longer fewer.
+DESIGN_INPUT_LEN = 1024
+DESIGN_OUTPUT_LEN = 1024
 
 
 class CapacityError(ValueError):
@@ -53,9 +59,15 @@ class Capacity:
             f"({t.kv_cache_dtype.value}); pool ~{self.kv_pool_gib_per_gpu:.1f} GiB per GPU at "
             f"kv_cache_free_gpu_mem_fraction={t.engine_kv_cache_fraction:g}{shared} of {t.gpu.memory_gib:g} GiB "
             f"(less weights and ~{RUNTIME_RESERVE_GIB:g} GiB runtime reserve) = {self.kv_tokens:,} tokens",
-            f"concurrency: {self.max_full_sequences:,} sequences of max_seq_len={spec.limits.max_seq_len} fit; "
-            f"max_batch_size={spec.limits.max_batch_size} -> {self.concurrent_sequences} at once",
+            f"concurrency: {self.design_sequences:,} requests of {DESIGN_INPUT_LEN} + {DESIGN_OUTPUT_LEN} tokens fit "
+            f"at once ({self.max_full_sequences:,} of the whole max_seq_len={spec.limits.max_seq_len}); "
+            f"max_batch_size={spec.limits.max_batch_size} -> at most {self.concurrent_sequences} at once",
         ]
+
+    @property
+    def design_sequences(self) -> int:
+        """Requests of the design point's length the KV pool holds at once."""
+        return self.kv_tokens // (DESIGN_INPUT_LEN + DESIGN_OUTPUT_LEN)
 
 
 def weight_bytes(info: CheckpointInfo, precision: str) -> float:
@@ -85,5 +97,21 @@ def estimate(info: CheckpointInfo, spec: BuildSpec) -> Capacity:
     blocks = int(pool * GIB // (per_token * TOKENS_PER_BLOCK))
     blocks_per_sequence = math.ceil(spec.limits.max_seq_len / TOKENS_PER_BLOCK)
     sequences = blocks // blocks_per_sequence
-    return Capacity(weights, info.num_kv_heads, kv_heads_per_gpu(info.num_kv_heads, t.tp_size), per_token, pool, blocks * TOKENS_PER_BLOCK, sequences,
-                    min(sequences, spec.limits.max_batch_size))
+    design = blocks * TOKENS_PER_BLOCK // (DESIGN_INPUT_LEN + DESIGN_OUTPUT_LEN)
+    return Capacity(weights, info.num_kv_heads, kv_heads_per_gpu(info.num_kv_heads, t.tp_size), per_token, pool,
+                    blocks * TOKENS_PER_BLOCK, sequences, min(max(sequences, design), spec.limits.max_batch_size))
+
+
+def pytorch_capacity_spec(spec: BuildSpec, effective: str, fp8_kv: bool) -> BuildSpec:
+    """The engine flow's memory arithmetic applies to the PyTorch backend (same weights, same
+    paged KV cache of 32-token blocks): its spec as an engine-flow spec."""
+    from build_engines.spec import EngineBackend, Precision
+    from build_engines.trtllm_spec import TrtLlmOptions, TrtLlmServing
+
+    p = spec.pytorch
+    return replace(spec, backend=EngineBackend.TENSORRT_LLM, precision=Precision(effective),
+                   trtllm=TrtLlmOptions(trtllm_version=p.trtllm_version, triton_release=p.triton_release,
+                                        tp_size=p.tp_size, pp_size=p.pp_size, gpu=p.gpu,
+                                        kv_cache_dtype=KvCacheDtype.FP8 if fp8_kv else KvCacheDtype.AUTO,
+                                        serving=TrtLlmServing(kv_cache_free_gpu_mem_fraction=
+                                                              p.serving.kv_cache_free_gpu_mem_fraction)))

@@ -110,8 +110,14 @@ LORA_DIR_OPTION = click.option(
 
 
 def _checked_spec(checkpoint: Path | None, kwargs: dict, lora_dir: Path | None = None):
-    """Resolve the checkpoint, build the spec and validate it: every error before any work."""
+    """Resolve the checkpoint, build the spec and validate it: every error before any work.
+    `--backend gpu` becomes the flow build_engines/gpu_path.py picks, said on stderr."""
+    from build_engines.gpu_path import resolve_backend
+
     try:
+        kwargs, why = resolve_backend(kwargs)
+        if why:
+            click.echo(why, err=True)
         checkpoint = resolve_checkpoint(checkpoint)
         info = inspect_checkpoint(checkpoint)
         spec = make_spec(checkpoint, **kwargs)

@@ -35,6 +35,9 @@ _SERVING = TrtLlmServing()
 _INT4 = Int4Recipe()
 
 
+_SIZED = "A value given here always wins (build_engines/gpu_limits.py)."
+
+
 def _choice(enum_cls) -> click.Choice:
     return click.Choice([m.value for m in enum_cls])
 
@@ -42,16 +45,26 @@ def _choice(enum_cls) -> click.Choice:
 _OPTIONS = [
     click.option("--checkpoint", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
                  help="HF Llama checkpoint dir (default: the embedded SmolLM2-135M-Instruct)."),
-    click.option("--backend", type=_choice(EngineBackend), default=EngineBackend.OPENVINO.value, show_default=True),
+    click.option("--backend", type=click.Choice([m.value for m in EngineBackend] + ["gpu"]),
+                 default=EngineBackend.OPENVINO.value, show_default=True,
+                 help="gpu: TensorRT-LLM's PyTorch backend where the target image has it (the recommended path), "
+                      "else its engine flow (build_engines/gpu_path.py)."),
     click.option("--precision", type=_choice(Precision), default=None,
                  help="openvino: int8 (default) | int4 | fp16; tensorrt_llm: fp16 (default) | bf16 | fp8 | int8_sq | "
                       "int8_wo | int4_awq; tensorrt_llm_pytorch: auto (default: the checkpoint as it is) | fp16 | "
                       "bf16 | fp8 | int4_awq | nvfp4 (ModelOpt)"),
-    click.option("--max-batch-size", type=int, default=_LIMITS.max_batch_size, show_default=True),
-    click.option("--max-input-len", type=int, default=_LIMITS.max_input_len, show_default=True),
-    click.option("--max-seq-len", type=int, default=_LIMITS.max_seq_len, show_default=True),
-    click.option("--max-num-tokens", type=int, default=_LIMITS.max_num_tokens, show_default=True,
-                 help="Tokens per engine step (prefill chunk + decodes)."),
+    click.option("--max-batch-size", type=int, default=None,
+                 help=f"Requests in flight.  Default: openvino {_LIMITS.max_batch_size}; the GPU flows size it for the "
+                      "GPU (`plan` says why).  " + _SIZED),
+    click.option("--max-input-len", type=int, default=None,
+                 help=f"Prompt tokens.  Default: openvino {_LIMITS.max_input_len}; GPU: the longest prompt the engine "
+                      "takes.  " + _SIZED),
+    click.option("--max-seq-len", type=int, default=None,
+                 help=f"Prompt + generated tokens.  Default: openvino {_LIMITS.max_seq_len}; GPU: the model's "
+                      "context (within the KV cache).  " + _SIZED),
+    click.option("--max-num-tokens", type=int, default=None,
+                 help=f"Tokens per engine step (prefill chunk + decodes).  Default: openvino {_LIMITS.max_num_tokens}; "
+                      "GPU: upstream's default or trtllm-bench's.  " + _SIZED),
     click.option("--default-max-tokens", type=int, default=_LIMITS.default_max_tokens, show_default=True),
     # CPU engine
     click.option("--kv-cache-size-gb", type=int, default=0, show_default=True,
@@ -251,8 +264,9 @@ def resolve_gpu(name: str | None, count: int | None, sm: int | None, memory_gib:
     return known_gpu(DEFAULT_GPU, count or world_size)
 
 
-def make_spec(checkpoint: Path, backend: str, precision: str | None, max_batch_size: int, max_input_len: int,
-              max_seq_len: int, max_num_tokens: int, default_max_tokens: int, kv_cache_size_gb: int,
+def make_spec(checkpoint: Path, backend: str, precision: str | None, max_batch_size: int | None,
+              max_input_len: int | None, max_seq_len: int | None, max_num_tokens: int | None,
+              default_max_tokens: int, kv_cache_size_gb: int,
               prefix_caching: bool, inference_threads: int, max_queue_size: int = _OV.max_queue_size,
               queue_timeout_s: float = _OV.queue_timeout_s, stream_interval: int = _OV.stream_interval,
               tp_size: int = 1, pp_size: int = 1,
@@ -280,6 +294,8 @@ def make_spec(checkpoint: Path, backend: str, precision: str | None, max_batch_s
               speculative_model_dir: Path | None = None, top_logprobs: bool = _OV.top_logprobs,
               fuse_projections: bool = _OV.fuse_projections) -> BuildSpec:
     engine_backend = EngineBackend(backend)
+    given = {"max_batch_size": max_batch_size, "max_input_len": max_input_len, "max_seq_len": max_seq_len,
+             "max_num_tokens": max_num_tokens}
     trtllm = TrtLlmOptions()
     if engine_backend == EngineBackend.TENSORRT_LLM:
         try:
@@ -336,7 +352,7 @@ def make_spec(checkpoint: Path, backend: str, precision: str | None, max_batch_s
         checkpoint=checkpoint.resolve(),
         backend=engine_backend,
         precision=Precision(precision) if precision else DEFAULT_PRECISION[engine_backend],
-        limits=EngineLimits(max_batch_size, max_input_len, max_seq_len, max_num_tokens, default_max_tokens),
+        limits=replace_given(_LIMITS, given, default_max_tokens=default_max_tokens),
         openvino=OpenVinoOptions(kv_cache_size_gb, prefix_caching, inference_threads, max_queue_size, queue_timeout_s,
                                  stream_interval, activation_precision, kv_cache_precision or "",
                                  dynamic_quantization_group_size,
@@ -349,4 +365,14 @@ def make_spec(checkpoint: Path, backend: str, precision: str | None, max_batch_s
         trtllm=trtllm,
         fidelity=FidelityOptions(fidelity_evaluation, gate_max_mean_kld, gate_max_ppl_change, gate_min_top1),
     )
-    return dataclasses.replace(spec, pytorch=pytorch) if pytorch else spec
+    spec = dataclasses.replace(spec, pytorch=pytorch) if pytorch else spec
+    if engine_backend == EngineBackend.OPENVINO:
+        return spec  # the CPU engine keeps its own defaults
+    from build_engines.gpu_limits import sized_spec
+
+    return sized_spec(spec, given)
+
+
+def replace_given(limits: EngineLimits, given: dict[str, int | None], **others: int) -> EngineLimits:
+    """`limits` with the values given (None: not given)."""
+    return dataclasses.replace(limits, **{k: v for k, v in given.items() if v is not None}, **others)

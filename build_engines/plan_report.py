@@ -7,9 +7,11 @@ from pathlib import Path
 
 from build_engines.capacity import CapacityError, estimate
 from build_engines.checkpoint import CheckpointInfo
+from build_engines.gpu_limits import limit_lines
 from build_engines.openvino_precision import exactness_line
 from build_engines.spec import BuildSpec, EngineBackend, Precision
 from build_engines.trtllm_plan import BuildPaths, find_examples_dir, plan_steps
+from build_engines.trtllm_launch import serve_line
 from build_engines.trtllm_rules import EffectiveConfig
 from build_engines.trtllm_spec import KvCacheDtype, SpeculativeDecoding, effective
 from contract.model_configs import DRAFT_SUBDIR
@@ -77,6 +79,7 @@ def _trtllm_lines(spec: BuildSpec, info: CheckpointInfo, engine_dir: Path) -> li
              f"precision {spec.precision.value}, KV cache {t.kv_cache_dtype.value}",
              f"image: {pin.image} (TensorRT-LLM {pin.trtllm_version}, TensorRT {pin.tensorrt_version}); "
              f"upstream flags and rules: {table.file}"]
+    lines += limit_lines(spec, info)
     lines += effective_lines(effective(spec.precision.value, t, spec.limits), spec)
     for n, step in enumerate(plan_steps(spec, info, paths), 1):
         lines.append(f"step {n}: {step.title}" + (f"\n    {step.command_line()}" if step.argv else ""))
@@ -84,6 +87,7 @@ def _trtllm_lines(spec: BuildSpec, info: CheckpointInfo, engine_dir: Path) -> li
         lines += spec_capacity_lines(spec, info)
     except CapacityError as e:
         lines.append(f"does not fit: {e}")
+    lines.append(serve_line(t.world_size, 2 if t.has_draft_engine else 1))
     if t.speculative_decoding == SpeculativeDecoding.LOOKAHEAD:
         la = t.lookahead
         lines.append(f"speculative decoding: lookahead (W={la.window_size}, N={la.ngram_size}, G={la.verification_set_size}) "

@@ -18,14 +18,15 @@ import json
 import os
 from pathlib import Path
 
-from build_engines.capacity import CapacityError, estimate
+from build_engines.capacity import CapacityError, estimate, pytorch_capacity_spec
 from build_engines.checkpoint import CheckpointInfo
+from build_engines.gpu_limits import limit_lines
 from build_engines.checkpoint_quant import CheckpointQuantization, read_quantization
 from build_engines.pytorch_repository import MODEL_SUBDIR, pytorch_parameters
-from build_engines.pytorch_spec import effective_precision, needs_quantization
-from build_engines.spec import BuildSpec, EngineBackend, Precision
+from build_engines.pytorch_spec import needs_quantization, served_format
+from build_engines.spec import BuildSpec, Precision
 from build_engines.trtllm_plan import ConformanceError, Step
-from build_engines.trtllm_spec import KvCacheDtype, TrtLlmOptions, TrtLlmServing
+from build_engines.trtllm_spec import KvCacheDtype
 from contract.upstream.citation import DATA_DIR
 from contract.upstream.modelopt import TOOL, ModelOptTable, modelopt_for_trtllm
 from contract.upstream.trtllm_build import load_build_table
@@ -86,12 +87,12 @@ def pytorch_plan_lines(spec: BuildSpec, info: CheckpointInfo, engine_dir: Path) 
     quant = read_quantization(Path(info.path))
     table = modelopt_for_trtllm(p.trtllm_version)
     pin = load_build_table(p.trtllm_version).image(p.triton_release)
-    effective = effective_precision(spec.precision.value, quant, table, info.dtype)
-    fp8_kv = p.kv_cache_dtype == KvCacheDtype.FP8 or (quant is not None and quant.kv_cache_quant_algo == "FP8")
+    effective, fp8_kv = served_format(spec.precision.value, p, info)
     lines = [f"target: {p.gpu.describe()}, TP={p.tp_size} PP={p.pp_size} -> {p.world_size} GPU worker(s), "
              f"precision {effective}, KV cache {'fp8' if fp8_kv else 'auto (16-bit)'}; no engine is compiled",
              f"image: {pin.image} (TensorRT-LLM {pin.trtllm_version}, ModelOpt {table.requirement}); upstream "
              f"tables: {_rel('llmapi_' + p.trtllm_version)}, {_rel('modelopt_hf_ptq_' + table.version)}"]
+    lines += limit_lines(spec, info)
     for n, step in enumerate(pytorch_steps(spec, info, quant, engine_dir.with_name(engine_dir.name + ".partial")), 1):
         lines.append(f"step {n}: {step.title}" + (f"\n    {step.command_line()}" if step.argv else ""))
     params = pytorch_parameters(engine_dir, spec, engine_dir / MODEL_SUBDIR)
@@ -106,24 +107,13 @@ def pytorch_plan_lines(spec: BuildSpec, info: CheckpointInfo, engine_dir: Path) 
                  "worker(s) itself through mpi4py (NVIDIA's llmapi workflow: upstream rows triton.mpi_world, "
                  "doc.llmapi_workflow)")
     try:
-        capacity_spec = _capacity_spec(spec, effective, fp8_kv)
+        capacity_spec = pytorch_capacity_spec(spec, effective, fp8_kv)
         lines += estimate(info, capacity_spec).lines(capacity_spec)
     except CapacityError as e:
         lines.append(f"does not fit: {e}")
     except (KeyError, ValueError):
         lines.append(f"memory: no estimate for {effective} weights")
     return lines
-
-
-def _capacity_spec(spec: BuildSpec, effective: str, fp8_kv: bool) -> BuildSpec:
-    """The engine flow's memory arithmetic applies (same weights, same paged KV cache of 32-token blocks)."""
-    p = spec.pytorch
-    return dataclasses.replace(spec, backend=EngineBackend.TENSORRT_LLM, precision=Precision(effective),
-                               trtllm=TrtLlmOptions(trtllm_version=p.trtllm_version, triton_release=p.triton_release,
-                                                    tp_size=p.tp_size, pp_size=p.pp_size, gpu=p.gpu,
-                                                    kv_cache_dtype=KvCacheDtype.FP8 if fp8_kv else KvCacheDtype.AUTO,
-                                                    serving=TrtLlmServing(kv_cache_free_gpu_mem_fraction=
-                                                                          p.serving.kv_cache_free_gpu_mem_fraction)))
 
 
 def _rel(name: str) -> Path:

@@ -103,6 +103,19 @@ def effective_precision(precision: str, quant: CheckpointQuantization | None, ta
     return by_algo.get(quant.quant_algo, quant.quant_algo.lower())
 
 
+def served_format(precision: str, o: PyTorchOptions, info: "CheckpointInfo") -> tuple[str, bool]:
+    """(the precision the LLM runs, whether its KV cache is FP8): the checkpoint's own quantization
+    where it has one (plan, memory arithmetic and limit sizing read it here alone)."""
+    from pathlib import Path
+
+    from build_engines.checkpoint_quant import read_quantization
+
+    quant = read_quantization(Path(info.path))
+    effective = effective_precision(precision, quant, modelopt_for_trtllm(o.trtllm_version), info.dtype)
+    fp8_kv = o.kv_cache_dtype == KvCacheDtype.FP8 or (quant is not None and quant.kv_cache_quant_algo == "FP8")
+    return effective, fp8_kv
+
+
 def needs_quantization(precision: str, quant: CheckpointQuantization | None) -> bool:
     return precision in QUANTIZED_PRECISIONS and (quant is None or not quant.quant_algo)
 

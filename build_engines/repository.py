@@ -20,9 +20,9 @@ from contract.lora import LoraAdapter
 from contract.build_record import BuildRecord
 from contract.features import (
     CPU_ENGINE,
-    PYTORCH_ENGINE,
-    TRTLLM_ENGINE,
     EngineFeatures,
+    pytorch_engine,
+    trtllm_engine,
     with_guided_decoding,
     with_lora,
     with_draft_model,
@@ -41,8 +41,12 @@ from contract.tensors import (
 
 def engine_features(spec: BuildSpec, lora: bool = False) -> EngineFeatures:
     """What the engine behind the ensemble honours (contract/features.py)."""
-    engine = {EngineBackend.TENSORRT_LLM: TRTLLM_ENGINE,
-              EngineBackend.TENSORRT_LLM_PYTORCH: PYTORCH_ENGINE}.get(spec.backend, CPU_ENGINE)
+    if spec.backend == EngineBackend.TENSORRT_LLM:
+        engine = trtllm_engine(spec.trtllm.trtllm_version)  # the sampling fields its version honours
+    elif spec.backend == EngineBackend.TENSORRT_LLM_PYTORCH:
+        engine = pytorch_engine(spec.pytorch.trtllm_version)
+    else:
+        engine = CPU_ENGINE
     serving = {EngineBackend.TENSORRT_LLM: spec.trtllm.serving,
                EngineBackend.TENSORRT_LLM_PYTORCH: spec.pytorch.serving}
     if spec.backend in serving and serving[spec.backend].guided_decoding_backend.parameter:

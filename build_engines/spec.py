@@ -54,6 +54,9 @@ DEFAULT_PRECISION = {EngineBackend.OPENVINO: Precision.INT8, EngineBackend.TENSO
 
 @dataclass(frozen=True)
 class EngineLimits:
+    """The engine's limits.  These defaults are the CPU engine's; the GPU flows size every limit not
+    given for their GPU, from upstream's defaults (build_engines/gpu_limits.py)."""
+
     max_batch_size: int = 32  # requests in flight at once
     max_input_len: int = 1536  # prompt tokens
     max_seq_len: int = 2048  # prompt + generated tokens

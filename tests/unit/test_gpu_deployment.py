@@ -81,7 +81,9 @@ def test_openai_front_is_deployed_with_triton(compose):
     assert front["depends_on"]["triton"]["condition"] == "service_healthy"
     assert "/health" in " ".join(front["healthcheck"]["test"])
     dockerfile = (ROOT / "docker" / "gpu.Dockerfile").read_text()
-    assert "COPY openai_front /opt/kit/openai_front" in dockerfile and '"fastapi" "uvicorn"' in dockerfile
+    image_requirements = (ROOT / "requirements" / "gpu-image.txt").read_text().split()
+    assert "COPY openai_front /opt/kit/openai_front" in dockerfile and "requirements/gpu-image.txt" in dockerfile
+    assert {"fastapi", "uvicorn"} <= set(image_requirements)
     scrape = yaml.safe_load((ROOT / "docker" / "prometheus.yml").read_text())
     jobs = {j["job_name"]: j["static_configs"][0]["targets"] for j in scrape["scrape_configs"]}
     assert jobs["openai-front"] == ["openai:9000"]

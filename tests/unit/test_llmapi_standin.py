@@ -4,28 +4,12 @@ engine.  The 1.3.0rc29 table declares the same surface, so the engine model call
 
 from __future__ import annotations
 
-import importlib
 import inspect
-import sys
 from pathlib import Path
 
 import pytest
 
 from contract.upstream.llmapi import llmapi
-
-STANDINS = Path(__file__).resolve().parents[1] / "standins"
-
-
-@pytest.fixture(scope="module")
-def trtllm():
-    """The stand-in, imported for this module only (it must not leak into other tests)."""
-    sys.path.insert(0, str(STANDINS))
-    try:
-        yield importlib.import_module("tensorrt_llm")
-    finally:
-        sys.path.remove(str(STANDINS))
-        for name in [n for n in sys.modules if n == "tensorrt_llm" or n.startswith("tensorrt_llm.")]:
-            del sys.modules[name]
 
 
 @pytest.mark.parametrize("name", ["LLM.__init__", "LLM.generate_async", "LLM.get_stats_async"])

@@ -179,7 +179,9 @@ def test_build_copies_the_checkpoint_and_records_the_target_version(default_chec
     assert ensemble.ensemble_scheduling.step[1].model_name == names.PYTORCH_ENGINE
     pre = read_config(out / names.PREPROCESSING / "config.pbtxt")
     assert pre.parameters["tokenizer_dir"].string_value == str(engine / MODEL_SUBDIR)
-    assert pre.parameters["engine_features"].string_value == "BAD_WORDS,GUIDED_DECODING,MULTIPLE_SEQUENCES,TOP_LOG_PROBS"
+    # no bad words, penalties or seeds: TorchSampler at 1.2.1 accepts and ignores them (sampling_support_1.2.1.json)
+    assert pre.parameters["engine_features"].string_value == "GUIDED_DECODING,MULTIPLE_SEQUENCES,TOP_LOG_PROBS"
+    assert "1.2.1" in pre.parameters["engine_label"].string_value
 
     unary = render_repository(engine, tmp_path / "unary", decoupled=False)
     assert names.ENGINE_RELAY in unary

@@ -116,13 +116,15 @@ class Completion:
         return self.logprobs[self.last:]
 
 
-def test_step_tokens_read_dict_and_float_log_probs():
-    assert outputs.step_tokens(Completion([5, 6], [{5: Logprob(-0.5)}, {6: Logprob(-1.5), 9: Logprob(-0.1)}])) == \
-        ([5, 6], [-0.5, -1.5])
-    assert outputs.step_tokens(Completion([5], [-0.25])) == ([5], [-0.25])
-    assert outputs.step_tokens(Completion([5, 6], [])) == ([5, 6], [0.0, 0.0])
+def test_read_tokens_reads_dict_and_float_log_probs_and_alternatives():
+    entries = [{5: Logprob(-0.5), 7: Logprob(-2.0)}, {6: Logprob(-1.5), 9: Logprob(-0.1)}]
+    assert outputs.read_tokens([5, 6], entries) == ([5, 6], [-0.5, -1.5], [])
+    assert outputs.read_tokens([5, 6], entries, k=2) == ([5, 6], [-0.5, -1.5], [([5, 7], [-0.5, -2.0]),
+                                                                                ([9, 6], [-0.1, -1.5])])
+    assert outputs.read_tokens([5], [-0.25]) == ([5], [-0.25], [])
+    assert outputs.read_tokens([5, 6], []) == ([5, 6], [0.0, 0.0], [])
     with pytest.raises(ValueError, match="no log prob for the chosen token 5"):  # 1.2.x: top K only
-        outputs.step_tokens(Completion([5], [{9: Logprob(-0.1)}]))
+        outputs.read_tokens([5], [{9: Logprob(-0.1)}])
 
 
 def test_sampled_log_probs_are_refused_where_the_llm_returns_the_top_k_only():
@@ -291,19 +293,22 @@ def test_an_adapter_goes_to_the_llm_as_a_lora_request_and_the_base_model_as_none
 
 
 class TwoSamples(FakeResult):
-    """A RequestOutput of SamplingParams.n=2: each step scripts both CompletionOutputs."""
+    """A RequestOutput of SamplingParams.n=2 as the LLM API streams it: each scripted step is
+    one response per sequence with new tokens, and a response moves only its own output's
+    diff (result.py _handle_response / _handle_sequence; the other keeps its last diff)."""
 
     def __init__(self, steps):
-        super().__init__(steps)
+        super().__init__([(index, new) for step in steps for index, new in enumerate(step) if new])
         self.outputs = [Completion(), Completion()]
 
     async def __anext__(self):
         if self.finished:
             raise StopAsyncIteration
         await asyncio.sleep(0.002)
-        for out, new in zip(self.outputs, self.steps.pop(0)):
-            out.last = len(out.token_ids)
-            out.token_ids += new
+        index, new = self.steps.pop(0)
+        out = self.outputs[index]
+        out.last = len(out.token_ids)
+        out.token_ids += new
         self.finished = not self.steps
         return self
 

@@ -200,3 +200,20 @@ def test_the_capacity_plan_counts_the_target_s_half_of_the_kv_cache_fraction(ckp
     line = next(x for x in halved.lines(spec) if x.startswith("KV cache:"))
     assert (f"kv_cache_free_gpu_mem_fraction={spec.trtllm.engine_kv_cache_fraction:g} (half of "
             f"{spec.trtllm.serving.kv_cache_free_gpu_mem_fraction:g}: the draft engine takes the other half)") in line
+
+
+def test_a_multi_gpu_draft_target_plan_says_how_it_is_served(ckpt, draft):
+    """Issue 33 item 4: both engines are built with the target's TP, so both need every rank;
+    the plan says the server runs in upstream's orchestrator mode (NVIDIA's draft-target
+    README: `--multi-model` is necessary if TP mode is used), and on one GPU it does not."""
+    from build_engines.cli import main
+
+    args = ["plan", "--checkpoint", str(ckpt), "--backend", "tensorrt_llm", "--gpu", "H100-SXM", "--image", "25.12",
+            "--speculative-decoding", "draft_tokens_external", "--draft-checkpoint", str(draft)]
+    result = CliRunner().invoke(main, args + ["--tp", "2"])
+    assert result.exit_code == 0, result.output
+    serve = [line for line in result.output.splitlines() if line.startswith("serve:")]
+    assert len(serve) == 1 and "orchestrator mode" in serve[0] and "TRTLLM_ORCHESTRATOR=1" in serve[0], serve
+    assert "examples/draft_target_model/README.md" in serve[0]
+    single = CliRunner().invoke(main, args)
+    assert single.exit_code == 0 and "orchestrator" not in single.output

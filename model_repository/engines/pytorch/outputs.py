@@ -1,5 +1,7 @@
-"""What one streamed step of a RequestOutput holds for us: the new token ids and their log
-probabilities (upstream rows result.fields, result.diffs, result.logprobs)."""
+"""What the LLM API's outputs hold for us: token ids with their log probabilities and
+alternatives (upstream rows result.fields, result.logprobs), and the KV-cache usage of an
+iteration stat.  Which tokens of a CompletionOutput are new is samples.py's job: its *_diff
+properties are not read (they repeat with n > 1; see samples.py)."""
 
 from __future__ import annotations
 
@@ -32,13 +34,15 @@ def alternatives(entry: Any, k: int) -> tuple[list[int], list[float]]:
     return [int(t) for t, _ in ranked], [float(getattr(lp, "logprob", lp)) for _, lp in ranked]
 
 
-def step_tokens(completion: Any) -> tuple[list[int], list[float]]:
-    """(new ids, their log probs) of one step; log probs are 0.0 when none were asked for."""
-    ids = [int(t) for t in completion.token_ids_diff]
-    diff: Sequence[Any] = completion.logprobs_diff or ()
-    if len(diff) < len(ids):
-        return ids, [0.0] * len(ids)
-    return ids, [token_log_prob(entry, t) for entry, t in zip(diff, ids)]
+def read_tokens(ids: Sequence[int], entries: Sequence[Any], k: int = 0
+                ) -> tuple[list[int], list[float], list[tuple[list[int], list[float]]]]:
+    """(ids, their log probs, their k alternatives) from the LLM's log prob entries of those
+    ids; log probs are 0.0 when none were asked for (no entries), alternatives [] when k = 0."""
+    ids = [int(t) for t in ids]
+    if len(entries) < len(ids):
+        return ids, [0.0] * len(ids), []
+    tops = [alternatives(entry, k) for entry in entries] if k else []
+    return ids, [token_log_prob(entry, t) for entry, t in zip(entries, ids)], tops
 
 
 def kv_cache_usage(stat: Any) -> float | None:

@@ -15,12 +15,18 @@ here, so the engine model refuses it by name instead of ignoring it.
 - Greedy is asked for with top_k=1 (row sampling.greedy); when sampling, TensorRT-LLM's
   "0 = not set" for top_k/top_p becomes None, because top_p == 0 would mean greedy there.
 - detokenize=False: postprocessing detokenizes (incrementally, byte-exact).
+- Fields the version's default sampler accepts and ignores (contract/upstream/data/
+  sampling_support_<version>.json, rows pytorch.*: at 1.2.1 the penalties and bad words) are
+  refused by preprocessing, naming the version; `problems(r, version)` refuses them again for
+  requests sent to the engine model directly.  A seed cannot be told from the one preprocessing
+  draws for every sampled request, so only preprocessing refuses a sent seed.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from contract.upstream.sampling_support import EnginePath, sampling_support
 from model_repository.engine_step.engine_inputs import EngineInputs
 
 LLM_API = "TensorRT-LLM's LLM API (PyTorch backend)"
@@ -69,13 +75,29 @@ def guided_decoding_kwargs(r: EngineInputs) -> dict[str, Any] | None:
     return {GUIDE_KEYWORDS[kind]: True if kind == "json" else r.options.guided_decoding_guide}
 
 
-def problems(r: EngineInputs) -> list[str]:
-    """What this request asks that the LLM API cannot do (INVALID_ARG): bad words of several
-    tokens by id; several greedy samples (row sampling.validate.greedy_best_of: SamplingParams
-    refuses them unless TLLM_ALLOW_N_GREEDY_DECODING is set, and n greedy copies say nothing)."""
-    out = []
+# Engine inputs of the sampling fields the table may mark ignored: (table field, input name, neutral).
+_ENGINE_FIELDS = (("repetition_penalty", "repetition_penalty", lambda r: r.repetition_penalty == 1.0),
+                  ("presence_penalty", "presence_penalty", lambda r: not r.presence_penalty),
+                  ("frequency_penalty", "frequency_penalty", lambda r: not r.frequency_penalty),
+                  ("bad_words", "bad_words_list", lambda r: not r.bad_words_list))
+
+
+def ignored_field_problems(r: EngineInputs, version: str) -> list[str]:
+    """A non-neutral value of a field TensorRT-LLM `version`'s default sampler accepts and ignores."""
+    ignored = {row.field: row for row in sampling_support(version).ignored(EnginePath.PYTORCH)}
+    return [f"'{name}': TensorRT-LLM {version}'s {ignored[field].sampler} accepts it and ignores it (row "
+            f"{ignored[field].id} of contract/upstream/data/sampling_support_{version}.json); send the neutral value"
+            for field, name, neutral in _ENGINE_FIELDS if field in ignored and not neutral(r)]
+
+
+def problems(r: EngineInputs, version: str | None = None) -> list[str]:
+    """What this request asks that the LLM API cannot do (INVALID_ARG): with `version`, fields its
+    sampler ignores; bad words of several tokens by id; several greedy samples (row
+    sampling.validate.greedy_best_of: SamplingParams refuses them unless
+    TLLM_ALLOW_N_GREEDY_DECODING is set, and n greedy copies say nothing)."""
+    out = ignored_field_problems(r, version) if version else []
     longer = [list(w) for w in r.bad_words_list if len(w) > 1]
-    if longer:
+    if longer and not any(p.startswith("'bad_words_list'") for p in out):
         out.append(f"'bad_words_list': {len(longer)} bad word(s) of more than one token ({longer[:3]}); {LLM_API} "
                    "takes bad words by id only one token each (SamplingParams.bad_token_ids): send words that are one token")
     n = r.options.num_return_sequences

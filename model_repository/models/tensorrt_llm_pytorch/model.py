@@ -95,7 +95,7 @@ class TritonPythonModel:
         return None
 
     def _problems(self, row):
-        return (self.check.problems(row) + sampling.problems(row)
+        return (self.check.problems(row) + sampling.problems(row, self.version)
                 + sampling.log_prob_problems(row, self.sampled_log_probs, self.version)
                 + lora.request_problems(row.options.lora_task_id, self.adapter_names))
 

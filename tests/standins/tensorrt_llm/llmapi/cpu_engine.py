@@ -1,10 +1,14 @@
 """The stand-in's generation: the project's CPU engine (model_repository.cpu_engine's step
-loop over OpenVINO GenAI) on a built CPU engine, one request per generate_async call.
+loop over OpenVINO GenAI) on a built CPU engine.
 
-SamplingParams become the CPU engine's request (EngineInputs) by the table's rules: greedy as
+Each generate_async call runs as the executor runs it: best_of sequences, sequence i a
+request of its own with seed + i (executor/responses.py, LlmRequest::createChildRequest),
+each answering with its own responses (RequestResults, LlmRequest::createResult).
+SamplingParams become the CPU engine's requests (EngineInputs) by the table's rules: greedy as
 row sampling.greedy says; temperature 1 when sampling without one; end_id -1 = no end id
 (row executor.request); stop_token_ids = single-token stops.  What OpenVINO GenAI cannot do
-(bad words, logit bias, beams, n > 1, ...) is refused as a stand-in limitation."""
+(bad words, logit bias, beams, ...) is refused as a stand-in limitation.  Iteration stats:
+one per CPU-engine step seen (StatsFeed), none while it does not step."""
 
 from __future__ import annotations
 
@@ -20,6 +24,8 @@ from model_repository.engines.openvino.openvino_backend import OpenVinoBackend
 from model_repository.engine_step.runner import EngineRunner
 from model_repository.engine_step.engine_inputs import EngineInputs, GenerationOptions
 from tensorrt_llm._upstream import StandinLimitation
+from tensorrt_llm.executor.responses import FinishReason, RequestResults, Response, sequence_count, sequence_seed
+from tensorrt_llm.executor.result import Logprob
 
 ENGINE_VARIABLE = "TRTLLM_STANDIN_OPENVINO_ENGINE"
 # SamplingParams fields the CPU engine cannot honour: (field, value that asks for nothing).
@@ -62,14 +68,15 @@ def start_runner(max_batch_size: int, max_num_tokens: int, prefix_caching: bool,
     return runner
 
 
-def engine_request(prompt: list[int], p, lora_task_id: int = 0) -> EngineInputs:
+def engine_request(prompt: list[int], p, lora_task_id: int = 0, seed: int | None = None) -> EngineInputs:
+    """One sequence of the request (the CPU engine samples it alone, with `seed`)."""
     asked = [name for name, neutral in UNSUPPORTED if getattr(p, name) not in (neutral, None, [], ())]
     if asked:
         raise StandinLimitation(f"SamplingParams {asked} (OpenVINO GenAI cannot)")
     sampling = {"runtime_top_k": 1, "runtime_top_p": 0.0}
     if not p.is_greedy:
         sampling = {"runtime_top_k": p.top_k or 0, "runtime_top_p": p.top_p if p.top_p is not None else 1.0,
-                    "temperature": p.temperature if p.temperature is not None else 1.0, "seed": p.seed or 0}
+                    "temperature": p.temperature if p.temperature is not None else 1.0, "seed": seed or 0}
     return EngineInputs(
         input_ids=tuple(prompt), input_lengths=len(prompt), request_output_len=p.max_tokens,
         end_id=p.end_id, pad_id=p.pad_id if p.pad_id is not None else 0,
@@ -78,7 +85,7 @@ def engine_request(prompt: list[int], p, lora_task_id: int = 0) -> EngineInputs:
         presence_penalty=p.presence_penalty or 0.0, frequency_penalty=p.frequency_penalty or 0.0,
         min_tokens=p.min_tokens or 0, return_log_probs=bool(p.logprobs), streaming=True,
         # logprobs = K > 1: the top K of each position, from the CPU engine's scorer (row result.logprobs.top_k)
-        options=GenerationOptions(num_return_sequences=p.n, lora_task_id=lora_task_id,
+        options=GenerationOptions(num_return_sequences=1, lora_task_id=lora_task_id,
                                   top_logprobs=p.logprobs if p.logprobs and p.logprobs > 1 else 0,
                                   **guide_options(p.guided_decoding)), **sampling)
 
@@ -119,7 +126,7 @@ class Admission:
                 self._waiting.append((request, sink))
                 return
             self._running += 1
-        self._runner.submit(request, _Releasing(sink, self, request.options.num_return_sequences))
+        self._runner.submit(request, _Releasing(sink, self))
 
     def withdraw(self, sink) -> bool:
         """Drop a request that is still waiting (aborted before it ran); True if it was."""
@@ -136,7 +143,7 @@ class Admission:
                 self._running -= 1
                 return
             request, sink = self._waiting.popleft()
-        self._runner.submit(request, _Releasing(sink, self, request.options.num_return_sequences))
+        self._runner.submit(request, _Releasing(sink, self))
 
     def counts(self) -> tuple[int, int]:
         with self._lock:
@@ -144,22 +151,131 @@ class Admission:
 
 
 class _Releasing:
-    """A sink that frees its slot in the batch when its request ends."""
+    """A sink that frees its slot in the batch when its sequence ends."""
 
-    def __init__(self, sink, admission: Admission, sequences: int = 1) -> None:
+    def __init__(self, sink, admission: Admission) -> None:
         self._sink, self._admission = sink, admission
-        self._open = set(range(sequences))  # samples without their final yet
 
     def is_cancelled(self) -> bool:
         return self._sink.is_cancelled()
 
     def send(self, ids, log_probs, cum_log_prob, final, sequence=0, top=None) -> None:
         self._sink.send(ids, log_probs, cum_log_prob, final, sequence, top)
-        if final and sequence in self._open:
-            self._open.discard(sequence)
-            if not self._open:
-                self._admission._ended()
+        if final:
+            self._admission._ended()
 
     def fail(self, message, code=None) -> None:
         self._sink.fail(message, code)
         self._admission._ended()
+
+
+class _SequenceSink:
+    """The CPU runner's ResponseSink for one sequence: what it produced becomes that sequence's
+    responses, as the executor makes them."""
+
+    def __init__(self, output, results: RequestResults, index: int, params) -> None:
+        self._output, self._results, self._index, self._params = output, results, index, params
+        self._cum = 0.0
+        self._last = None
+
+    @property
+    def finished(self) -> bool:
+        return self._results.finished
+
+    def is_cancelled(self) -> bool:
+        return self._output.aborted()
+
+    def send(self, ids, log_probs, cum_log_prob, final, sequence=0, top=None) -> None:
+        ids = [int(t) for t in ids]
+        self._cum = float(cum_log_prob)
+        self._last = ids[-1] if ids else self._last
+        self._post(self._results.advance(self._index, ids, self._entries(ids, log_probs, top), self._cum,
+                                         self._reason() if final else FinishReason.NOT_FINISHED))
+
+    def fail(self, message, code=None) -> None:
+        if getattr(code, "value", code) == "CANCELLED" or self._output.aborted():
+            self._post(self._results.advance(self._index, [], [], self._cum, FinishReason.CANCELLED))
+        else:  # an error response for the whole request (RequestError in the consumer)
+            self._output.post(Response(self._output.request_id, error_msg=message))
+
+    def _entries(self, ids, log_probs, top) -> list:
+        if top is not None:  # logprobs = K > 1: exactly the top K, ranked (row result.logprobs.top_k)
+            return [{int(t): Logprob(float(lp), rank=r + 1) for r, (t, lp) in enumerate(zip(row_ids, row_lps))}
+                    for row_ids, row_lps in zip(top.ids, top.log_probs)]
+        if self._params.logprobs:  # K = 1: the sampled token (upstream: the most likely one; the same when greedy)
+            return [{t: Logprob(float(lp), rank=1)} for t, lp in zip(ids, log_probs)]
+        return []
+
+    def _reason(self) -> FinishReason:
+        p = self._params
+        if self._output.aborted():
+            return FinishReason.CANCELLED
+        if self._last is not None and self._last in (p.stop_token_ids or ()):
+            return FinishReason.STOP_WORDS
+        if self._last is not None and self._last == p.end_id:
+            return FinishReason.END_ID
+        return FinishReason.LENGTH
+
+    def _post(self, response) -> None:
+        if response is not None:
+            self._output.post(response)
+
+
+class CpuGenerator:
+    """The CPU engine behind the stand-in LLM: best_of one-sequence requests per call."""
+
+    def __init__(self, runner: EngineRunner, max_batch_size: int, served: list[lora.LoraAdapter],
+                 on_stat, iteration_stats: bool) -> None:
+        self._runner = runner
+        self._admission = Admission(runner, max_batch_size)
+        self._served = served
+        self._sinks: dict[int, list] = {}
+        self._feed = StatsFeed(runner, self._admission, on_stat) if iteration_stats else None
+
+    def submit(self, output, prompt: list, params, lora_request=None) -> None:
+        task_id = task_of(self._served, lora_request)
+        results = RequestResults(output.request_id, params, output._streaming)
+        sinks = [_SequenceSink(output, results, i, params) for i in range(sequence_count(params))]
+        requests = [engine_request(prompt, params, task_id, sequence_seed(params, i)) for i in range(len(sinks))]
+        self._sinks = {k: v for k, v in self._sinks.items() if not v[0].finished} | {output.request_id: sinks}
+        for request, sink in zip(requests, sinks):
+            self._admission.submit(request, sink)
+
+    def abort(self, request_id: int) -> None:
+        """The runner sees is_cancelled() at its next step; sequences still waiting end now."""
+        for sink in self._sinks.pop(request_id, []):
+            if self._admission.withdraw(sink):
+                sink.fail("cancelled before it started", "CANCELLED")
+
+    def counts(self) -> tuple[int, int]:
+        return self._admission.counts()
+
+    def shutdown(self) -> None:
+        if self._feed is not None:
+            self._feed.stop()
+        self._runner.shutdown()
+
+
+class StatsFeed:
+    """One iteration stat per CPU-engine step (row stats.iteration_json).  OpenVINO has no KV
+    blocks: usage is reported as used/max of 1000 blocks."""
+
+    def __init__(self, runner: EngineRunner, admission: Admission, on_stat, period_s: float = 0.005) -> None:
+        self._runner, self._admission, self._on_stat, self._period_s = runner, admission, on_stat, period_s
+        self._stopped = threading.Event()
+        threading.Thread(target=self._run, name="standin-stats", daemon=True).start()
+
+    def stop(self) -> None:
+        self._stopped.set()
+
+    def _run(self) -> None:
+        seen = self._runner.steps
+        while not self._stopped.wait(self._period_s):
+            if self._runner.steps == seen:
+                continue  # no iteration: no stat
+            seen = self._runner.steps
+            running, waiting = self._admission.counts()
+            used = round(1000 * self._runner.backend_stats.get("kv_cache_usage", 0.0))
+            self._on_stat(json.dumps({"iter": seen, "numActiveRequests": running, "numQueuedRequests": waiting,
+                                      "kvCacheStats": {"maxNumBlocks": 1000, "usedNumBlocks": used,
+                                                       "freeNumBlocks": 1000 - used, "tokensPerBlock": 32}}))

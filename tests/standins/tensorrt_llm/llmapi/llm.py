@@ -2,7 +2,12 @@
 signature (checked at import: tensorrt_llm._upstream.check_signature) and upstream's checks
 and texts, in the order upstream makes them (BaseLLM.generate_async, _prepare_sampling_params,
 _check_arguments: rows llm.shutting_down, llm.inputs.kinds, llm.sampling_params.type,
-llm.end_id.setup, llm.max_num_tokens_check)."""
+llm.end_id.setup, llm.max_num_tokens_check).
+
+Generation: the CPU engine (cpu_engine.py), or the toy model (toy_model.py) when the
+checkpoint's config.json says so.  Results stream as upstream's (executor/result.py); the
+iteration stats follow the executor's singleton IterationResult (executor.py 238-250,
+319-332 at ed53795b): created by the first generate_async, re-armed by every later one."""
 
 from __future__ import annotations
 
@@ -11,7 +16,8 @@ import json
 from pathlib import Path
 
 from tensorrt_llm._upstream import API, StandinLimitation, ValidationError, check_signature, error
-from tensorrt_llm.llmapi import cpu_engine
+from tensorrt_llm.executor.result import IterationResult, no_stats
+from tensorrt_llm.llmapi import cpu_engine, toy_model
 from tensorrt_llm.llmapi.kv_cache_config import KvCacheConfig
 from tensorrt_llm.llmapi.request_output import RequestOutput
 from tensorrt_llm.llmapi.sampling_params import SamplingParams
@@ -45,15 +51,19 @@ class LLM:
         self.model = Path(model)
         self.tokenizer = None if skip_tokenizer_init else StandinLimitation  # never used: see generate_async
         self.args = args
-        self._vocab_size = json.loads((self.model / "config.json").read_text())["vocab_size"]
         self._ids = itertools.count()
         self._shut_down = False
+        self._iter_stats: IterationResult | None = None
         max_batch_size = args["max_batch_size"] or 8
+        stats = bool(args["enable_iter_perf_stats"])  # the PyTorch backend records them only then
+        toy = toy_model.settings(json.loads((self.model / "config.json").read_text()))
+        if toy is not None:
+            self._generator = toy_model.ToyModel(toy, max_batch_size, self._stat, stats)
+            return
         # row llm.lora: the adapters of lora_config.lora_dir, served by the CPU engine's own LoRA
-        self._adapters = cpu_engine.adapters(args.get("lora_config"))
-        self._runner = cpu_engine.start_runner(max_batch_size, args["max_num_tokens"], kv.enable_block_reuse,
-                                               self._adapters)
-        self._admission = cpu_engine.Admission(self._runner, max_batch_size)
+        adapters = cpu_engine.adapters(args.get("lora_config"))
+        runner = cpu_engine.start_runner(max_batch_size, args["max_num_tokens"], kv.enable_block_reuse, adapters)
+        self._generator = cpu_engine.CpuGenerator(runner, max_batch_size, adapters, self._stat, stats)
 
     def generate_async(self, inputs, sampling_params=None, lora_request=None, prompt_adapter_request=None,
                        streaming=False, kv_cache_retention_config=None, disaggregated_params=None,
@@ -69,7 +79,6 @@ class LLM:
                 raise ValueError(error("llm.end_id.setup"))
             raise StandinLimitation("end_id from a tokenizer")
         prompt = self._prompt(inputs)
-        task_id = cpu_engine.task_of(self._adapters, lora_request)
         extras = dict(prompt_adapter_request=prompt_adapter_request,
                       kv_cache_retention_config=kv_cache_retention_config, disaggregated_params=disaggregated_params,
                       _postproc_params=_postproc_params, scheduling_params=scheduling_params, cache_salt=cache_salt)
@@ -79,10 +88,13 @@ class LLM:
         if not self.args["enable_chunked_prefill"] and max_num_tokens and len(prompt) > max_num_tokens:
             raise ValueError(error("llm.max_num_tokens_check", prompt_len_over_cp=len(prompt) / 1, query_len=0,
                                    max_num_tokens=max_num_tokens))
-        request = cpu_engine.engine_request(prompt, sampling_params, task_id)
-        output = RequestOutput(next(self._ids), prompt, sampling_params, streaming,
-                               withdraw=self._admission.withdraw)
-        self._admission.submit(request, output.sink)
+        # executor.py 138, 238-250: every request re-arms the iteration stats
+        if self._iter_stats is None:
+            self._iter_stats = IterationResult()
+        else:
+            self._iter_stats.mark_undone()
+        output = RequestOutput(next(self._ids), prompt, sampling_params, streaming, abort_request=self._generator.abort)
+        self._generator.submit(output, prompt, sampling_params, lora_request)
         return output
 
     def _prompt(self, inputs) -> list:
@@ -96,26 +108,25 @@ class LLM:
         raise TypeError(error("llm.inputs.kinds", type=type(inputs)))
 
     def get_stats_async(self, timeout=2):
-        """Row llm.get_stats_async: iteration stats as JSON strings (row stats.iteration_json),
-        recorded only with enable_iter_perf_stats.  OpenVINO has no KV blocks: the stand-in
-        reports its KV-cache usage as used/max of 1000 blocks."""
-        stats = []
-        if self.args["enable_iter_perf_stats"]:
-            running, waiting = self._admission.counts()
-            used = round(1000 * self._runner.backend_stats.get("kv_cache_usage", 0.0))
-            stats.append(json.dumps({"iter": self._runner.steps, "numActiveRequests": running,
-                                     "numQueuedRequests": waiting,
-                                     "kvCacheStats": {"maxNumBlocks": 1000, "usedNumBlocks": used,
-                                                      "freeNumBlocks": 1000 - used, "tokensPerBlock": 32}}))
+        """Row llm.get_stats_async: the executor's IterationResult (executor.py aget_stats, 319-332):
+        nothing before the first request, then one iterable shared by every call - done after its
+        first timeout until a new request re-arms it (RESULT IterationResult)."""
+        if self._iter_stats is None:
+            return no_stats()
+        self._iter_stats.set_timeout(timeout)
+        return self._iter_stats
 
-        async def iterate():
-            for stat in stats:
-                yield stat
-        return iterate()
+    def _stat(self, data: str) -> None:
+        """An iteration stat from the generator's thread (row stats.iteration_json)."""
+        if self._iter_stats is not None and not self._shut_down:
+            try:
+                self._iter_stats.put(data)
+            except RuntimeError:  # its loop has closed
+                pass
 
     def shutdown(self) -> None:
         self._shut_down = True
-        self._runner.shutdown()
+        self._generator.shutdown()
 
     def __enter__(self):
         return self

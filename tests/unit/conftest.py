@@ -1,0 +1,24 @@
+"""Fixtures shared by the unit tests."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+
+import pytest
+
+STANDINS = Path(__file__).resolve().parents[1] / "standins"
+
+
+@pytest.fixture(scope="module")
+def trtllm():
+    """The stand-in LLM API (tests/standins/tensorrt_llm), imported for one test module only (it
+    must not leak into other tests)."""
+    sys.path.insert(0, str(STANDINS))
+    try:
+        yield importlib.import_module("tensorrt_llm")
+    finally:
+        sys.path.remove(str(STANDINS))
+        for name in [n for n in sys.modules if n == "tensorrt_llm" or n.startswith("tensorrt_llm.")]:
+            del sys.modules[name]
