@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from pathlib import Path
 
 import click
 
+from bench.layouts import Layout
 from bench.peer_compare import Peer
+from bench.stress import StressPlan
 from bench.throughput import run_closed_loop
 from bench.workload import fixed_length_jobs
 from contract import names
@@ -82,53 +85,134 @@ def suite(repository, out, slo_ttft_ms, slo_itl_ms, input_tokens, output_tokens,
 
 @main.command()
 @click.option("--repository", type=click.Path(exists=True, file_okay=False, path_type=Path), default=Path("build/repository"),
-              show_default=True)
-@click.option("--duration", "duration_s", type=float, default=600.0, show_default=True, help="Seconds of load.")
+              show_default=True, help="The repository to serve when no --layout is given.")
+@click.option("--layout", "layouts", multiple=True, type=click.Choice([layout.value for layout in Layout]),
+              help="Render and soak this repository layout of the default model instead (repeatable, in turn).")
+@click.option("--duration", "duration_s", type=float, default=600.0, show_default=True, help="Seconds of load, per layout.")
 @click.option("--concurrency", type=int, default=8, show_default=True)
+@click.option("--hang", "hang_s", type=float, default=180.0, show_default=True,
+              help="A request without an end after this long hung (the soak fails).")
+@click.option("--nvidia-client", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="NVIDIA's end_to_end_grpc_client.py (from a scratch folder): run every 20 s beside the load "
+                   "with --model-name tensorrt_llm_bls --streaming.")
+@click.option("--genai-perf/--no-genai-perf", default=False, show_default=True,
+              help="Run genai-perf (--backend tensorrtllm, tensorrt_llm_bls, streaming) every 5 minutes beside the load.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("build/soak"), show_default=True)
-def soak(repository: Path, duration_s: float, concurrency: int, out: Path) -> None:
-    """Start a server, run mixed load with cancellations through the ensemble and the BLS for
-    DURATION; fail on an unexpected error, a server that died, or memory growth."""
-    from bench.soak import run_soak, write_report
+def soak(repository: Path, layouts: tuple[str, ...], duration_s: float, concurrency: int, hang_s: float,
+         nvidia_client: Path | None, genai_perf: bool, out: Path) -> None:
+    """Start a server, run mixed load (n > 1, stop words, clients leaving early) through the
+    ensemble and the BLS for DURATION, NVIDIA's client and genai-perf beside it; fail on an
+    unexpected error, a request that hung, a server that died, or memory growth."""
+    from bench.soak import SidePlan, run_soak, write_report
     from serving.launcher import ServerSettings, TritonServer
 
-    settings = ServerSettings.on_free_ports(repository, out / "tritonserver.log")
-    with TritonServer(settings) as server:
-        report = run_soak(settings.grpc_url, server.process.pid, duration_s, concurrency, log_file=settings.log_file)
-    path = write_report(report, out)
-    click.echo(path.read_text())
-    if report.unexpected_errors or report.server_problems or report.rss_growth > 0.05:
+    engine = Path("build/engines/SmolLM2-135M-Instruct-openvino-int8")
+    side = SidePlan(nvidia_client=nvidia_client)
+    if genai_perf:
+        from bench.environments import ROOT, ensure_venv
+
+        side = SidePlan(nvidia_client, genai_perf_venv=ensure_venv("bench-tools", ROOT / "requirements" / "bench-tools.lock"),
+                        tokenizer=engine)
+    runs = [(Layout(name), out / name) for name in layouts] or [(None, out)]
+    failed = False
+    for layout, layout_out in runs:
+        environment: tuple[tuple[str, str], ...] = ()
+        served = repository
+        if layout is not None:
+            rendered = _render_layout(layout, engine, layout_out / "repository")
+            served, environment = rendered.repository, rendered.environment
+        settings = ServerSettings.on_free_ports(served, layout_out / "tritonserver.log", environment=environment)
+        with TritonServer(settings) as server:
+            report = run_soak(settings.grpc_url, server.process.pid, duration_s, concurrency, log_file=settings.log_file,
+                              side=side, hang_s=hang_s, out=layout_out)
+        path = write_report(report, layout_out, layout.value if layout else str(repository))
+        click.echo(path.read_text())
+        failed = failed or report.failed
+    if failed:
         raise SystemExit(1)
+
+
+def _render_layout(layout: Layout, engine: Path, out: Path):
+    import shutil
+
+    from bench.layouts import pytorch_engine, render_layout
+    from build_engines.default_model import prepare_default_checkpoint
+
+    if out.exists():
+        shutil.rmtree(out)
+    torch_engine = pytorch_engine(prepare_default_checkpoint(Path("build/checkpoints/SmolLM2-135M-Instruct"))) \
+        if layout is Layout.PYTORCH else None
+    return render_layout(layout, engine, out, torch_engine)
 
 
 @main.command()
 @click.option("--repository", type=click.Path(exists=True, file_okay=False, path_type=Path), default=Path("build/repository"),
-              show_default=True)
+              show_default=True, help="The repository to serve when no --layout is given.")
+@click.option("--layout", type=click.Choice([layout.value for layout in Layout]), default=None,
+              help="Render and serve this repository layout of the default model instead.")
 @click.option("--model", "models", multiple=True, default=(names.ENSEMBLE, names.LLM_BLS), show_default=True)
 @click.option("--rounds", type=int, default=5, show_default=True, help="Rounds of load, the server checked after each.")
+@click.option("--minutes", type=float, default=0.0, show_default=True,
+              help="Run rounds until this much time has passed instead (a hung round is diagnosed, the server "
+                   "replaced, and the load goes on).")
 @click.option("--requests", type=int, default=120, show_default=True, help="Requests per model and round.")
 @click.option("--concurrency", type=int, default=12, show_default=True)
+@click.option("--abandon-share", type=float, default=StressPlan.abandon_share, show_default=True)
+@click.option("--samples-share", type=float, default=StressPlan.samples_share, show_default=True,
+              help="Of the completed requests: n = 2 or 3 samples.")
+@click.option("--stop-share", type=float, default=StressPlan.stop_share, show_default=True,
+              help="Of the completed requests: with a stop word.")
+@click.option("--max-tokens", type=(int, int), default=StressPlan.max_tokens, show_default=True)
+@click.option("--round-deadline", "deadline_s", type=float, default=StressPlan.deadline_s, show_default=True,
+              help="A round not over after this long hung.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("build/stress"), show_default=True)
-def stress(repository: Path, models: tuple[str, ...], rounds: int, requests: int, concurrency: int, out: Path) -> None:
-    """Start a server, run ROUNDS of short concurrent streams (some abandoned, some timed out)
-    through MODELs; fail if the server died or a request ended without a clear answer or error."""
-    from bench.stress import ServerWatch, StressPlan, run_stress
+def stress(repository: Path, layout: str | None, models: tuple[str, ...], rounds: int, minutes: float, requests: int,
+           concurrency: int, abandon_share: float, samples_share: float, stop_share: float, max_tokens: tuple[int, int],
+           deadline_s: float, out: Path) -> None:
+    """Start a server, run rounds of short concurrent streams (some abandoned, some timed out, some
+    with n samples or stop words) through MODELs; fail if the server died, a round hung (the BLS
+    deadlock is named when gdb finds it), or a request ended without a clear answer or error.
+    The BLS-deadlock hunt of docs/examples/bench/bls-relay.md: --layout pytorch_server --model
+    tensorrt_llm_bls --minutes 40 --requests 150 --concurrency 24 --abandon-share 0.4 --max-tokens 1 8
+    --round-deadline 120 --samples-share 0 --stop-share 0 (the load as it ran on the commit before the fix)."""
+    from bench.stress import ServerWatch, StressStuck, deadlocked_bls_stubs, run_stress
     from serving.launcher import ServerSettings, TritonServer
 
-    settings = ServerSettings.on_free_ports(repository, out / "tritonserver.log")
-    failed = False
+    environment: tuple[tuple[str, str], ...] = ()
+    if layout is not None:
+        rendered = _render_layout(Layout(layout), Path("build/engines/SmolLM2-135M-Instruct-openvino-int8"),
+                                  out / "repository")
+        repository, environment = rendered.repository, rendered.environment
+    settings = ServerSettings.on_free_ports(repository, out / "tritonserver.log", environment=environment)
+    end = time.monotonic() + minutes * 60
+    failed, hung, i = False, 0, 0
     with TritonServer(settings) as server:
         watch = ServerWatch.of(server.process.pid, settings.log_file)
-        for i in range(rounds):
-            report = run_stress(settings.grpc_url, StressPlan(models, requests, concurrency, seed=i))
+        while (i < rounds) if not minutes else (time.monotonic() < end):
+            plan = StressPlan(models, requests, concurrency, abandon_share=abandon_share, max_tokens=max_tokens,
+                              samples_share=samples_share, stop_share=stop_share, seed=i, deadline_s=deadline_s)
+            i += 1
+            try:
+                report = run_stress(settings.grpc_url, plan)
+            except StressStuck as e:
+                stuck = deadlocked_bls_stubs(server.process.pid)
+                hung += 1
+                click.echo(f"round {i}: HUNG ({e}); BLS deadlock in: {', '.join(stuck) or 'none found'}")
+                failed = True
+                server.stop(drain=False)
+                server.start()
+                server.wait_ready()
+                watch = ServerWatch.of(server.process.pid, settings.log_file)
+                continue
             problems = watch.problems()
-            click.echo(f"round {i + 1}: {dict(sorted((f'{m}/{o}', n) for (m, o), n in report.outcomes.items()))}"
+            click.echo(f"round {i}: {dict(sorted((f'{m}/{o}', n) for (m, o), n in report.outcomes.items()))}"
                        f" unexpected={len(report.unexpected)} server={'DEAD: ' + '; '.join(problems) if problems else 'alive'}")
             for line in report.unexpected[:5]:
                 click.echo(f"  {line}")
             failed = failed or bool(problems or report.unexpected)
             if problems:
                 break
+    click.echo(f"{i} rounds, {hung} hung")
     raise SystemExit(1 if failed else 0)
 
 

@@ -38,6 +38,8 @@ class StressPlan:
     abandon_share: float = 0.2  # the client leaves after its first chunk
     timeout_share: float = 0.1  # the client's deadline is shorter than the answer
     max_tokens: tuple[int, int] = (1, 16)
+    samples_share: float = 0.15  # of the completed ones: n = 2 or 3 samples per prompt (sampled)
+    stop_share: float = 0.2  # of the completed ones: with a stop word
     seed: int = 0
     deadline_s: float = 300.0  # the whole load; past it the requests still open are stuck (StressStuck)
 
@@ -72,11 +74,13 @@ async def _one(client: AsyncLlmClient, model: str, rng: random.Random, plan: Str
             except RequestTimeout:
                 outcome = TIMED_OUT
         else:
-            sampling = SamplingParams(max_tokens=rng.randint(low, high), temperature=rng.choice([0.0, 0.8]),
-                                      seed=rng.randrange(1000))
-            result = await client.generate(messages, sampling, stream=rng.random() < 0.8)
-            if not result.finish_reason:
-                raise ClientError("the answer ended without a finish reason")
+            n = rng.choice([2, 3]) if rng.random() < plan.samples_share else 1
+            stop = (rng.choice(["\n", " the", "."]),) if rng.random() < plan.stop_share else ()
+            temperature = 0.8 if n > 1 else rng.choice([0.0, 0.8])  # no seed: a 1.2.1 PyTorch deployment refuses one
+            sampling = SamplingParams(max_tokens=rng.randint(low, high), temperature=temperature, n=n, stop=stop)
+            results = await client.generate_n(messages, sampling, stream=rng.random() < 0.8)
+            if len(results) != n or not all(result.finish_reason for result in results):
+                raise ClientError(f"{n} answers asked, {len(results)} came, some without a finish reason")
             outcome = COMPLETED
     except ClientError as e:
         if not _is_clear_refusal(e):

@@ -9,6 +9,7 @@ import time
 from dataclasses import asdict, dataclass
 
 from bench.workload import Job
+from contract import names
 from client import AsyncLlmClient, GenerationResult
 
 
@@ -38,10 +39,10 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
 
 
-async def run_closed_loop(url: str, jobs: list[Job], concurrency: int) -> ThroughputResult:
+async def run_closed_loop(url: str, jobs: list[Job], concurrency: int, model: str = names.ENSEMBLE) -> ThroughputResult:
     queue = list(jobs)
     results: list[GenerationResult] = []
-    async with AsyncLlmClient(url) as client:
+    async with AsyncLlmClient(url, model=model) as client:
         async def worker():
             while queue:
                 job = queue.pop()

@@ -15,6 +15,7 @@ from typing import AsyncIterator, Sequence
 
 import grpc
 import tritonclient.grpc.aio as grpcclient
+from tritonclient.grpc import MAX_GRPC_MESSAGE_SIZE, KeepAliveOptions
 from tritonclient.utils import InferenceServerException
 
 from client.errors import ClientError, RequestCancelled, RequestTimeout, ServerUnavailable, from_triton
@@ -26,11 +27,28 @@ from contract import lora, names
 Prompt = str | Sequence[ChatMessage]
 
 
+# tritonclient's own channel settings (message sizes, keepalive), and a short reconnect backoff:
+# a restarted server is back within seconds, while gRPC's default backoff grows to 120 s, and a
+# channel in backoff (any channel of the process to that address with these settings: they share
+# subchannels) fails every call at once until its next attempt.
+CHANNEL_ARGS = [
+    ("grpc.max_send_message_length", MAX_GRPC_MESSAGE_SIZE),
+    ("grpc.max_receive_message_length", MAX_GRPC_MESSAGE_SIZE),
+    ("grpc.keepalive_time_ms", KeepAliveOptions().keepalive_time_ms),
+    ("grpc.keepalive_timeout_ms", KeepAliveOptions().keepalive_timeout_ms),
+    ("grpc.keepalive_permit_without_calls", KeepAliveOptions().keepalive_permit_without_calls),
+    ("grpc.http2.max_pings_without_data", KeepAliveOptions().http2_max_pings_without_data),
+    ("grpc.initial_reconnect_backoff_ms", 250),
+    ("grpc.min_reconnect_backoff_ms", 250),
+    ("grpc.max_reconnect_backoff_ms", 2000),
+]
+
+
 class AsyncLlmClient:
     def __init__(self, url: str = names.DEFAULT_GRPC_URL, model: str = names.ENSEMBLE) -> None:
         self.url = url
         self.model = model
-        self._client = grpcclient.InferenceServerClient(url=url)
+        self._client = grpcclient.InferenceServerClient(url=url, channel_args=CHANNEL_ARGS)
         self._stopping: set[asyncio.Task] = set()
 
     async def close(self) -> None:

@@ -49,6 +49,14 @@ PREFIX_CACHE_HITS = MetricSpec("llm_prefix_cache_hits_total", MetricKind.COUNTER
 POSTPROCESSING_STREAMS = MetricSpec("llm_postprocessing_streams", MetricKind.GAUGE,
                                     "Streams whose detokenizer state postprocessing holds")
 
+# What the launcher's supervisor did (serving/supervisor.py, contract/supervision.py): published
+# by the server it (re)started, so they survive the restart they count.
+SERVER_RESTARTS = MetricSpec("kit_server_restarts_total", MetricKind.COUNTER,
+                             "Restarts of tritonserver by the launcher's supervisor, by reason", labels=("reason",))
+WEDGES = MetricSpec("kit_wedges_total", MetricKind.COUNTER,
+                    "Entries (entry models, the OpenAI front) found wedged by the canary", labels=("entry",))
+SUPERVISION_METRICS = (SERVER_RESTARTS, WEDGES)
+
 ENGINE_METRICS = (REQUESTS_RUNNING, REQUESTS_WAITING, KV_CACHE_USAGE, TIME_TO_FIRST_TOKEN, INTER_TOKEN_LATENCY,
                   QUEUE_TIME, GENERATED_TOKENS, REQUESTS_FINISHED)
 PREFIX_CACHE_METRICS = (PREFIX_CACHE_QUERIES, PREFIX_CACHE_HITS)  # engines that cache prefixes and count hits

@@ -182,6 +182,7 @@ def create_app(settings: FrontSettings) -> FastAPI:
         last: dict[int, object] = {}
         calls: dict[int, list[str]] = {}  # tool calls: each choice's text, sent whole at its end
         next_check = time.monotonic() + DISCONNECT_CHECK_S
+        failed = False
         try:
             pending = [first] if first is not None else []
             while True:
@@ -206,9 +207,13 @@ def create_app(settings: FrontSettings) -> FastAPI:
         except StopAsyncIteration:
             pass
         except ClientError as e:
+            failed = True
             yield _sse(_client_error(e, chat).body())
         finally:
             await chunks.aclose()  # on a client disconnect this cancels the request on the server
+        if failed:  # the error event ends the answer: no choice may look finished after it
+            yield _sse("[DONE]")
+            return
         for index, chunk in sorted(last.items()):
             if index not in finish:
                 yield _sse(shaper.chunk(dataclasses.replace(chunk, text="", token_ids=()), "stop"))

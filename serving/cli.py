@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 import click
@@ -17,6 +19,8 @@ from serving.launch_record import PID_FILE, LaunchRecord, RecordError
 from serving.launcher import ServerFailed, ServerSettings, TritonServer
 from serving.openai_process import OpenAiFront, served_model_name, served_tokenizer_dir
 from serving.stop_signals import StopSignals
+from serving.canary import Canary, CanarySettings
+from contract.supervision import SUPERVISION_FILE_ENV
 from serving.supervisor import GaveUp, RestartPolicy, Supervisor
 from serving.teardown import StillRunning, launcher_process, stop_recorded
 
@@ -46,13 +50,55 @@ def server_options(f):
 
 
 ADMIN_KEY_ENV = "TRITON_ADMIN_KEY"
+_CANARY = CanarySettings()
+
+
+def canary_options(f):
+    options = [
+        click.option("--canary/--no-canary", "canary", default=True, show_default=True,
+                     help="Send a one-token request through each entry model every --canary-period seconds; "
+                          "not ready while one gets no answer, restart when one is wedged (serving/canary.py)."),
+        click.option("--canary-period", "canary_period_s", type=float, default=_CANARY.period_s, show_default=True),
+        click.option("--canary-deadline", "canary_deadline_s", type=float, default=_CANARY.deadline_s,
+                     show_default=True, help="Seconds an entry whose engine takes priorities has to answer."),
+        click.option("--canary-deadline-unprioritized", "canary_unprioritized_deadline_s", type=float,
+                     default=_CANARY.unprioritized_deadline_s, show_default=True,
+                     help="The same for engines without priorities (TensorRT-LLM): above their first-token timeout."),
+        click.option("--canary-failures", "canary_failures", type=int, default=_CANARY.failures_to_wedge,
+                     show_default=True, help="Failed canaries in a row that make an entry wedged (a restart)."),
+    ]
+    for option in reversed(options):
+        f = option(f)
+    return f
+
+
+def _canary_settings(kwargs: dict) -> CanarySettings:
+    settings = CanarySettings(kwargs["canary_deadline_s"], kwargs["canary_unprioritized_deadline_s"],
+                              kwargs["canary_period_s"], kwargs["canary_failures"])
+    try:
+        settings.validate()
+    except ValueError as e:
+        raise click.BadParameter(str(e)) from None
+    return settings
+
+
+def entry_models(repository: Path) -> tuple[str, ...]:
+    """The entry models a client calls: the ensemble, and the BLS where the repository has one."""
+    return tuple(m for m in (names.ENSEMBLE, names.LLM_BLS) if (repository / m / "config.pbtxt").is_file())
 
 
 def _settings(kwargs: dict, record_file: Path | None = None) -> ServerSettings:
     keys = ("repository", "host", "http_port", "grpc_port", "metrics_port", "log_file", "log_verbose", "exit_timeout_s")
     key_file = kwargs.get("admin_key_file")
     admin_key = key_file.read_text().strip() if key_file else os.environ.get(ADMIN_KEY_ENV) or None
-    return ServerSettings(**{k: kwargs[k] for k in keys}, admin_key=admin_key, record_file=record_file)
+    supervision = ((SUPERVISION_FILE_ENV, str(supervision_file(kwargs["log_file"]))),)
+    return ServerSettings(**{k: kwargs[k] for k in keys}, admin_key=admin_key, record_file=record_file,
+                          environment=supervision)
+
+
+def supervision_file(log_file: Path) -> Path:
+    """Where `up` keeps its SupervisionRecord (beside the server's log)."""
+    return log_file.with_name("supervision.json")
 
 
 def _ensure_ports_free(settings: ServerSettings, openai_port: int) -> None:
@@ -105,11 +151,15 @@ def main() -> None:
 
 @main.command()
 @server_options
+@canary_options
 @click.option("--detach", is_flag=True, help=f"Return once ready; the server keeps running (pid in {PID_FILE}).")
 @click.option("--record-file", type=click.Path(dir_okay=False, path_type=Path), default=None, hidden=True,
               help="Where to record the server's pid and readiness (set by --detach).")
-def up(detach: bool, record_file: Path | None, ready_timeout_s: float, openai_port: int, **kwargs) -> None:
-    """Start the server and stay in the foreground until Ctrl-C / SIGTERM / SIGHUP."""
+def up(detach: bool, record_file: Path | None, ready_timeout_s: float, openai_port: int, canary: bool,
+       **kwargs) -> None:
+    """Start the server and stay in the foreground until Ctrl-C / SIGTERM / SIGHUP; restart it when
+    it dies, a stub dies, or an entry model stops answering (the canary)."""
+    canary_settings = _canary_settings(kwargs)
     settings = _settings(kwargs, record_file)
     if detach:
         _up_detached(settings, ready_timeout_s, openai_port)
@@ -117,7 +167,10 @@ def up(detach: bool, record_file: Path | None, ready_timeout_s: float, openai_po
     with StopSignals() as signals:
         server, front = _start(settings, ready_timeout_s, openai_port, signals.event)
         click.echo(_banner(settings, front.url if front else None))
-        supervisor = Supervisor(server, RestartPolicy(ready_timeout_s=ready_timeout_s), report=_echo_err)
+        probe = Canary(settings.grpc_url, entry_models(settings.repository), front.url if front else None,
+                       settings=canary_settings) if canary else None
+        supervisor = Supervisor(server, RestartPolicy(ready_timeout_s=ready_timeout_s), report=_echo_err, canary=probe,
+                                record_file=supervision_file(settings.log_file))
         supervisor.started()
         code = 0
         try:
@@ -235,7 +288,45 @@ def status(ready_timeout_s: float, openai_port: int, **kwargs) -> None:
     sys.exit(0 if ready else 1)
 
 
+@main.command()
+@click.option("--grpc-url", default=f"{names.DEFAULT_HOST}:{names.DEFAULT_GRPC_PORT}", show_default=True)
+@click.option("--model", "models", multiple=True,
+              help="Entry model to probe (repeatable); default, unless --openai-url is given: the ensemble, and "
+                   "the BLS where the server has it.")
+@click.option("--openai-url", default=None, help="Also probe the OpenAI front at this base URL (http://host:port).")
+@click.option("--openai-api-key-env", default="OPENAI_API_KEY", show_default=True,
+              help="Environment variable holding the front's API key, where it needs one.")
+@click.option("--deadline", "deadline_s", type=float, default=_CANARY.deadline_s, show_default=True)
+@click.option("--deadline-unprioritized", "unprioritized_deadline_s", type=float,
+              default=_CANARY.unprioritized_deadline_s, show_default=True)
+def canary(grpc_url: str, models: tuple[str, ...], openai_url: str | None, openai_api_key_env: str, deadline_s: float,
+           unprioritized_deadline_s: float) -> None:
+    """One tiny generation through each entry of a running server (the chart's probes run this):
+    exit 0 if every entry answered within its deadline, 1 if one did not (wedged or down)."""
+    import tritonclient.grpc as grpcclient
+
+    if not models and not openai_url:  # the server's own entries
+        with grpcclient.InferenceServerClient(grpc_url) as client:
+            models = tuple(m for m in (names.ENSEMBLE, names.LLM_BLS) if _model_ready(client, m))
+    if not models and not openai_url:
+        click.echo(f"no entry model is ready at {grpc_url}", err=True)
+        sys.exit(1)
+    settings = CanarySettings(deadline_s, unprioritized_deadline_s)
+    results = Canary(grpc_url, models, openai_url, os.environ.get(openai_api_key_env) or None, settings).probe()
+    for result in results:
+        click.echo(f"{result.entry}: {'ok' if result.answered else 'FAILED'} in {result.seconds:.2f}s ({result.detail})")
+    sys.exit(0 if all(r.answered for r in results) else 1)
+
+
+def _model_ready(client, model: str) -> bool:
+    try:
+        return bool(client.is_model_ready(model))
+    except Exception:  # down, or no such model
+        return False
+
+
 @main.command("gpu-up")
+@canary_options
 @click.option("--repository", type=click.Path(exists=True, file_okay=False, path_type=Path),
               default=Path("build/repository"), show_default=True)
 @click.option("--host", default="0.0.0.0", show_default=True, help="Address rank 0 binds (inside the container).")
@@ -245,17 +336,37 @@ def status(ready_timeout_s: float, openai_port: int, **kwargs) -> None:
 @click.option("--exit-timeout", "exit_timeout_s", type=int, default=30, show_default=True)
 @click.option("--log-verbose", type=int, default=0, show_default=True)
 @click.option("--dry-run", is_flag=True, help="Print the command instead of running it.")
-def gpu_up(dry_run: bool, **kwargs) -> None:
+def gpu_up(dry_run: bool, canary: bool, **kwargs) -> None:
     """Serve a TensorRT-LLM repository in the NGC image: one MPI rank per GPU of the engine
-    (TP x PP from its build.json); stays in the foreground and exits with the server's status."""
+    (TP x PP from its build.json); stays in the foreground and exits with the server's status.
+    With the canary (the default), an entry that stops answering stops the server (exit 75), for
+    the container's restart policy to start it again."""
     from contract.build_record import BuildRecordError
+    from serving.canary import CanaryWatch
     from serving.gpu_launcher import GpuServerSettings, LaunchError, prepare, supervise
 
+    canary_settings = _canary_settings(kwargs)
+    kwargs = {k: v for k, v in kwargs.items() if not k.startswith("canary_")}
     settings = GpuServerSettings(**kwargs)
     try:
         cmd = prepare(settings)
     except (LaunchError, BuildRecordError) as e:
         raise click.ClickException(str(e)) from None
     click.echo(" ".join(cmd), err=True)
-    if not dry_run:
-        sys.exit(supervise(cmd, kill_after_s=settings.exit_timeout_s + 30))
+    if dry_run:
+        return
+    watch = None
+    if canary:
+        url = f"127.0.0.1:{settings.grpc_port}"
+        ready = functools.partial(_server_ready, f"http://127.0.0.1:{settings.http_port}")
+        watch = CanaryWatch(Canary(url, entry_models(settings.repository), settings=canary_settings), ready, _echo_err)
+        watch.start()
+    sys.exit(supervise(cmd, kill_after_s=settings.exit_timeout_s + 30, wedged=watch.wedged if watch else lambda: None))
+
+
+def _server_ready(http_url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{http_url}/v2/health/ready", timeout=5) as response:
+            return response.status == 200
+    except OSError:
+        return False

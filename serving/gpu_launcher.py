@@ -1,12 +1,16 @@
-"""Start tritonserver on a TensorRT-LLM model repository: one MPI rank per GPU (engine flow),
-or one tritonserver whose LLM starts its own GPU workers (PyTorch backend).
+"""Start tritonserver on a TensorRT-LLM model repository: one MPI rank per GPU (engine flow,
+leader mode), one orchestrator that spawns the workers of several TensorRT-LLM models (engine
+flow with a draft engine on more than one GPU), or one tritonserver whose LLM starts its own
+GPU workers (PyTorch backend).
 
-The world size comes from the engine's build.json (TP x PP), never from a flag.  Rank 0
-serves the whole repository on the network ports; ranks > 0 load only `tensorrt_llm`
-(they are the engine's other GPUs) with the network off, and every rank gets its own
-Python-backend shared-memory prefix.  Unlike NVIDIA's launch_triton_server.py (which
-starts mpirun and returns), the launcher stays in the foreground, forwards SIGINT/SIGTERM
-to the child, and exits with the child's status - what a container's PID 1 must do.
+The world size comes from the engine's build.json (TP x PP), never from a flag.  In leader mode
+rank 0 serves the whole repository on the network ports; ranks > 0 load the repository's
+TensorRT-LLM models (they are the engines' other GPUs) with the network off, and every rank gets
+its own Python-backend shared-memory prefix.  Leader mode serves one TensorRT-LLM model only
+(build_engines/trtllm_launch.py): with draft-target decoding on more than one GPU the server runs
+in upstream's orchestrator mode.  Unlike NVIDIA's launch_triton_server.py (which starts mpirun
+and returns), the launcher stays in the foreground, forwards SIGINT/SIGTERM to the child, and
+exits with the child's status - what a container's PID 1 must do.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 import os
 import secrets
 import signal
+import sys
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -21,6 +26,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from build_engines.render import read_config
+from build_engines.trtllm_launch import CUDA_POOL_OFF, ORCHESTRATOR_ENV, ORCHESTRATOR_FLAGS, uses_orchestrator
 from contract import names
 from contract.build_record import BuildRecord, check_runtime
 from contract.model_configs import PyTorchEngineParameters, TensorRtLlmParameters
@@ -50,6 +56,8 @@ class GpuServerSettings:
     mpirun: str = "mpirun"
     extra_args: tuple[str, ...] = field(default_factory=tuple)
     admin_key: str | None = field(default=None, repr=False)  # None: random, admin APIs locked
+    # GPUs whose CUDA memory pool an orchestrator turns off; None: CUDA_VISIBLE_DEVICES, else nvidia-smi
+    visible_gpus: int | None = None
 
 
 def engine_dir_of(repository: Path) -> Path:
@@ -79,6 +87,15 @@ def world_size(record: BuildRecord) -> int:
     return int(trtllm["tp_size"]) * int(trtllm["pp_size"])
 
 
+TRTLLM_BACKEND = "tensorrtllm"  # the C++ backend's name in config.pbtxt
+
+
+def trtllm_models(repository: Path) -> list[str]:
+    """The repository's models served by the C++ tensorrt_llm backend (tensorrt_llm, tensorrt_llm_draft)."""
+    configs = sorted(repository.glob("*/config.pbtxt"))
+    return [c.parent.name for c in configs if read_config(c).backend == TRTLLM_BACKEND] or [names.TRTLLM_ENGINE]
+
+
 def rank_args(s: GpuServerSettings, rank: int) -> list[str]:
     args = [s.tritonserver, f"--model-repository={s.repository}", "--disable-auto-complete-config",
             f"--backend-config=python,shm-region-prefix-name=prefix{rank}_",
@@ -89,8 +106,29 @@ def rank_args(s: GpuServerSettings, rank: int) -> list[str]:
                        f"--metrics-address={s.host}", f"--metrics-port={s.metrics_port}",
                        "--allow-metrics=true", "--model-control-mode=none", "--strict-readiness=true",
                        *restricted_api_flags(s.admin_key or secrets.token_urlsafe(24)), *s.extra_args]
-    return args + ["--model-control-mode=explicit", f"--load-model={names.TRTLLM_ENGINE}",
+    return args + ["--model-control-mode=explicit", *(f"--load-model={m}" for m in trtllm_models(s.repository)),
                    "--allow-http=false", "--allow-grpc=false", "--allow-metrics=false"]
+
+
+def visible_gpu_count(s: GpuServerSettings, world: int, environ=os.environ, detect=None) -> int:
+    if s.visible_gpus is not None:
+        return s.visible_gpus
+    if environ.get("CUDA_VISIBLE_DEVICES"):
+        return len(environ["CUDA_VISIBLE_DEVICES"].split(","))
+    from build_engines.gpus import detect_gpus
+
+    found = (detect or detect_gpus)()
+    return found.count if found else world
+
+
+def orchestrator_command(s: GpuServerSettings, gpus: int) -> list[str]:
+    """One MPI process: the orchestrator tritonserver, whose backend spawns every TensorRT-LLM
+    model's workers (launch_triton_server.py --multi-model; build_engines/trtllm_launch.py)."""
+    cmd = [s.mpirun, "--allow-run-as-root"]
+    for name, value in ORCHESTRATOR_ENV.items():
+        cmd += ["-x", f"{name}={value}"]  # exported to the rank, as the script's env= is
+    return (cmd + ["-n", "1"] + rank_args(s, 0) + list(ORCHESTRATOR_FLAGS)
+            + [CUDA_POOL_OFF.format(gpu=gpu) for gpu in range(gpus)])
 
 
 def launch_command(s: GpuServerSettings, world: int) -> list[str]:
@@ -98,6 +136,8 @@ def launch_command(s: GpuServerSettings, world: int) -> list[str]:
         raise LaunchError(f"world size must be >= 1, got {world}")
     if world == 1:
         return rank_args(s, 0)
+    if uses_orchestrator(world, len(trtllm_models(s.repository))):
+        return orchestrator_command(s, visible_gpu_count(s, world))
     cmd = [s.mpirun, "--allow-run-as-root"]
     for rank in range(world):
         cmd += (["-n", "1"] + rank_args(s, rank) + ([":"] if rank < world - 1 else []))
@@ -116,11 +156,18 @@ def exit_status(returncode: int) -> int:
     return 128 - returncode if returncode < 0 else returncode
 
 
-def supervise(cmd: Sequence[str], *, kill_after_s: float = 60.0, popen: Callable = subprocess.Popen) -> int:
+WEDGED_EXIT = 75  # the server was stopped because an entry stopped answering (compose restarts it)
+
+
+def supervise(cmd: Sequence[str], *, kill_after_s: float = 60.0, popen: Callable = subprocess.Popen,
+              wedged: Callable[[], str | None] = lambda: None) -> int:
     """Run cmd in its own process group, forward SIGINT/SIGTERM to it, wait, and return its
-    exit status.  If it outlives a forwarded signal by kill_after_s, the group is killed."""
+    exit status.  If it outlives a forwarded signal by kill_after_s, the group is killed.
+    `wedged()` (the canary's verdict, serving/canary.py) saying why stops the server the same
+    way and returns WEDGED_EXIT, for the container's restart policy to start it again."""
     child = popen(list(cmd), start_new_session=True)
     forwarded: list[int] = []
+    stopped_wedged = False
 
     def forward(signum, _frame):
         forwarded.append(signum)
@@ -134,8 +181,15 @@ def supervise(cmd: Sequence[str], *, kill_after_s: float = 60.0, popen: Callable
     try:
         while True:
             try:
-                return exit_status(child.wait(timeout=0.5))
+                status = exit_status(child.wait(timeout=0.5))
+                return WEDGED_EXIT if stopped_wedged else status
             except subprocess.TimeoutExpired:
+                why = None if forwarded else wedged()
+                if why:
+                    print(f"{why}: stopping tritonserver (the container's restart policy starts it again)",
+                          file=sys.stderr, flush=True)
+                    stopped_wedged = True
+                    forward(signal.SIGTERM, None)
                 if forwarded and deadline is None:
                     deadline = time.monotonic() + kill_after_s
                 if deadline is not None and time.monotonic() > deadline:

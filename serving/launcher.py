@@ -167,6 +167,10 @@ class TritonServer:
         self._shm_regions.clear()
         self._record(ready=False)
 
+    def set_ready(self, ready: bool) -> None:
+        """Whether the server serves, as its supervisor judges (the canary): in the launch record."""
+        self._record(ready)
+
     def _record(self, ready: bool) -> None:
         if self.settings.record_file and self.identity:
             LaunchRecord(os.getpid(), self.identity.pid, self.identity.created, ready).write(self.settings.record_file)

@@ -1,5 +1,6 @@
-"""BLS calls shared by the Python models that call other models (engine_relay, tensorrt_llm_bls),
-so neither model.py copies them.
+"""Calls shared by the Python models that call other models (engine_relay, tensorrt_llm_bls),
+so neither model.py copies them: unary BLS calls (preprocessing, postprocessing) and the
+engine streams, which go over the server's own gRPC endpoint (engine_grpc.py says why).
 Imported only inside the Python-backend stub, where `triton_python_backend_utils` exists."""
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from contract.upstream.backend_semantics import SUPPORTED_VERSIONS, backend_sema
 from model_repository.engines.relay import engine_errors
 from model_repository.triton import triton_io
 from model_repository.engine_step.engine_metrics import MetricsRecorder
-from model_repository.triton.late_release import LateRelease
+from model_repository.triton.engine_grpc import EngineClient, RelayConfigError, own_server_target
 from model_repository.triton.triton_metrics import TritonMetricsPublisher
 from model_repository.engines.relay.bls_pipeline import (closing_response, new_log_probs, row_of, sequence_of,
                                                         without_base_adapter)
@@ -76,47 +77,34 @@ class BlsError(RuntimeError):
     pass
 
 
-# Finished BLS response iterators, kept a while before Python drops them (late_release.py).
-LATE_RELEASE = LateRelease(hold_s=10.0)
+class EngineStreams:
+    """The relays' engine calls (model_repository/triton/engine_grpc.py says why over gRPC),
+    each reply as a Python-backend response, so the relays handle them as any response."""
+
+    def __init__(self, client: EngineClient) -> None:
+        self.client = client
+
+    def stream(self, model: str, arrays: Mapping[str, np.ndarray], outputs: Iterable[str], request_id: str):
+        """A streamed request to `model`: iterate it to the end."""
+        for reply in self.client.stream(model, arrays, tuple(outputs), request_id):
+            if reply.error is not None:
+                yield pb_utils.InferenceResponse(output_tensors=[], error=engine_error(reply.error))
+            else:
+                yield pb_utils.InferenceResponse([pb_utils.Tensor(name, value) for name, value in reply.outputs.items()])
+
+    def cancel(self, model: str, request_id: str, _responses=None) -> None:
+        """Stop a streamed request: TensorRT-LLM's stop request (same request id, stop=true),
+        which every engine model of ours and the C++ backend honour (upstream row stop.lookup).
+        The stream itself is read on to its end by its reader."""
+        self.client.stop(model, stop_request_arrays(), request_id)
 
 
-class BlsStream:
-    """A streamed request's responses: iterate once.  When they end, the Python backend's
-    response iterator goes to LATE_RELEASE instead of being dropped at once."""
-
-    def __init__(self, responses) -> None:
-        self._responses = responses
-
-    def __iter__(self):
-        try:
-            yield from self._responses
-        finally:
-            LATE_RELEASE.hold(self._responses)
-
-    def cancel(self) -> bool:
-        """ResponseIterator.cancel() where the Python backend has it (r25.05+): True; else False."""
-        cancel = getattr(self._responses, "cancel", None)
-        if cancel is None:
-            return False
-        cancel()
-        return True
-
-
-def stream(model: str, arrays: Mapping[str, np.ndarray], outputs: Iterable[str], request_id: str) -> BlsStream:
-    """A streamed request to a decoupled model."""
-    return BlsStream(pb_utils.InferenceRequest(model_name=model, inputs=tensors(arrays),
-                                               requested_output_names=list(outputs),
-                                               request_id=request_id).exec(decoupled=True))
-
-
-def cancel_stream(model: str, request_id: str, responses) -> None:
-    """Cancel a streamed request (`responses`: a BlsStream, or a stream of ours with cancel()):
-    its own cancel() where it has one (ResponseIterator.cancel() from r25.05 on); TensorRT-LLM's
-    stop request (same request id, stop=true) before that."""
-    if responses.cancel():
-        return
-    for _ in stream(model, stop_request_arrays(), (), request_id):
-        pass
+def engine_error(message: str):
+    """A Triton error of an engine's error message: a model of ours leads it with its code
+    (triton_io.error), which gRPC's stream carries only in the text; others are INTERNAL."""
+    match = engine_errors.OUR_CODE.match(message)
+    code = getattr(pb_utils.TritonError, match.group(1)) if match else pb_utils.TritonError.INTERNAL
+    return pb_utils.TritonError(message, code)
 
 
 class SenderSink:
@@ -198,6 +186,7 @@ class RelayModel:
 
     params: EngineRelayParameters
     pool: RelayPool
+    engines: EngineStreams
     decoupled: bool  # false: NVIDIA's decoupled_mode false (one response per request)
     recorder: MetricsRecorder | None = None  # the llm_* metrics, in front of TensorRT-LLM
     publisher: object = None
@@ -206,7 +195,7 @@ class RelayModel:
         if self.publisher is not None:
             self.publisher.stop()
         self.pool.shutdown()
-        LATE_RELEASE.release_all()
+        self.engines.client.close()
         # Whatever cyclic garbage still holds a response sender is freed now: freed by the
         # interpreter's last collection (Py_FinalizeEx), after the stub has unmapped its shared
         # memory, a sender's destructor segfaults the stub (2.51's ~ResponseSender -> PbCancel,
@@ -237,15 +226,16 @@ class RelayModel:
         if refusal:
             triton_io.fail(channel, refusal)
             return
-        relay_stream(self.pool, self.params.target_model, without_base_adapter(engine), self.sink(sink_for(streaming)),
-                     request_id, id_prefix)
+        relay_stream(self.pool, self.engines, self.params.target_model, without_base_adapter(engine),
+                     self.sink(sink_for(streaming)), request_id, id_prefix)
 
     def serve_draft_target(self, channel, request_id: str, engine: dict, drafts: int, sink, id_prefix: str) -> None:
         """The draft loop (model_repository/engines/relay/draft_target.py) on a pool worker, as
         one relayed request: the client's cancellation and `stop` reach the call in flight."""
         request_id = request_id or f"{id_prefix}-{uuid.uuid4().hex}"
-        loop = DraftLoopStream(self.params, without_base_adapter(engine), drafts, request_id)
-        relay = Relay(request_id, self.sink(sink), lambda: loop, functools.partial(cancel_stream, self.params.target_model))
+        loop = DraftLoopStream(self.engines, self.params, without_base_adapter(engine), drafts, request_id)
+        relay = Relay(request_id, self.sink(sink), lambda: loop,
+                      functools.partial(self.engines.cancel, self.params.target_model))
         answered = weakref.ref(relay)  # weak: a relay <-> loop cycle would keep its sender until shutdown()
         loop.on_answer = lambda: setattr(answered(), "responded", True)  # the engines answer: no first-token timeout
         self.pool.submit(relay)
@@ -258,21 +248,23 @@ class DraftLoopStream:
     """A draft loop as a relay's response stream: one response (the whole answer) or the
     error of the engine call that failed; cancel() ends the loop and cancels the call in flight."""
 
-    def __init__(self, params: EngineRelayParameters, engine: dict, drafts: int, request_id: str) -> None:
+    def __init__(self, engines: EngineStreams, params: EngineRelayParameters, engine: dict, drafts: int,
+                 request_id: str) -> None:
+        self._engines = engines
         self._request_id = request_id
         self._engine = engine
         self._lock = threading.Lock()
-        self._in_flight: tuple[str, object] | None = None
+        self._in_flight: str | None = None  # the model of the engine call in flight
         self.on_answer = lambda: None
         self.loop = DraftLoop(engine, drafts, self._call, params.draft_model, params.target_model, self._cancel_call)
 
     def _call(self, model: str, arrays: dict) -> dict:
-        responses = stream(model, arrays, requested_outputs(arrays), self._request_id)
+        responses = self._engines.stream(model, arrays, requested_outputs(arrays), self._request_id)
         with self._lock:
-            self._in_flight = model, responses
+            self._in_flight = model
         answer, error = None, None
         try:
-            for response in responses:  # to the end, so the iterator finishes (late_release.py)
+            for response in responses:  # to the end: the call ends with the server's status
                 if error is None and response.has_error():
                     error = response.error().message()
                 elif error is None and response.output_tensors():
@@ -291,7 +283,7 @@ class DraftLoopStream:
         with self._lock:
             in_flight = self._in_flight
         if in_flight is not None:
-            cancel_stream(in_flight[0], self._request_id, in_flight[1])
+            self._engines.cancel(in_flight, self._request_id)
 
     def cancel(self) -> bool:
         self.loop.cancel()
@@ -333,6 +325,10 @@ def start_relays(model_name: str, args) -> RelayModel:
         if recorder is not None:
             recorder.on_finished(None, 0, outcome)
 
+    try:
+        engines = EngineStreams(EngineClient(own_server_target()))
+    except RelayConfigError as e:
+        raise pb_utils.TritonModelException(f"{model_name}: {e}") from None
     pool = RelayPool(max_workers=2 * max_batch_size, cancel_period_s=params.cancel_check_period_ms / 1000,
                      on_done=done, first_token_timeout_s=params.first_token_timeout_s or None)
     publisher = None
@@ -343,16 +339,16 @@ def start_relays(model_name: str, args) -> RelayModel:
 
         publisher = TritonMetricsPublisher(config["name"], RELAY_METRICS, gauges, recorder)
         publisher.start()
-    return RelayModel(params, pool, decoupled, recorder, publisher)
+    return RelayModel(params, pool, engines, decoupled, recorder, publisher)
 
 
-def relay_stream(pool: RelayPool, target: str, arrays: Mapping[str, np.ndarray], sink, request_id: str,
-                 id_prefix: str) -> None:
+def relay_stream(pool: RelayPool, engines: EngineStreams, target: str, arrays: Mapping[str, np.ndarray], sink,
+                 request_id: str, id_prefix: str) -> None:
     """Stream `arrays` to the engine model `target` on a pool worker, the responses into
     `sink`, under the client's request id: a `stop` for that id (through the ensemble or to
     this model) reaches the engine request, whose backend keys stops by the Triton request
     id it received (upstream table row stop.lookup).  A request without an id gets a fresh
     one (it cannot be stopped by id, as upstream: row request_id.map)."""
     request_id = request_id or f"{id_prefix}-{uuid.uuid4().hex}"
-    start = functools.partial(stream, target, arrays, requested_outputs(arrays), request_id)
-    pool.submit(Relay(request_id, sink, start, functools.partial(cancel_stream, target)))
+    start = functools.partial(engines.stream, target, arrays, requested_outputs(arrays), request_id)
+    pool.submit(Relay(request_id, sink, start, functools.partial(engines.cancel, target)))

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 
+from bench import layouts
 from build_engines.render import set_parameters
 from build_engines.repository import render_repository
-from build_engines.standin_repository import render_standin_repository
 from client import LlmClient
 from serving.launcher import ServerSettings, TritonServer
 
@@ -59,75 +59,38 @@ def server(repository, serve):
 def relay_server(default_engine, tmp_path_factory, serve):
     """The GPU wiring (ensemble -> engine_relay -> engine, tensorrt_llm_bls -> engine_relay's target)
     with the CPU engine behind the relay."""
-    repository = tmp_path_factory.mktemp("relayed") / "repository"
-    render_repository(default_engine, repository, relay=True)
-    return serve(repository)
+    return serve(layouts.render_layout(layouts.Layout.RELAY, default_engine,
+                                       tmp_path_factory.mktemp("relayed") / "repository").repository)
 
 
 @pytest.fixture(scope="session")
 def standin_server(default_engine, tmp_path_factory, serve):
     """The GPU repository layout (ensemble -> engine_relay -> tensorrt_llm, tensorrt_llm_bls ->
     tensorrt_llm) with `tensorrt_llm` served by the CPU stand-in for the C++ backend."""
-    repository = tmp_path_factory.mktemp("standin") / "repository"
-    render_standin_repository(default_engine, repository)
-    return serve(repository)
+    return serve(layouts.render_layout(layouts.Layout.STANDIN, default_engine,
+                                       tmp_path_factory.mktemp("standin") / "repository").repository)
 
 
 # --- the PyTorch-backend layout (issue 10) ----------------------------------------------
-STANDINS = ROOT / "tests" / "standins"  # the stand-in `tensorrt_llm` (LLM API): test servers only
-
-
-def use_standin_llmapi(repository: Path, cpu_engine: Path) -> tuple[tuple[str, str], ...]:
-    """Make a rendered repository's models see the stand-in `tensorrt_llm` and return the
-    server environment it needs (the CPU engine it generates with).  The Python-backend stub
-    ignores PYTHONPATH but puts each model's directory on its path, so the stand-in package and
-    its dist-info (which makes importlib.metadata say 1.2.1, as the image's does) are linked
-    into the directories of the models that import it or check the runtime version.  Only
-    test repositories get them: the stand-in never shadows the real package in an image."""
-    from contract import names
-
-    for model in (names.PYTORCH_ENGINE, names.LLM_BLS, names.ENGINE_RELAY):
-        if (repository / model).is_dir():
-            for item in STANDINS.iterdir():
-                if item.name.startswith("tensorrt_llm"):
-                    (repository / model / item.name).symlink_to(item)
-    return (("TRTLLM_STANDIN_OPENVINO_ENGINE", str(cpu_engine.resolve())),)
-
-
 @pytest.fixture(scope="session")
 def pytorch_engine(default_checkpoint) -> Path:
-    """`build --backend tensorrt_llm_pytorch --image 26.07 --no-kv-cache-reuse` of the default
-    checkpoint (a copy and build.json: no compile), rebuilt only when missing or built from
-    another spec.  Without KV-cache reuse: the stand-in maps reuse onto OpenVINO's prefix
-    caching (exact with the CPU engine's default numerics, measured: build_engines/spec.py),
-    kept off so an answer of this layout never depends on what earlier tests left cached."""
-    from build_engines.cli import default_engine_dir, reuse_engine
-    from build_engines.cli_options import make_spec
-    from build_engines.pytorch_build import build_pytorch_engine, engine_is_built
-
-    spec = make_spec(default_checkpoint, backend="tensorrt_llm_pytorch", precision=None, max_batch_size=32,
-                     max_input_len=1536, max_seq_len=2048, max_num_tokens=512, default_max_tokens=256,
-                     kv_cache_size_gb=0, prefix_caching=False, inference_threads=0, triton_image="26.07",
-                     kv_cache_reuse=False, detect=lambda: None)
-    engine_dir = ROOT / default_engine_dir(spec)
-    if not (engine_is_built(engine_dir) and reuse_engine(engine_dir, spec)):
-        build_pytorch_engine(spec, engine_dir)
-    return engine_dir
+    """bench/layouts.py pytorch_engine: the default checkpoint for the stand-in LLM API."""
+    return layouts.pytorch_engine(default_checkpoint)
 
 
 @pytest.fixture(scope="session")
 def pytorch_server(pytorch_engine, default_engine, tmp_path_factory, serve):
     """The PyTorch-backend repository (ensemble -> tensorrt_llm_pytorch, tensorrt_llm_bls ->
     tensorrt_llm_pytorch) on the stand-in LLM API, which generates with the CPU engine."""
-    repository = tmp_path_factory.mktemp("pytorch") / "repository"
-    render_repository(pytorch_engine, repository)
-    return serve(repository, use_standin_llmapi(repository, default_engine))
+    rendered = layouts.render_layout(layouts.Layout.PYTORCH, default_engine,
+                                     tmp_path_factory.mktemp("pytorch") / "repository", pytorch_engine)
+    return serve(rendered.repository, rendered.environment)
 
 
-# Every repository layout the product serves: the CPU engine, the GPU wiring in front of it,
-# the GPU layout on the stand-in of the C++ backend, and the PyTorch-backend layout on the
-# stand-in LLM API.  Behaviour tests run on each.
-LAYOUTS = ("server", "relay_server", "standin_server", "pytorch_server")
+# Every repository layout the product serves (bench/layouts.py): the CPU engine, the GPU wiring
+# in front of it, the GPU layout on the stand-in of the C++ backend, and the PyTorch-backend
+# layout on the stand-in LLM API.  Behaviour tests run on each.
+LAYOUTS = tuple(layout.value for layout in layouts.Layout)
 
 
 @pytest.fixture(scope="session", params=LAYOUTS)

@@ -190,10 +190,11 @@ def test_concurrent_draft_loops_each_get_their_own_answer(server):
     whole answer may part later, as the CPU engine's sums differ with what a step batches
     together: measured once, at the 8th token of one of 6 answers).
 
-    Also the smoke test of the tensorrt_llm_bls stub crash this load found on Triton 2.51
-    (model_repository/triton/late_release.py): each loop makes two BLS calls per round, and
-    12 loops at a time crashed the stub after 2 to 14 rounds (its clients then wait forever, hence
-    the bounded waits).  Three rounds of 12 here; the soak that measured it is in the note."""
+    Also the smoke test of the tensorrt_llm_bls stub crash this load found on Triton 2.51 when
+    the engine calls were decoupled BLS calls (a finished response iterator freed without the
+    GIL): each loop makes two engine calls per round, and 12 loops at a time crashed the stub
+    after 2 to 14 rounds (its clients then wait forever, hence the bounded waits).  The calls go
+    over gRPC now (model_repository/triton/engine_grpc.py); three rounds of 12 here."""
     from concurrent.futures import ThreadPoolExecutor
 
     prompts = [f"{p} Answer number {i}." for i, p in enumerate(PROMPTS * 2)]

@@ -239,7 +239,7 @@ def test_the_pytorch_layout_serves_the_adapters_as_the_cpu_engine_does(pytorch_e
     and the OpenAI front (`<model>:<adapter>`, listed by /v1/models); unknown ids are refused."""
     import openai
 
-    from tests.integration.conftest import use_standin_llmapi
+    from bench.layouts import use_standin_llmapi
 
     repo = tmp_path_factory.mktemp("pytorch-lora") / "repository"
     render_repository(pytorch_engine, repo, lora_dir=lora_dir)

@@ -24,7 +24,7 @@ from client.errors import InvalidRequestError
 from contract import metrics as m
 from contract import names
 from serving.prometheus import scrape, value
-from tests.integration.conftest import use_standin_llmapi
+from bench.layouts import use_standin_llmapi
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]
 
@@ -131,13 +131,6 @@ def test_stop_strings_end_the_answer_as_on_the_cpu_pipeline(pytorch_client, clie
     assert "".join(c.text for c in streamed) == ours.text and streamed[-1].finish_reason == "stop"
 
 
-def test_sampling_is_seeded(pytorch_client):
-    params = SamplingParams(max_tokens=24, temperature=0.9, top_p=0.95, top_k=40, seed=7)
-    messages = [ChatMessage("user", PROMPTS[2])]
-    first, again = pytorch_client.generate(messages, params), pytorch_client.generate(messages, params)
-    assert first.token_ids == again.token_ids and first.finish_reason == "length"
-
-
 def test_log_probs_come_one_per_token(pytorch_client):
     chunks = list(pytorch_client.stream([ChatMessage("user", PROMPTS[0])],
                                         SamplingParams(max_tokens=8, temperature=0.0, return_log_probs=True)))
@@ -146,18 +139,14 @@ def test_log_probs_come_one_per_token(pytorch_client):
     assert len(log_probs) == len(tokens) and all(lp <= 0.0 for lp in log_probs) and any(lp < 0 for lp in log_probs)
 
 
-def test_a_bad_word_of_several_tokens_is_refused_by_name(pytorch_client, tokenizer):
+def test_bad_words_are_refused_naming_the_version_whose_sampler_ignores_them(pytorch_client, tokenizer):
+    """TorchSampler at 1.2.1 accepts bad words and ignores them (sampling_support_1.2.1.json):
+    refused by name, one token or several (tests/integration/test_sampling_refusals.py has the rest)."""
     word = "Paris is lovely"
     assert len(tokenizer.encode(word, add_special_tokens=False).ids) > 1
-    with pytest.raises(InvalidRequestError, match="'bad_words_list'.*one token"):
-        pytorch_client.generate(PROMPTS[0], SamplingParams(max_tokens=4, bad_words=(word,)))
-
-
-def test_a_single_token_bad_word_reaches_the_llm_api_as_bad_token_ids(pytorch_client):
-    """The stand-in cannot honour it (OpenVINO has no bad words) and says so: the request got
-    to the LLM API as SamplingParams(bad_token_ids=[...])."""
-    with pytest.raises(Exception, match="bad_token_ids"):
-        pytorch_client.generate(PROMPTS[0], SamplingParams(max_tokens=4, bad_words=(" Paris",)))
+    for words in ((word,), (" Paris",)):
+        with pytest.raises(InvalidRequestError, match="'bad_words'.*1.2.1"):
+            pytorch_client.generate(PROMPTS[0], SamplingParams(max_tokens=4, bad_words=words))
 
 
 class EngineStream:

@@ -127,7 +127,8 @@ def test_openai_front_runs_beside_triton_on_its_loopback(default, tp2):
         front = openai_container(objects)
         assert front["command"] == ["python3", "-m", "openai_front", "serve"]
         assert f"--grpc-url=127.0.0.1:{triton(objects)['ports'][1]['containerPort']}" in front["args"]
-        assert front["readinessProbe"]["httpGet"] == {"path": "/health", "port": "openai"}
+        assert front["readinessProbe"]["exec"]["command"][:4] == ["python3", "-m", "serving", "canary"]
+        assert f"--openai-url=http://127.0.0.1:{names_port()}" in front["readinessProbe"]["exec"]["command"]
         assert front["livenessProbe"]["httpGet"] == {"path": "/live", "port": "openai"}
         assert front["securityContext"]["readOnlyRootFilesystem"] is True
         key = next(e for e in front["env"] if e["name"] == "OPENAI_FRONT_API_KEY")["valueFrom"]["secretKeyRef"]
@@ -161,13 +162,31 @@ def test_openai_front_can_be_left_out():
     assert "openai" not in {p["name"] for p in one(objects, "Service", "llama-triton")["spec"]["ports"]}
 
 
-def test_probes_on_triton_health_endpoints(default):
+def test_probes_run_the_canary_through_every_entry(default):
+    """A wedged model still reports ready to /v2/health/*: readiness and liveness send a request
+    (serving/canary.py), with probe timeouts above the canary's deadlines."""
     container = triton(default)
     assert container["startupProbe"]["httpGet"] == {"path": "/v2/health/ready", "port": "http"}
-    assert container["readinessProbe"]["httpGet"] == {"path": "/v2/health/ready", "port": "http"}
-    assert container["livenessProbe"]["httpGet"] == {"path": "/v2/health/live", "port": "http"}
+    canary = chart.default_values()["canary"]
+    for probe in (container["readinessProbe"], container["livenessProbe"]):
+        command = probe["exec"]["command"]
+        assert command[:4] == ["python3", "-m", "serving", "canary"]
+        assert f"--grpc-url=127.0.0.1:{names.DEFAULT_GRPC_PORT}" in command
+        assert probe["timeoutSeconds"] > canary["unprioritizedDeadlineSeconds"] >= canary["deadlineSeconds"]
+    assert container["livenessProbe"]["failureThreshold"] > container["readinessProbe"]["failureThreshold"]
     startup = container["startupProbe"]
     assert startup["periodSeconds"] * startup["failureThreshold"] >= 15 * 60  # engine load takes minutes
+
+
+def test_without_the_canary_the_probes_ask_the_health_endpoints():
+    container = triton(render({"canary": {"enabled": False}}))
+    assert container["readinessProbe"]["httpGet"] == {"path": "/v2/health/ready", "port": "http"}
+    assert container["livenessProbe"]["httpGet"] == {"path": "/v2/health/live", "port": "http"}
+
+
+def test_a_probe_timeout_below_the_canary_deadline_is_refused():
+    with pytest.raises(Exception, match="probes.liveness.timeoutSeconds \\(30\\) must exceed the canary's deadline"):
+        render({"probes": {"liveness": {"timeoutSeconds": 30}}})
 
 
 def test_shutdown_drains_in_flight_requests(default):

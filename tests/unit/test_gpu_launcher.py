@@ -14,7 +14,7 @@ import pytest
 from build_engines.repository import render_repository
 from contract.build_record import BuildRecord, BuildRecordError
 from serving.gpu_launcher import GpuServerSettings, LaunchError, engine_dir_of, launch_command, prepare, world_size
-from tests.unit.trtllm_fixtures import info_of, llama_8b_checkpoint, trtllm_spec, write_default_tokenizer
+from tests.unit.trtllm_fixtures import LLAMA_8B, info_of, llama_8b_checkpoint, trtllm_spec, write_default_tokenizer
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -141,3 +141,118 @@ def test_a_pytorch_backend_repository_runs_one_tritonserver(tmp_path, default_ch
     assert launch_command(GpuServerSettings(repository=tmp_path / "repo"), 1)[0] == "/opt/tritonserver/bin/tritonserver"
     with pytest.raises(BuildRecordError, match="tensorrt_llm: engine built with 1.2.1, server has not installed"):
         prepare(GpuServerSettings(repository=tmp_path / "repo"))
+
+
+# Issue 33 item 4: draft-target decoding with TP x PP > 1.  The draft engine is built with the
+# target's TP and world size, so a leader-mode launch whose ranks > 0 load only tensorrt_llm
+# leaves tensorrt_llm_draft's other ranks missing and its rank 0 waits for them forever.
+# Upstream's answer (NVIDIA/TensorRT-LLM examples/draft_target_model/README.md "Triton
+# Inference Server workflow": "`--multi-model` is necessary if TP mode is used", world size 1;
+# triton_backend/scripts/launch_triton_server.py --multi-model: TRTLLM_ORCHESTRATOR=1 and the
+# memory-pool flags) is orchestrator mode: one tritonserver that spawns each model's workers.
+
+def _draft_engine(root: Path, tp: int, pp: int = 1) -> Path:
+    from build_engines.trtllm_draft_target import DraftTargetOptions
+    from build_engines.trtllm_spec import SpeculativeDecoding
+
+    ckpt = llama_8b_checkpoint(root / "ckpt")
+    draft = llama_8b_checkpoint(root / "draft", {**LLAMA_8B, "num_hidden_layers": 2})
+    spec = trtllm_spec(ckpt, tp_size=tp, pp_size=pp, speculative_decoding=SpeculativeDecoding.DRAFT_TOKENS_EXTERNAL,
+                       draft_target=DraftTargetOptions(str(draft), 4))
+    engine = root / "engine"
+    engine.mkdir()
+    BuildRecord(backend="tensorrt_llm", spec=spec.to_dict(), checkpoint=info_of(ckpt).to_dict(), versions={},
+                built_at=datetime.datetime.now().isoformat(), build_seconds=1.0).write(engine)
+    write_default_tokenizer(engine / "tokenizer")
+    return engine
+
+
+def _env_exports(cmd: list[str]) -> dict[str, str]:
+    return dict(cmd[i + 1].split("=", 1) for i, a in enumerate(cmd) if a == "-x")
+
+
+def test_draft_target_with_tp2_runs_in_orchestrator_mode(tmp_path):
+    engine = _draft_engine(tmp_path, tp=2)
+    render_repository(engine, tmp_path / "repo")
+    cmd = launch_command(GpuServerSettings(repository=tmp_path / "repo", visible_gpus=4), 2)
+    # one MPI process (the orchestrator), which spawns both engines' two workers itself
+    assert cmd[:2] == ["mpirun", "--allow-run-as-root"] and cmd.count("-n") == 1 and ":" not in cmd
+    assert cmd[cmd.index("-n") + 1] == "1"
+    assert _env_exports(cmd) == {"TRTLLM_ORCHESTRATOR": "1", "TRTLLM_ORCHESTRATOR_SPAWN_PROCESSES": "1"}
+    assert {"--pinned-memory-pool-byte-size=0", "--enable-peer-access=false"} <= set(cmd)
+    assert [a for a in cmd if a.startswith("--cuda-memory-pool-byte-size=")] == [
+        f"--cuda-memory-pool-byte-size={gpu}:0" for gpu in range(4)]
+    assert "--model-control-mode=none" in cmd and not any(a.startswith("--load-model") for a in cmd)
+
+
+def test_every_rank_of_a_leader_mode_launch_loads_every_tensorrt_llm_model(tmp_path):
+    """Whatever the mode: no TensorRT-LLM model of the repository may lack its other ranks."""
+    engine = _draft_engine(tmp_path, tp=2)
+    render_repository(engine, tmp_path / "repo")
+    cmd = launch_command(GpuServerSettings(repository=tmp_path / "repo"), world_size(BuildRecord.read(engine)))
+    ranks = " ".join(cmd).split(" : ")
+    if len(ranks) > 1:  # leader mode: ranks > 0 must load the draft too
+        for rank in ranks[1:]:
+            assert "--load-model=tensorrt_llm_draft" in rank.split(), rank
+    else:
+        assert _env_exports(cmd).get("TRTLLM_ORCHESTRATOR") == "1", cmd
+
+
+def test_draft_target_on_one_gpu_and_tp2_without_a_draft_keep_their_launch(tmp_path):
+    one = _draft_engine(tmp_path / "one", tp=1)
+    render_repository(one, tmp_path / "one" / "repo")
+    cmd = launch_command(GpuServerSettings(repository=tmp_path / "one" / "repo", visible_gpus=1), 1)
+    assert cmd[0] == "/opt/tritonserver/bin/tritonserver" and "-x" not in cmd
+    plain = _engine(tmp_path / "plain", tp=2, pp=1, versions={})
+    render_repository(plain, tmp_path / "plain" / "repo")
+    cmd = launch_command(GpuServerSettings(repository=tmp_path / "plain" / "repo", visible_gpus=2), 2)
+    assert cmd.count("-n") == 2 and "-x" not in cmd and "--load-model=tensorrt_llm" in cmd
+
+
+def test_the_orchestrator_turns_off_the_pools_of_the_gpus_it_sees():
+    from serving.gpu_launcher import visible_gpu_count
+
+    s = GpuServerSettings(repository=Path("/repo"))
+    assert visible_gpu_count(s, 2, {"CUDA_VISIBLE_DEVICES": "2,3,5"}) == 3
+    assert visible_gpu_count(s, 2, {}, detect=lambda: None) == 2  # no nvidia-smi: the engine's world size
+    assert visible_gpu_count(GpuServerSettings(repository=Path("/repo"), visible_gpus=8), 2, {}) == 8
+
+
+def test_a_wedged_server_is_stopped_and_the_launcher_exits_for_a_restart(tmp_path):
+    """gpu-up's canary (serving/canary.py CanaryWatch) saying an entry is wedged: the server gets
+    SIGTERM, and the launcher exits WEDGED_EXIT for the container's restart policy."""
+    from serving.gpu_launcher import WEDGED_EXIT
+
+    child = tmp_path / "child.py"
+    child.write_text(FAKE_CHILD)
+    marker = tmp_path / "marker"
+    code = (f"import sys, pathlib; from serving.gpu_launcher import supervise; m = pathlib.Path({str(marker)!r}); "
+            f"sys.exit(supervise([sys.executable, {str(child)!r}, str(m), 'wait'], "
+            f"wedged=lambda: 'wedged: tensorrt_llm_bls gave no answer' if m.is_file() else None))")
+    launcher = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    assert launcher.wait(30) == WEDGED_EXIT
+    assert marker.read_text() == f"got {int(signal.SIGTERM)}"
+    assert "wedged: tensorrt_llm_bls gave no answer: stopping tritonserver" in launcher.stderr.read()
+
+
+def test_the_canary_watch_waits_for_readiness_and_names_the_wedged_entry():
+    from serving.canary import CanaryResult, CanarySettings, CanaryWatch
+
+    class Scripted:
+        settings = CanarySettings(period_s=0.01, failures_to_wedge=2)
+
+        def probe(self):
+            return [CanaryResult("ensemble", True, 0.1, "answered"),
+                    CanaryResult("tensorrt_llm_bls", False, 4.0, "no answer within 4s")]
+
+    ready = []
+    watch = CanaryWatch(Scripted(), ready=lambda: bool(ready), report=lambda message: None)
+    watch.start()
+    time.sleep(0.2)
+    assert watch.wedged() is None  # not ready yet: no canary
+    ready.append(True)
+    deadline = time.monotonic() + 5
+    while watch.wedged() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    watch.stop()
+    assert watch.wedged() == "wedged: tensorrt_llm_bls gave no answer (no answer within 4s)"

@@ -1,7 +1,10 @@
 import threading
+import time
 
 import pytest
 
+from contract.supervision import SupervisionRecord
+from serving.canary import CanaryResult, CanarySettings
 from serving.supervisor import GaveUp, RestartPolicy, Supervisor
 
 
@@ -31,6 +34,9 @@ class FakeServer:
 
     def expected_stubs(self):
         return 3
+
+    def set_ready(self, ready):
+        self.ready = ready
 
 
 def test_healthy_server_is_left_alone():
@@ -80,3 +86,73 @@ def test_watch_returns_when_asked():
     stop = threading.Event()
     stop.set()
     Supervisor(FakeServer(), RestartPolicy(check_interval_s=0.01)).watch(stop)
+
+
+class FakeCanary:
+    """Answers as scripted: one list of entries that fail per round."""
+
+    def __init__(self, rounds, failures_to_wedge=2):
+        self.rounds = list(rounds)
+        self.settings = CanarySettings(failures_to_wedge=failures_to_wedge, period_s=0.01)
+
+    def probe(self):
+        failing = self.rounds.pop(0) if self.rounds else ()
+        return [CanaryResult(e, e not in failing, 0.1, "answered" if e not in failing else "no answer within 15s")
+                for e in ("ensemble", "tensorrt_llm_bls")]
+
+
+def test_an_entry_that_stops_answering_is_not_ready_at_once_and_wedged_after_n_failures(tmp_path):
+    server, messages = FakeServer(), []
+    record_file = tmp_path / "supervision.json"
+    canary = FakeCanary([(), ("tensorrt_llm_bls",), ("tensorrt_llm_bls",)], failures_to_wedge=2)
+    supervisor = Supervisor(server, report=messages.append, canary=canary, record_file=record_file)
+    supervisor.started()
+    supervisor.check_canary()
+    assert server.ready is True and supervisor.wedge() is None
+    supervisor.check_canary()
+    assert server.ready is False and supervisor.wedge() is None  # one failure: not ready, not wedged
+    supervisor.check_canary()
+    why = supervisor.wedge()
+    assert why.startswith("wedged: tensorrt_llm_bls gave no answer") and "2 canaries in a row" in why
+    supervisor.restart(why)
+    assert server.starts == 1 and server.ready is True and supervisor.wedge() is None
+    assert SupervisionRecord.read(record_file) == SupervisionRecord({"wedged": 1}, {"tensorrt_llm_bls": 1})
+    supervisor.check_canary()  # the new server answers
+    assert server.ready is True and supervisor.tracker.failures["tensorrt_llm_bls"] == 0
+
+
+def test_an_answer_in_between_resets_the_count():
+    server = FakeServer()
+    canary = FakeCanary([("ensemble",), (), ("ensemble",)], failures_to_wedge=2)
+    supervisor = Supervisor(server, report=lambda m: None, canary=canary)
+    for _ in range(3):
+        supervisor.check_canary()
+    assert supervisor.wedge() is None and supervisor.tracker.wedges == {}
+
+
+def test_restarts_are_counted_by_reason(tmp_path):
+    server = FakeServer()
+    record_file = tmp_path / "supervision.json"
+    supervisor = Supervisor(server, report=lambda m: None, record_file=record_file)
+    supervisor.started()
+    server.running = False
+    supervisor.restart(supervisor.problem())
+    server.stubs.discard(min(server.stubs))
+    supervisor.restart(supervisor.problem())
+    assert SupervisionRecord.read(record_file).restarts == {"server_exited": 1, "stub_died": 1}
+
+
+def test_the_watch_restarts_a_wedged_server():
+    server = FakeServer()
+    canary = FakeCanary([("ensemble",)] * 3, failures_to_wedge=2)
+    supervisor = Supervisor(server, RestartPolicy(check_interval_s=0.01), report=lambda m: None, canary=canary)
+    supervisor.started()
+    stop = threading.Event()
+    watcher = threading.Thread(target=supervisor.watch, args=(stop,))
+    watcher.start()
+    deadline = time.monotonic() + 5
+    while server.starts == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    stop.set()
+    watcher.join(5)
+    assert server.starts >= 1 and supervisor.record.restarts.get("wedged", 0) >= 1

@@ -1,18 +1,18 @@
 """The engine relay's logic: one engine request relayed to the model that runs the engine
-(`tensorrt_llm` on a GPU) as a streamed BLS call, every response forwarded with the
-request's detokenize_params, errors passed on, and client cancellation turned into
-cancelling the engine request.
+(`tensorrt_llm` on a GPU) as a streamed call, every response forwarded with the request's
+detokenize_params, errors passed on, and client cancellation turned into stopping the
+engine request.
 
 Why a relay: the C++ `tensorrt_llm` backend cannot echo an extra tensor, and Triton's
 ensemble rejects a step fed by a decoupled model and by anything else, so postprocessing's
 per-request settings must travel through the engine step (contract/tensors.py).
 
-Facts it is built on (python_backend sources): BLS `exec(decoupled=True)` returns a
-response iterator whose responses carry no final flag (the iterator just ends), so the
-relay forwards each response at once and sends an empty final response when the
-iterator ends.  `ResponseIterator.cancel()` exists from python_backend r25.05 on (PR #398;
-the pinned 25.12 image has it); Triton 2.51 (r24.10) has none, so there the relay falls
-back to TensorRT-LLM's stop protocol: a request with the same request id and stop=true.
+The call goes over the server's own gRPC endpoint (model_repository/triton/engine_grpc.py
+says why not as a decoupled BLS call): its responses carry no final flag that the relay
+needs (the call just ends), so the relay forwards each response at once and sends an empty
+final response when the call ends.  Cancelling is TensorRT-LLM's stop protocol, on every
+Triton version: a request with the same request id and stop=true; the call is never
+cancelled, only read to its end.
 
 Nothing here imports Triton: tests drive it with fakes.
 """

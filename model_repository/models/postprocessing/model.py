@@ -10,6 +10,7 @@ from contract.tensors import POSTPROCESSING_INPUTS, POSTPROCESSING_OUTPUTS
 from model_repository.triton import triton_io
 from model_repository.text.detokenizer import DetokenizerFactory
 from model_repository.text.stream_postprocessor import StreamPostprocessor
+from model_repository.triton.supervision_metrics import publish_supervision
 from model_repository.triton.triton_metrics import TritonMetricsPublisher
 from tokenizers import Tokenizer
 
@@ -22,6 +23,7 @@ class TritonPythonModel:
         self.streams = StreamPostprocessor(factory, ttl_s=params.stream_state_ttl_s)
         self.metrics = TritonMetricsPublisher(args["model_name"], metrics.POSTPROCESSING_METRICS, self._gauges)
         self.metrics.start()
+        self.supervision = publish_supervision(args["model_instance_name"])
         triton_io.logger().log_info(f"postprocessing: {factory.strategy} detokenizer")
 
     def _gauges(self):
@@ -29,6 +31,7 @@ class TritonPythonModel:
 
     def finalize(self):
         self.metrics.stop()
+        self.supervision.clear()  # while the stub's shared memory exists (triton_metrics.py says why)
 
     def execute(self, requests):
         return [self._one(request) for request in requests]

@@ -127,8 +127,23 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 {{- end }}
 
+{{/* The canary probe's command (serving/canary.py), as a JSON list; "args": extra flags. */}}
+{{- define "llama-triton.canaryCommand" -}}
+{{- $v := .root.Values -}}
+{{- $cmd := list "python3" "-m" "serving" "canary" (printf "--grpc-url=127.0.0.1:%v" $v.triton.ports.grpc) (printf "--deadline=%v" $v.canary.deadlineSeconds) (printf "--deadline-unprioritized=%v" $v.canary.unprioritizedDeadlineSeconds) -}}
+{{- concat $cmd .args | toJson -}}
+{{- end }}
+
 {{/* Value combinations the schema cannot express. */}}
 {{- define "llama-triton.validate" -}}
+{{- if .Values.canary.enabled }}
+{{- $deadline := max (int .Values.canary.deadlineSeconds) (int .Values.canary.unprioritizedDeadlineSeconds) }}
+{{- range $name, $probe := dict "probes.readiness" .Values.probes.readiness "probes.liveness" .Values.probes.liveness "openai.probes.readiness" .Values.openai.probes.readiness }}
+{{- if le (int $probe.timeoutSeconds) $deadline }}
+{{- fail (printf "%s.timeoutSeconds (%v) must exceed the canary's deadline (%v s): the kubelet would kill the canary before it can say whether the server answers" $name $probe.timeoutSeconds $deadline) }}
+{{- end }}
+{{- end }}
+{{- end }}
 {{- if has "health" .Values.triton.restrictedApi.http }}
 {{- fail "triton.restrictedApi.http must not restrict 'health': the kubelet's probes call /v2/health/* without a key" }}
 {{- end }}

@@ -1,0 +1,84 @@
+"""The repository layouts the product serves, rendered for a test or a load run: the CPU engine,
+the GPU wiring in front of it (engine relay), the GPU layout on the stand-in of the C++
+backend, and the PyTorch-backend layout on the stand-in LLM API.  One place, so the tests'
+fixtures and the soak load (bench/soak.py) serve the same repositories."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+STANDINS = ROOT / "tests" / "standins"  # the stand-in `tensorrt_llm` (LLM API): test servers only
+
+
+class Layout(str, Enum):
+    CPU = "server"
+    RELAY = "relay_server"
+    STANDIN = "standin_server"
+    PYTORCH = "pytorch_server"
+
+
+@dataclass(frozen=True)
+class RenderedLayout:
+    layout: Layout
+    repository: Path
+    environment: tuple[tuple[str, str], ...] = ()  # what the server's environment needs
+
+
+def use_standin_llmapi(repository: Path, cpu_engine: Path) -> tuple[tuple[str, str], ...]:
+    """Make a rendered repository's models see the stand-in `tensorrt_llm` and return the
+    server environment it needs (the CPU engine it generates with).  The Python-backend stub
+    ignores PYTHONPATH but puts each model's directory on its path, so the stand-in package and
+    its dist-info (which makes importlib.metadata say 1.2.1, as the image's does) are linked
+    into the directories of the models that import it or check the runtime version.  Only
+    test repositories get them: the stand-in never shadows the real package in an image."""
+    from contract import names
+
+    for model in (names.PYTORCH_ENGINE, names.LLM_BLS, names.ENGINE_RELAY):
+        if (repository / model).is_dir():
+            for item in STANDINS.iterdir():
+                if item.name.startswith("tensorrt_llm"):
+                    (repository / model / item.name).symlink_to(item)
+    return (("TRTLLM_STANDIN_OPENVINO_ENGINE", str(cpu_engine.resolve())),)
+
+
+def pytorch_engine(checkpoint: Path) -> Path:
+    """`build --backend tensorrt_llm_pytorch --image 26.07 --no-kv-cache-reuse` of the checkpoint
+    (a copy and build.json: no compile), rebuilt only when missing or built from another spec.
+    Without KV-cache reuse: the stand-in maps reuse onto OpenVINO's prefix caching, kept off so
+    an answer of this layout never depends on what earlier requests left cached."""
+    from build_engines.cli import default_engine_dir, reuse_engine
+    from build_engines.cli_options import make_spec
+    from build_engines.pytorch_build import build_pytorch_engine, engine_is_built
+
+    spec = make_spec(checkpoint, backend="tensorrt_llm_pytorch", precision=None, max_batch_size=32,
+                     max_input_len=1536, max_seq_len=2048, max_num_tokens=512, default_max_tokens=256,
+                     kv_cache_size_gb=0, prefix_caching=False, inference_threads=0, triton_image="26.07",
+                     kv_cache_reuse=False, detect=lambda: None)
+    engine_dir = ROOT / default_engine_dir(spec)
+    if not (engine_is_built(engine_dir) and reuse_engine(engine_dir, spec)):
+        build_pytorch_engine(spec, engine_dir)
+    return engine_dir
+
+
+def render_layout(layout: Layout, cpu_engine: Path, out: Path, torch_engine: Path | None = None) -> RenderedLayout:
+    """Render `layout` into `out` (a new directory) for the default CPU engine (and, for the
+    PyTorch-backend layout, `torch_engine`, the pytorch_engine() build)."""
+    from build_engines.repository import render_repository
+    from build_engines.standin_repository import render_standin_repository
+
+    if layout is Layout.CPU:
+        render_repository(cpu_engine, out)
+    elif layout is Layout.RELAY:
+        render_repository(cpu_engine, out, relay=True)
+    elif layout is Layout.STANDIN:
+        render_standin_repository(cpu_engine, out)
+    else:
+        if torch_engine is None:
+            raise ValueError("the PyTorch-backend layout needs the pytorch_engine() build")
+        render_repository(torch_engine, out)
+        return RenderedLayout(layout, out, use_standin_llmapi(out, cpu_engine))
+    return RenderedLayout(layout, out)
+
