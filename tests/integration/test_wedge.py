@@ -3,8 +3,8 @@ health endpoints answer 200 throughout), so the launcher's canary (serving/canar
 one-token request through every entry, marks the server not ready at the first entry that
 gives no answer in time, and restarts it when one fails `--canary-failures` times in a row;
 the clients in flight get a clear error, none waits past its deadline.  The chart's probes run
-the same canary (`python -m serving canary`), checked here against a server whose stub is
-stopped.
+the same canary (`python -m serving canary`): the commands the chart renders are run here
+against the same wedged server.
 
 The wedge is real: the stub's process is stopped (SIGSTOP), so nothing of ours runs in it:
 what a deadlocked BLS stub (the Python backend's lock-order inversion) or a stuck engine step
@@ -109,11 +109,19 @@ def test_a_wedged_bls_stub_makes_the_server_not_ready_then_restarted_and_clients
         thread.start()
     assert all(event.wait(60) for event in started)  # every answer is under way
 
+    probes = [chart_probe(p, ports) for p in ("readinessProbe", "livenessProbe")]
+    for command in probes:
+        passed = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=60)
+        assert passed.returncode == 0, passed.stdout + passed.stderr
+
     stub = stub_of(server_pid, names.LLM_BLS)
     stub.send_signal(signal.SIGSTOP)
     wedged_at = time.monotonic()
-    # Triton itself still says the model is ready
+    # Triton itself still says the model is ready; the chart's probe commands fail in time
     assert urllib.request.urlopen(f"{http}/v2/models/{names.LLM_BLS}/ready", timeout=5).status == 200
+    failed = subprocess.run(probes[0], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert failed.returncode == 1 and f"{names.LLM_BLS}: FAILED" in failed.stdout, failed.stdout + failed.stderr
+    assert time.monotonic() - wedged_at < DEADLINE_S + 15
 
     not_ready_after = ready_again_after = None
     while time.monotonic() - wedged_at < 180 and ready_again_after is None:
@@ -143,6 +151,7 @@ def test_a_wedged_bls_stub_makes_the_server_not_ready_then_restarted_and_clients
     assert errors or finishes, events
     assert not (errors and finishes and finishes[-1] > errors[0]), events
 
+    assert subprocess.run(probes[1], cwd=ROOT, capture_output=True, timeout=60).returncode == 0  # live again
     # the new server serves (a client reconnects within its 2 s backoff: client/aio_client.py
     # CHANNEL_ARGS), and counts the wedge and the restart
     with LlmClient(grpc_url, model=names.LLM_BLS) as client:
@@ -168,31 +177,3 @@ def chart_probe(probe: str, ports: dict[str, int]) -> list[str]:
     assert command[:4] == ["python3", "-m", "serving", "canary"]
     return [sys.executable, *command[1:4], *(a.replace(f":{names.DEFAULT_GRPC_PORT}", f":{ports['grpc']}")
                                              for a in command[4:])]
-
-
-def test_the_charts_probes_fail_on_a_wedged_engine(server):
-    """SIGSTOP the engine's stub (a stuck engine step): the readiness and liveness commands the
-    chart renders fail within the canary's deadline, where they passed before; the kubelet then
-    takes the pod out of the Service, and restarts its container after the liveness probe's
-    failureThreshold.  (Triton 2.51 does not recover the stub when it runs again: it keeps
-    failing its requests "not healthy", so only a restart helps.)"""
-    repository = server.settings.repository
-    engine = next(m for m in (names.PYTORCH_ENGINE, names.TRTLLM_ENGINE, names.OPENVINO_ENGINE) if (repository / m).is_dir())
-    probes = [chart_probe(p, {"grpc": server.settings.grpc_port}) for p in ("readinessProbe", "livenessProbe")]
-    for command in probes:
-        passed = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=60)
-        assert passed.returncode == 0, passed.stdout + passed.stderr
-    stub = stub_of(server.process.pid, engine)
-    stub.send_signal(signal.SIGSTOP)
-    try:
-        for command in probes:
-            t0 = time.monotonic()
-            failed = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=60)
-            took = time.monotonic() - t0
-            assert failed.returncode == 1, failed.stdout + failed.stderr
-            assert "FAILED" in failed.stdout and took < DEADLINE_S + 15, (took, failed.stdout)
-    finally:
-        stub.send_signal(signal.SIGCONT)
-        server.stop(drain=False)  # what the kubelet would do; the session's later tests need it serving
-        server.start()
-        server.wait_ready()
