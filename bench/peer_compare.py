@@ -62,6 +62,20 @@ def launch(peer: Peer, checkpoint: Path, port: int) -> PeerLaunch:
     return transformers_serve(ensure_venv("peer-venv", ROOT / "requirements" / "peer.lock"), checkpoint, port)
 
 
+def shown(command: tuple[str, ...], root: Path | None = None) -> str:
+    """A peer's command as the report prints it: paths inside the repository (or its build/, which
+    may be a link) relative to it, since a reader's clone has none of this machine's paths."""
+    if root is None:
+        from bench.environments import ROOT as root
+    prefixes = {f"{root}/": "", f"{root.resolve()}/": "", f"{(root / 'build').resolve()}/": "build/"}
+    def relative(arg: str) -> str:
+        for prefix, instead in prefixes.items():
+            if arg.startswith(prefix):
+                return instead + arg.removeprefix(prefix)
+        return arg
+    return " ".join(relative(arg) for arg in command)
+
+
 def compare(ours_url: str, ours_model: str, launches: list[tuple[PeerLaunch, Path]], levels: tuple[int, ...],
             output_tokens: int, rounds: int, slo: Slo, progress=print) -> list[Pair]:
     """`launches`: (peer, its log file).  Our server stays up throughout (idle, it takes ~1% of
@@ -170,7 +184,7 @@ def run(repository: Path, out: Path, peers: tuple[Peer, ...], levels: tuple[int,
     report.write_text("\n".join([
         f"# Ours (Triton ensemble behind the OpenAI front) vs CPU peers: {checkpoint.name}, {output_tokens}-token answers", "",
         "One OpenAI streaming client (bench/http_load.py, in-process asyncio) for every server; pairs alternate "
-        "their order; each run sends new prompts. Peers: " + "; ".join(f"`{' '.join(l.command)}`" for l, _ in launches), "",
+        "their order; each run sends new prompts. Peers: " + "; ".join(f"`{shown(l.command)}`" for l, _ in launches), "",
         *markdown(pairs), "", *[f"- {v}" for v in verdicts(pairs)], "",
         *(["## The engines alone, one stream (no server)", "", *engines, ""] if engines else [])]))
     (out / "peers.json").write_text(json.dumps([{"peer": p.peer, "concurrency": p.concurrency, "round": p.round,

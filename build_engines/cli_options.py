@@ -78,7 +78,7 @@ _OPTIONS = [
                  help="Fail a request with no first token after this many seconds (UNAVAILABLE; 0 = never)."),
     click.option("--stream-interval", type=int, default=_OV.stream_interval, show_default=True,
                  help="[openvino] tokens per streamed response after the first; 0 = by batch size (1/2/4)."),
-    # CPU engine numerics (README: "Precision")
+    # CPU engine numerics (docs/precision.md, "Numerics")
     click.option("--activation-precision", type=click.Choice(ACTIVATION_PRECISIONS), default=_OV.activation_precision,
                  show_default=True, help="[openvino] INFERENCE_PRECISION_HINT: f32 is exact on every host; bf16/f16 "
                                          "are faster where the CPU computes them natively, at a measured KLD cost, "

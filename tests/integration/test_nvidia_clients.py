@@ -146,7 +146,7 @@ def test_stop_words_end_the_completion_at_the_first_match(served, reference, mod
     [text] = read(replay(served, case, model), case)
     stopped, full = completion(case, text), reference[model]
     assert word in full, "the reference completion must contain the stop word for this check to mean anything"
-    # NVIDIA keeps the stop word's tokens, ours cuts before the matched text (README, the table
+    # NVIDIA keeps the stop word's tokens, ours cuts before the matched text (docs/contract.md, the table
     # of differences): either way the answer is the greedy completion up to its first match.
     assert full.startswith(stopped)
     assert word not in stopped.removesuffix(word)

@@ -130,3 +130,14 @@ def test_the_engines_report_splits_the_served_ratio_into_the_engines_and_the_ser
     assert "the servers' share is 1.09x (our serving stack costs relatively less" in text
     assert "(the two serving stacks cost about the same" in "\n".join(markdown(pairs, 0.67, Path("/m/x.gguf"), 64, 128))
     assert "servers' share" not in "\n".join(markdown(pairs, None, Path("/m/x-q8_0.gguf"), 64, 128))
+
+
+def test_the_report_names_peer_paths_relative_to_the_repository(tmp_path):
+    """docs/ keeps these reports: a reader's clone has none of the measuring machine's paths."""
+    from bench.peer_compare import shown
+    root, elsewhere = tmp_path / "checkout", tmp_path / "shared-build"
+    root.mkdir(), elsewhere.mkdir()
+    (root / "build").symlink_to(elsewhere)
+    command = (f"{elsewhere}/llama.cpp/bin/llama-server", "-m", f"{root}/build/models/x-q8_0.gguf",
+               "--port", "8080", "/usr/lib/x.so")
+    assert shown(command, root) == "build/llama.cpp/bin/llama-server -m build/models/x-q8_0.gguf --port 8080 /usr/lib/x.so"
