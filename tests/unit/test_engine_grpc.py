@@ -1,12 +1,17 @@
 """The relays' gRPC transport without a server: where a stub finds its own server's gRPC
 endpoint, what refuses to work, and the request/response encoding round trip."""
 
+import ast
+from pathlib import Path
+
 import numpy as np
 import pytest
 from tritonclient.grpc import service_pb2
 
 from model_repository.triton.engine_grpc import (RelayConfigError, decode, grpc_target, infer_request, own_server_target,
                                                  rpc_failure)
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize("args, target", [
@@ -74,3 +79,29 @@ def test_a_failed_call_is_unavailable_in_our_code_first_form():
 
     message = rpc_failure(Failed())
     assert message.startswith("[UNAVAILABLE]") and "Socket closed" in message
+
+
+def decoupled_bls_calls(source: str) -> list[int]:
+    """Lines of `source` that make a BLS call able to enter the Python backend's deadlock: a
+    decoupled `exec` (its response iterator) or any `async_exec` (the same iterator on a thread)."""
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            decoupled = any(k.arg == "decoupled" and not (isinstance(k.value, ast.Constant) and not k.value.value)
+                            for k in node.keywords)
+            if node.func.attr == "async_exec" or (node.func.attr == "exec" and decoupled):
+                lines.append(node.lineno)
+    return sorted(lines)
+
+
+def test_the_finder_sees_a_decoupled_or_async_bls_call():
+    assert decoupled_bls_calls("r.exec(decoupled=True)\nr.exec()\nr.exec(decoupled=False)\n") == [1]
+    assert decoupled_bls_calls("await r.async_exec()\nr.exec(decoupled=flag)\n") == [1, 2]
+
+
+def test_no_model_makes_a_decoupled_bls_call():
+    """The relays stream over gRPC (engine_grpc.py); a decoupled BLS call anywhere in the models'
+    code would bring back the lock-order inversion docs/robustness.md describes."""
+    found = {str(path.relative_to(ROOT)): lines for path in sorted((ROOT / "model_repository").rglob("*.py"))
+             if (lines := decoupled_bls_calls(path.read_text()))}
+    assert not found, found
