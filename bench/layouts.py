@@ -1,7 +1,11 @@
 """The repository layouts the product serves, rendered for a test or a load run: the CPU engine,
 the GPU wiring in front of it (engine relay), the GPU layout on the stand-in of the C++
 backend, and the PyTorch-backend layout on the stand-in LLM API.  One place, so the tests'
-fixtures and the soak load (bench/soak.py) serve the same repositories."""
+fixtures and the soak load (bench/soak.py) serve the same repositories.
+
+The two stand-in layouts need the test doubles in `standins/` (imported here only when one is
+asked for), which are in a checkout and in no image: there, only the CPU and relay layouts
+render."""
 
 from __future__ import annotations
 
@@ -10,7 +14,6 @@ from enum import Enum
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-STANDINS = ROOT / "tests" / "standins"  # the stand-in `tensorrt_llm` (LLM API): test servers only
 
 
 class Layout(str, Enum):
@@ -25,23 +28,6 @@ class RenderedLayout:
     layout: Layout
     repository: Path
     environment: tuple[tuple[str, str], ...] = ()  # what the server's environment needs
-
-
-def use_standin_llmapi(repository: Path, cpu_engine: Path) -> tuple[tuple[str, str], ...]:
-    """Make a rendered repository's models see the stand-in `tensorrt_llm` and return the
-    server environment it needs (the CPU engine it generates with).  The Python-backend stub
-    ignores PYTHONPATH but puts each model's directory on its path, so the stand-in package and
-    its dist-info (which makes importlib.metadata say 1.2.1, as the image's does) are linked
-    into the directories of the models that import it or check the runtime version.  Only
-    test repositories get them: the stand-in never shadows the real package in an image."""
-    from contract import names
-
-    for model in (names.PYTORCH_ENGINE, names.LLM_BLS, names.ENGINE_RELAY):
-        if (repository / model).is_dir():
-            for item in STANDINS.iterdir():
-                if item.name.startswith("tensorrt_llm"):
-                    (repository / model / item.name).symlink_to(item)
-    return (("TRTLLM_STANDIN_OPENVINO_ENGINE", str(cpu_engine.resolve())),)
 
 
 def pytorch_engine(checkpoint: Path) -> Path:
@@ -67,15 +53,18 @@ def render_layout(layout: Layout, cpu_engine: Path, out: Path, torch_engine: Pat
     """Render `layout` into `out` (a new directory) for the default CPU engine (and, for the
     PyTorch-backend layout, `torch_engine`, the pytorch_engine() build)."""
     from build_engines.repository import render_repository
-    from build_engines.standin_repository import render_standin_repository
 
     if layout is Layout.CPU:
         render_repository(cpu_engine, out)
     elif layout is Layout.RELAY:
         render_repository(cpu_engine, out, relay=True)
     elif layout is Layout.STANDIN:
+        from standins.trtllm.repository import render_standin_repository
+
         render_standin_repository(cpu_engine, out)
     else:
+        from standins.links import use_standin_llmapi
+
         if torch_engine is None:
             raise ValueError("the PyTorch-backend layout needs the pytorch_engine() build")
         render_repository(torch_engine, out)

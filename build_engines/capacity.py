@@ -14,6 +14,7 @@ from build_engines.checkpoint import CheckpointInfo
 from build_engines.spec import BuildSpec
 from build_engines.trtllm_rules import kv_heads_per_gpu
 from build_engines.trtllm_spec import KvCacheDtype
+from contract.kv_cache import TOKENS_PER_BLOCK
 
 GIB = 1024**3
 # Bytes per weight of the quantized linear layers (int4 AWQ: 4 bits + one fp16 scale per
@@ -22,7 +23,6 @@ GIB = 1024**3
 LINEAR_WEIGHT_BYTES = {"fp16": 2.0, "bf16": 2.0, "fp8": 1.0, "int8_sq": 1.0, "int8_wo": 1.0, "int4_awq": 0.5,
                        "nvfp4": 0.5625}  # NVFP4: 4 bits + one FP8 scale per 16 weights
 KV_ELEMENT_BYTES = {KvCacheDtype.AUTO: 2, KvCacheDtype.FP8: 1, KvCacheDtype.INT8: 1}
-TOKENS_PER_BLOCK = 32  # trtllm-build --tokens_per_block default (plugin.py)
 RUNTIME_RESERVE_GIB = 2.0  # CUDA context, TensorRT activations and runtime buffers per GPU (rough)
 # The request shape a GPU plan sizes its batch for: 1,024 prompt + 1,024 generated tokens, the
 # shape of NVIDIA's published 1000/1000 throughput figures (TensorRT-LLM perf-overview).

@@ -21,7 +21,6 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-from build_engines.capacity import TOKENS_PER_BLOCK
 from build_engines.checkpoint import CheckpointInfo
 from build_engines.spec import BuildSpec, Precision
 from build_engines.trtllm_draft_target import DRAFT_ENGINE_SUBDIR, read_draft
@@ -29,6 +28,7 @@ from build_engines.trtllm_eagle import TOOL as TOOL_EAGLE, convert_argv as eagle
 from build_engines.trtllm_lora import build_flags, convert_argv
 from build_engines.trtllm_rules import WEIGHT_FORMAT
 from build_engines.trtllm_spec import CALIBRATED_PRECISIONS, KvCacheDtype, SpeculativeDecoding, effective
+from contract.kv_cache import TOKENS_PER_BLOCK
 from contract.upstream.trtllm_build import load_build_table
 
 # Where the TensorRT-LLM examples live inside the image (tensorrtllm_backend's Dockerfile

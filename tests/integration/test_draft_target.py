@@ -21,11 +21,11 @@ import tritonclient.grpc as grpcclient
 from build_engines.fidelity.options import FidelityOptions
 from build_engines.openvino_build import build_openvino_engine
 from build_engines.spec import BuildSpec
-from build_engines.standin_repository import render_standin_repository
 from contract import names
 from model_repository.engines.relay.draft_target import BATCH_REFUSAL, STREAMING_REFUSAL
 from serving import prometheus
 from serving.prometheus import value
+from standins.trtllm.repository import render_standin_repository
 from tests.integration.test_draft_model import truncated_checkpoint
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]

@@ -239,7 +239,7 @@ def test_the_pytorch_layout_serves_the_adapters_as_the_cpu_engine_does(pytorch_e
     and the OpenAI front (`<model>:<adapter>`, listed by /v1/models); unknown ids are refused."""
     import openai
 
-    from bench.layouts import use_standin_llmapi
+    from standins.links import use_standin_llmapi
 
     repo = tmp_path_factory.mktemp("pytorch-lora") / "repository"
     render_repository(pytorch_engine, repo, lora_dir=lora_dir)
@@ -263,7 +263,7 @@ def test_the_engine_flow_layout_serves_prefetched_adapters_on_the_stand_in(unfus
                                                                           references, tmp_path_factory):
     """The GPU engine flow's LoRA (build_engines/trtllm_lora.py) on the stand-in of the C++
     backend: the adapters converted as NVIDIA's hf_lora_convert.py converts them (float16, its
-    stand-in tests/standins/hf_lora_convert.py) into lora_prefetch_dir, loaded by the stand-in's
+    stand-in standins/trtllm/hf_lora_convert.py) into lora_prefetch_dir, loaded by the stand-in's
     LoRA cache (rows lora.*).  Through the ensemble each adapter follows the PEFT reference
     with the CPU layout's criterion and changes the answers; the base model's answers equal the
     CPU layout's (less the end token, which this layout does not return).  Converted at
@@ -272,9 +272,9 @@ def test_the_engine_flow_layout_serves_prefetched_adapters_on_the_stand_in(unfus
     the 8 adapter answers part from the CPU layout's (one at its first token, a near tie).  A
     task the cache does not hold, sent straight to tensorrt_llm, fails with upstream's text.
     The OpenAI front lists the adapters and streams one's answer as the gRPC client gets it."""
-    from build_engines.standin_repository import render_standin_repository
-    from model_repository.engines.trtllm_standin import upstream
-    from tests.standins.hf_lora_convert import convert
+    from standins.trtllm import upstream
+    from standins.trtllm.hf_lora_convert import convert
+    from standins.trtllm.repository import render_standin_repository
 
     prefetch = tmp_path_factory.mktemp("prefetch")
     for task_id, name in enumerate(sorted(ADAPTERS), 1):

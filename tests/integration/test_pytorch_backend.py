@@ -24,7 +24,7 @@ from client.errors import InvalidRequestError
 from contract import metrics as m
 from contract import names
 from serving.prometheus import scrape, value
-from bench.layouts import use_standin_llmapi
+from standins.links import use_standin_llmapi
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]
 

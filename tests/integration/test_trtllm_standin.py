@@ -15,12 +15,12 @@ import pytest
 import tritonclient.grpc as grpcclient
 
 from build_engines.render import read_config
-from build_engines.standin_repository import render_standin_repository, standin_spec
 from build_engines.trtllm_repository import tensorrt_llm_config
 from build_engines.trtllm_spec import TrtLlmServing
 from client import ChatMessage, LlmClient, SamplingParams
 from contract import names
 from serving.prometheus import scrape, value
+from standins.trtllm.repository import render_standin_repository, standin_spec
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]
 

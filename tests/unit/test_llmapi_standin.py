@@ -1,4 +1,4 @@
-"""The stand-in `tensorrt_llm` (tests/standins) follows the LLM-API table: signatures, SamplingParams
+"""The stand-in `tensorrt_llm` (standins/llmapi) follows the LLM-API table: signatures, SamplingParams
 fields, defaults and texts, LlmArgs/KvCacheConfig keywords - checked without starting its CPU
 engine.  The 1.3.0rc29 table declares the same surface, so the engine model calls both alike."""
 

@@ -12,16 +12,15 @@ from google.protobuf import text_format
 
 from build_engines.render import read_config
 from build_engines.spec import BuildSpec
-from build_engines.standin_repository import (STANDIN_ADAPTER, StandinRenderError, render_standin_repository,
-                                              standin_spec)
 from build_engines.trtllm_repository import tensorrt_llm_config
 from build_engines.trtllm_spec import TrtLlmServing
 from contract import names
 from contract.build_record import BuildRecord
 from contract.upstream.backend_semantics import SUPPORTED_VERSIONS, backend_semantics
+from standins.trtllm.repository import STANDIN_ADAPTER, StandinRenderError, render_standin_repository, standin_spec
 from tests.unit.trtllm_fixtures import write_default_tokenizer
 
-PACKAGE = Path(__file__).resolve().parents[2] / "model_repository" / "engines" / "trtllm_standin"
+PACKAGE = Path(__file__).resolve().parents[2] / "standins" / "trtllm"
 
 
 @pytest.fixture
@@ -60,6 +59,40 @@ def test_the_gpu_wiring_around_it(cpu_engine, tmp_path):
         assert config.parameters["target_model"].string_value == names.TRTLLM_ENGINE
 
 
+# A fresh `make venv` maps the product's packages (pyproject) and not `standins`; the stub adds
+# the model's directory to sys.path.  This stub's path, without the checkout on it.
+STUB_PATH = """
+import importlib.machinery, sys
+root, model_dir = sys.argv[1:3]
+sys.path[:] = [p for p in sys.path if p not in ("", root)]
+class Installed:  # the editable install's finder: the product's packages only
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        if name in ("contract", "model_repository", "build_engines", "serving", "client"):
+            return importlib.machinery.PathFinder.find_spec(name, [root])
+sys.meta_path.insert(0, Installed)
+sys.path.append(model_dir)
+import standins.trtllm.settings
+print(standins.trtllm.settings.__file__)
+"""
+
+
+def test_the_stand_in_model_finds_standins_through_its_directory(cpu_engine, tmp_path):
+    """Only the models the stand-in serves get the link to `standins` (no image has one: the
+    package is not installed, and the stub ignores PYTHONPATH)."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "repository"
+    render_standin_repository(cpu_engine, out)
+    linked = sorted(p.parent.name for p in out.glob("*/standins"))
+    assert linked == [names.TRTLLM_ENGINE] and (out / names.TRTLLM_ENGINE / "standins").resolve() == PACKAGE.parent
+    model_dir = out / names.TRTLLM_ENGINE
+    found = subprocess.run([sys.executable, "-c", STUB_PATH, str(PACKAGE.parents[1]), str(model_dir)],
+                           capture_output=True, text=True, check=True).stdout.strip()
+    assert found == str(model_dir / "standins" / "trtllm" / "settings.py")
+
+
 def test_only_a_cpu_engine_can_stand_in(tmp_path):
     engine = tmp_path / "trt"
     engine.mkdir()
@@ -71,8 +104,9 @@ def test_only_a_cpu_engine_can_stand_in(tmp_path):
 
 
 # Row ids as the package names them (in code, comments and docstrings).  `request.` and
-# `param.` are also Python names there (a pb_utils request, a ModelParameter): those are left out.
-ROW_ID = re.compile(r"\b(?:request_id|stop|cancel|error|limit|input|output|param|sampling|request|metric|lora)\.[a-z_0-9]+\b")
+# `param.` are also Python names there (a pb_utils request, a ModelParameter): those are left out,
+# as are attributes (`self.lora.adapters`).
+ROW_ID = re.compile(r"(?<![.\w])(?:request_id|stop|cancel|error|limit|input|output|param|sampling|request|metric|lora)\.[a-z_0-9]+\b")
 CODE_NAMES = re.compile(r"request\.(?!batch_split)|param\.(default|type)$")
 
 

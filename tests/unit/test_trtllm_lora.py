@@ -27,11 +27,11 @@ from contract.model_parameters import from_parameters
 from contract.params import InvalidParameter
 from contract.upstream.trtllm_build import supported_versions
 from model_repository.engines.relay.bls_pipeline import without_base_adapter
-from model_repository.engines.trtllm_standin import upstream
-from model_repository.engines.trtllm_standin.settings import load_settings
-from model_repository.engines.trtllm_standin.upstream import StandinLimitation
 from model_repository.text.generate_request import GenerateRequest
 from model_repository.text.preprocessor import Preprocessor
+from standins.trtllm import upstream
+from standins.trtllm.settings import load_settings
+from standins.trtllm.upstream import StandinLimitation
 from tests.unit.trtllm_fixtures import info_of, llama_8b_checkpoint, trtllm_spec, write_default_tokenizer
 
 PATHS = BuildPaths(Path("/ckpt"), Path("/engine"), Path("/examples"))

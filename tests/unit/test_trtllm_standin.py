@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 
 from contract.upstream.backend_semantics import SUPPORTED_VERSIONS, backend_semantics
-from model_repository.engines.trtllm_standin import upstream
-from model_repository.engines.trtllm_standin.registry import TritonIdRegistry
-from model_repository.engines.trtllm_standin.request import convert_word_list, is_stop, parse_request
-from model_repository.engines.trtllm_standin.results import RowState, response_arrays
-from model_repository.engines.trtllm_standin.settings import EngineLimits, engine_limits, load_settings
-from model_repository.engines.trtllm_standin.upstream import StandinLimitation, UpstreamError
+from standins.trtllm import upstream
+from standins.trtllm.registry import TritonIdRegistry
+from standins.trtllm.request import convert_word_list, is_stop, parse_request
+from standins.trtllm.results import RowState, response_arrays
+from standins.trtllm.settings import EngineLimits, engine_limits, load_settings
+from standins.trtllm.upstream import StandinLimitation, UpstreamError
 
 SEM = backend_semantics(upstream.PINNED_VERSION)
 ALL = frozenset({"output_ids", "sequence_length", "cum_log_probs", "output_log_probs"})

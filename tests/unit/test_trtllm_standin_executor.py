@@ -13,14 +13,14 @@ from contract.upstream.backend_semantics import backend_semantics
 from model_repository.engine_step.runner import HandleStatus
 from model_repository.engine_step.engine_inputs import EngineInputs
 from model_repository.triton.response_channel import ResponseChannel
-from model_repository.engines.trtllm_standin import upstream
-from model_repository.engines.trtllm_standin.engine import AccountingBackend, SequenceStats
-from model_repository.engines.trtllm_standin.executor import ExecutorLimits, ExecutorStats, StandinExecutor
-from model_repository.engines.trtllm_standin.metrics import iteration_stats, labels, series, updates
-from model_repository.engines.trtllm_standin.request import parse_request
-from model_repository.engines.trtllm_standin.responder import Responder
-from model_repository.engines.trtllm_standin.settings import EngineLimits
-from model_repository.engines.trtllm_standin.upstream import UpstreamError
+from standins.trtllm import upstream
+from standins.trtllm.engine import AccountingBackend, SequenceStats
+from standins.trtllm.executor import ExecutorLimits, ExecutorStats, StandinExecutor
+from standins.trtllm.metrics import iteration_stats, labels, series, updates
+from standins.trtllm.request import parse_request
+from standins.trtllm.responder import Responder
+from standins.trtllm.settings import EngineLimits
+from standins.trtllm.upstream import UpstreamError
 
 SEM = backend_semantics(upstream.PINNED_VERSION)
 FINAL = 2
@@ -300,3 +300,51 @@ def test_a_stopped_request_ends_with_the_tokens_not_sent_yet():
     runner.run_once([])
     runner.run_once([], {"x"})
     assert sink.finals == 1 and sink.error is None and sink.tokens == [100, 101]
+
+
+class FakeFamily:
+    """pb_utils.MetricFamily as the publisher uses it (the adapter hands the real one in)."""
+    GAUGE, COUNTER, HISTOGRAM = "gauge", "counter", "histogram"
+    made: list["FakeFamily"] = []
+
+    def __init__(self, name, description, kind):
+        self.name, self.kind, self.metrics = name, kind, []
+        FakeFamily.made.append(self)
+
+    def Metric(self, labels, buckets=None):  # noqa: N802 (pb_utils' name)
+        metric = FakeMetric(labels, buckets)
+        self.metrics.append(metric)
+        return metric
+
+
+@dataclass
+class FakeMetric:
+    labels: dict
+    buckets: list | None
+    values: list = field(default_factory=list)
+
+    def set(self, value):
+        self.values.append(value)
+
+    def observe(self, value):
+        self.values.append(value)
+
+
+def test_the_publisher_takes_its_metric_family_from_the_adapter():
+    """No Triton import in the publisher: gauges from the snapshot, token-length histograms
+    from the finished requests, each family made once with the table's kind and labels."""
+    from standins.trtllm.publisher import TOTAL_INPUT, TOTAL_OUTPUT, StandinMetricsPublisher
+
+    FakeFamily.made.clear()
+    all_series = series(upstream.semantics())
+    gauge = next(s for s in all_series if s.kind == "gauge")
+    publisher = StandinMetricsPublisher(FakeFamily, "tensorrt_llm", "1", all_series, lambda: {gauge.key: 7.0}, 60)
+    assert len({f.name for f in FakeFamily.made}) == len(FakeFamily.made) == len({s.family for s in all_series})
+    assert {f.kind for f in FakeFamily.made} == {s.kind for s in all_series}
+    publisher.observe_request(5, 3)
+    publisher.publish_once()
+    metrics = {(f.name, tuple(sorted(m.labels.items()))): m for f in FakeFamily.made for m in f.metrics}
+    assert metrics[(gauge.family, tuple(sorted(labels("tensorrt_llm", "1", gauge).items())))].values == [7.0]
+    observed = sorted(v for f in FakeFamily.made if f.kind == "histogram" for m in f.metrics for v in m.values)
+    histograms = [s for s in all_series if s.kind == "histogram" and s.key in (TOTAL_INPUT, TOTAL_OUTPUT)]
+    assert observed == sorted(float({TOTAL_INPUT: 5, TOTAL_OUTPUT: 3}[s.key]) for s in histograms) and histograms

@@ -1,7 +1,7 @@
 """The stand-in's LoRA cache against the cited table (rows lora.*, input.lora_task_id,
 error.lora_*): what `lora_prefetch_dir` loads and refuses, the converted tasks read back as the
 PEFT adapters they came from, and the request errors upstream answers (at enqueue or at fetch),
-with a fake engine.  The converted tasks are written by tests/standins/hf_lora_convert.py, a
+with a fake engine.  The converted tasks are written by standins/trtllm/hf_lora_convert.py, a
 reproduction of NVIDIA's converter."""
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ import numpy as np
 import pytest
 
 from contract.upstream.backend_semantics import SUPPORTED_VERSIONS, backend_semantics
-from model_repository.engines.trtllm_standin import upstream
-from model_repository.engines.trtllm_standin.executor import ExecutorLimits, StandinExecutor
-from model_repository.engines.trtllm_standin.lora_cache import ModelDims, load_cache, peft_tensors, prefetch
-from model_repository.engines.trtllm_standin.request import parse_request
-from model_repository.engines.trtllm_standin.settings import load_settings
-from model_repository.engines.trtllm_standin.upstream import StandinLimitation, UpstreamError
-from tests.standins.hf_lora_convert import convert
+from standins.trtllm import upstream
+from standins.trtllm.executor import ExecutorLimits, StandinExecutor
+from standins.trtllm.hf_lora_convert import convert
+from standins.trtllm.lora_cache import ModelDims, load_cache, peft_tensors, prefetch
+from standins.trtllm.request import parse_request
+from standins.trtllm.settings import load_settings
+from standins.trtllm.upstream import StandinLimitation, UpstreamError
 from tests.unit.test_trtllm_standin import config, parse, request
 from tests.unit.test_trtllm_standin_executor import FakeEngine, responder
 

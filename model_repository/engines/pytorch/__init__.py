@@ -8,6 +8,6 @@
     mpi_world.py   how the model runs inside Triton's MPI world (one rank, or N ranks under mpirun)
 
 Nothing here imports Triton or TensorRT-LLM: the LLM API classes are handed in, and tests
-drive the engine with the stand-in `tensorrt_llm` (tests/standins) or fakes.  Every fact
+drive the engine with the stand-in `tensorrt_llm` (standins/llmapi) or fakes.  Every fact
 about the LLM API cites a row of contract/upstream/data/llmapi_<version>.json.
 """

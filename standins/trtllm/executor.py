@@ -21,11 +21,10 @@ from typing import Mapping, Protocol, Sequence
 from contract.upstream.backend_semantics import BackendSemantics
 from model_repository.engine_step.runner import FailCode
 from model_repository.engine_step.engine_inputs import EngineInputs
-from model_repository.engines.trtllm_standin.registry import TritonIdRegistry
-from model_repository.engines.trtllm_standin.request import ExecutorRequest
-from model_repository.engines.trtllm_standin.results import Result, RowState
-from model_repository.engines.trtllm_standin.upstream import (StandinLimitation, UpstreamError, error, executor_failure,
-                                                      fetch_failure)
+from standins.trtllm.registry import TritonIdRegistry
+from standins.trtllm.request import ExecutorRequest
+from standins.trtllm.results import Result, RowState
+from standins.trtllm.upstream import StandinLimitation, UpstreamError, error, executor_failure, fetch_failure
 
 log = logging.getLogger(__name__)
 OPERATING_BEAM_WIDTH = 1  # the CPU engine runs no beam search (settings refuse max_beam_width > 1)

@@ -16,9 +16,9 @@ import numpy as np
 
 from contract.upstream.backend_semantics import BackendSemantics
 from model_repository.triton.response_channel import ResponseChannel
-from model_repository.engines.trtllm_standin.request import ExecutorRequest
-from model_repository.engines.trtllm_standin.results import Result, response_arrays
-from model_repository.engines.trtllm_standin.upstream import StandinLimitation, UpstreamError
+from standins.trtllm.request import ExecutorRequest
+from standins.trtllm.results import Result, response_arrays
+from standins.trtllm.upstream import StandinLimitation, UpstreamError
 
 MakeResponse = Callable[[dict[str, np.ndarray]], Any]  # tensors -> a response
 MakeError = Callable[[str, str], Any]  # (code, message) -> an error response

@@ -1,32 +1,32 @@
 """Publishes the stand-in's nv_trt_llm_* metrics through the Python backend's custom-metrics
-API (Triton's /metrics), every stats_check_period_ms like upstream's stats thread.
-Imported only inside the stub."""
+API (Triton's /metrics), every stats_check_period_ms like upstream's stats thread.  Imports no
+Triton: the adapter (model.py, the one module here that imports triton_python_backend_utils)
+hands in pb_utils.MetricFamily, so this runs, and is tested, without a stub."""
 
 from __future__ import annotations
 
 import threading
 from typing import Callable
 
-import triton_python_backend_utils as pb_utils
-
-from model_repository.engines.trtllm_standin.metrics import Series, labels, updates
 from model_repository.engine_step.periodic import Periodic
+from standins.trtllm.metrics import Series, labels, updates
 
 _KINDS = {"gauge": "GAUGE", "counter": "COUNTER", "histogram": "HISTOGRAM"}
 TOTAL_INPUT, TOTAL_OUTPUT = "Total Input Tokens", "Total Output Tokens"  # row metric.token_len keys
 
 
 class StandinMetricsPublisher:
-    def __init__(self, model: str, version: str, all_series: list[Series], snapshot: Callable[[], dict],
+    def __init__(self, metric_family, model: str, version: str, all_series: list[Series], snapshot: Callable[[], dict],
                  period_s: float) -> None:
+        """metric_family: pb_utils.MetricFamily (its kinds are attributes: GAUGE, COUNTER, HISTOGRAM)."""
         self._snapshot = snapshot
         self._series = all_series
         families: dict[str, object] = {}
         self._metrics: dict[Series, object] = {}
         for s in all_series:
             if s.family not in families:
-                kind = getattr(pb_utils.MetricFamily, _KINDS[s.kind])
-                families[s.family] = pb_utils.MetricFamily(name=s.family, description=s.description, kind=kind)
+                kind = getattr(metric_family, _KINDS[s.kind])
+                families[s.family] = metric_family(name=s.family, description=s.description, kind=kind)
             kwargs = {"buckets": list(s.buckets)} if s.kind == "histogram" else {}
             self._metrics[s] = families[s.family].Metric(labels=labels(model, version, s), **kwargs)
         self._families = families  # the metrics live as long as their families

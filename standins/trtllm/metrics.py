@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from contract.upstream.backend_semantics import BackendSemantics
-from model_repository.engines.trtllm_standin.engine import SequenceStats
-from model_repository.engines.trtllm_standin.executor import ExecutorStats
+from standins.trtllm.engine import SequenceStats
+from standins.trtllm.executor import ExecutorStats
 
 PUBLISHED = ("metric.request", "metric.kv_cache", "metric.inflight_batcher", "metric.general", "metric.token_len")
 

@@ -1,4 +1,4 @@
-"""CPU stand-in for TensorRT-LLM's LLM API (tests only: see tests/standins/README.md)."""
+"""CPU stand-in for TensorRT-LLM's LLM API (tests only: see standins/README.md)."""
 
 from tensorrt_llm.llmapi import LLM, KvCacheConfig, SamplingParams  # noqa: F401
 

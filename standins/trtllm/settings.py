@@ -23,7 +23,7 @@ from typing import Any, Callable, Mapping
 
 from contract.build_record import BuildRecord
 from contract.upstream.backend_semantics import BackendSemantics
-from model_repository.engines.trtllm_standin.upstream import StandinLimitation, exception_text, load_failure
+from standins.trtllm.upstream import StandinLimitation, exception_text, load_failure
 
 log = logging.getLogger(__name__)
 

@@ -14,13 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from build_engines.capacity import TOKENS_PER_BLOCK
 from contract.build_record import BuildRecord
+from contract.kv_cache import TOKENS_PER_BLOCK
 from contract.lora import LoraAdapter, to_parameter
 from contract.model_configs import OpenVinoEngineParameters
 from model_repository.engine_step.runner import EngineRunner, GenerationBackend, Handle, HandleStatus
 from model_repository.engine_step.engine_inputs import EngineInputs
-from model_repository.engines.trtllm_standin.settings import EngineLimits
+from standins.trtllm.settings import EngineLimits
 
 # Upstream streams every iteration's tokens at once (row output.token_window).
 STREAM_EVERY_STEP = 1

@@ -14,7 +14,7 @@ from typing import Collection, Sequence
 import numpy as np
 
 from contract.upstream.backend_semantics import BackendSemantics
-from model_repository.engines.trtllm_standin.upstream import UpstreamError
+from standins.trtllm.upstream import UpstreamError
 
 OUTPUT_IDS, SEQUENCE_LENGTH = "output_ids", "sequence_length"
 OUTPUT_LOG_PROBS, CUM_LOG_PROBS = "output_log_probs", "cum_log_probs"

@@ -23,7 +23,7 @@ import numpy as np
 
 from contract import lora
 from contract.upstream.backend_semantics import BackendSemantics
-from model_repository.engines.trtllm_standin.upstream import load_failure
+from standins.trtllm.upstream import load_failure
 
 log = logging.getLogger(__name__)
 # standin_spec renders the stand-in's engine as an FP16 TensorRT-LLM build: the model dtype a

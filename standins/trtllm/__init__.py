@@ -2,7 +2,8 @@
 
 It serves the same rendered config.pbtxt as the real model (only `backend` differs) and
 reproduces the backend's request semantics as read in its source, generating with the CPU
-engine (model_repository.engines.openvino and model_repository.engine_step.runner).  Every behaviour comes from a row of the cited table
+engine (model_repository.engines.openvino and model_repository.engine_step.runner).  Every
+behaviour comes from a row of the cited table
 contract/upstream/data/trtllm_backend_semantics_<version>.json, read at run time where it
 is a text, a default or a limit; the row ids are named where they are used.
 
@@ -13,10 +14,14 @@ is a text, a default or a limit; the row ids are named where they are used.
     results.py    what one executor result holds and the tensors it becomes
     executor.py   queue bound, admission, validation at fetch, cancellation, finals
     engine.py     the CPU engine behind the executor, with KV-block accounting for metrics
+                  (the block size is contract/kv_cache.py's, the GPU plan's)
     lora_cache.py the LoRA cache: lora_prefetch_dir's tasks as PEFT adapters for the CPU engine
     responder.py  one Triton request's responses (final flag when all its rows are final)
     metrics.py    the backend's nv_trt_llm_* metric families from the table
-    periodic.py   the cancellation-poll and stats threads
-    publisher.py  the metrics on Triton's /metrics (Triton-only)
-    model.py      the thin Triton adapter (Triton-only)
+    publisher.py  the metrics on Triton's /metrics (handed pb_utils.MetricFamily by model.py)
+    model.py      the thin Triton adapter: the one module here that imports Triton
+    repository.py the GPU repository layout with this stand-in as `tensorrt_llm` (test servers)
+    hf_lora_convert.py  NVIDIA's LoRA converting script, for the prefetch directory it reads
+
+The cancellation-poll and stats threads are model_repository.engine_step.periodic's.
 """

@@ -18,7 +18,7 @@ from contract.upstream.backend_semantics import BackendSemantics
 from contract.features import ENGINE_INPUT_FEATURES, EngineFeatures, Feature, refusals, with_guided_decoding, with_lora
 from contract.guided import guide_problems
 from model_repository.engine_step.engine_inputs import EngineInputs, GenerationOptions
-from model_repository.engines.trtllm_standin.upstream import StandinLimitation, error
+from standins.trtllm.upstream import StandinLimitation, error
 
 STOP = "stop"
 STREAMING = "streaming"

@@ -1,13 +1,15 @@
 """The GPU repository layout around a CPU engine, with `tensorrt_llm` served by the stand-in
-for the C++ backend (model_repository.engines.trtllm_standin): what `render_repository` renders for a
+for the C++ backend (standins.trtllm): what `render_repository` renders for a
 TensorRT-LLM engine - preprocessing, engine_relay -> tensorrt_llm, postprocessing, llm_bls,
 ensemble - composed from the same parts, so CPU tests run the GPU wiring.
 
 The stand-in's config is the one `tensorrt_llm_config` renders for the GPU, with only
 `backend` changed to "python": inputs, outputs, reshapes, ragged batching, parameters,
-decoupled mode and the queue policy are exactly what the C++ backend gets.
+decoupled mode and the queue policy are exactly what the C++ backend gets.  Its model.py
+imports standins.trtllm.model, which the stub finds through a link to `standins` in the model's
+directory (standins/links.py): a test repository, never one an image serves.
 
-    python -m build_engines.standin_repository build/engines/<cpu-engine> build/standin-repository
+    python -m standins.trtllm.repository build/engines/<cpu-engine> build/standin-repository
 """
 
 from __future__ import annotations
@@ -25,9 +27,10 @@ from build_engines.trtllm_lora import TrtLlmLora, lora_options, served
 from build_engines.trtllm_spec import SpeculativeDecoding, TrtLlmOptions, TrtLlmServing
 from contract import names
 from contract.build_record import BuildRecord
-from model_repository.engines.trtllm_standin.settings import STANDIN_MAX_DRAFT_LEN
+from standins.links import link_package
+from standins.trtllm.settings import STANDIN_MAX_DRAFT_LEN
 
-STANDIN_ADAPTER = "model_repository.models.trtllm_standin.model"
+STANDIN_ADAPTER = "standins.trtllm.model"
 PYTHON_BACKEND = "python"
 
 
@@ -45,7 +48,7 @@ def _cpu_spec(engine_dir: Path) -> BuildSpec:
 def standin_spec(engine_dir: Path, serving: TrtLlmServing | None = None, lora: TrtLlmLora | None = None,
                  draft: DraftTargetOptions | None = None) -> BuildSpec:
     """The TensorRT-LLM spec the GPU path would render for the CPU engine's limits (an FP16
-    engine: the dtype of the LoRA tasks it prefetches, model_repository.engines.trtllm_standin.lora_cache);
+    engine: the dtype of the LoRA tasks it prefetches, standins.trtllm.lora_cache);
     `draft`: draft-target decoding, its draft_checkpoint a CPU engine."""
     spec = _cpu_spec(engine_dir)
     speculative = SpeculativeDecoding.DRAFT_TOKENS_EXTERNAL if draft else SpeculativeDecoding.NONE
@@ -108,6 +111,9 @@ def render_standin_repository(engine_dir: Path, out_dir: Path, serving: TrtLlmSe
                               max_draft_len: int = DraftTargetOptions.max_draft_len) -> list[str]:
     models = standin_models(engine_dir, serving, lora_dir, prefetch_dir, draft_engine_dir, max_draft_len)
     write_repository(models, out_dir)
+    for model in models:
+        if model.adapter == STANDIN_ADAPTER:
+            link_package(out_dir / model.config.name)
     return [m.config.name for m in models]
 
 

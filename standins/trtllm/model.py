@@ -8,16 +8,16 @@ import triton_python_backend_utils as pb_utils
 
 from contract import guided
 from contract.build_record import BuildRecord, check_runtime
-from model_repository.triton import triton_io
-from model_repository.engines.trtllm_standin import lora_cache, upstream
-from model_repository.engines.trtllm_standin.engine import start_engine
-from model_repository.engines.trtllm_standin.executor import ExecutorLimits, StandinExecutor
-from model_repository.engines.trtllm_standin.metrics import iteration_stats, series
 from model_repository.engine_step.periodic import Periodic
-from model_repository.engines.trtllm_standin.publisher import StandinMetricsPublisher
-from model_repository.engines.trtllm_standin.request import is_stop, parse_request
-from model_repository.engines.trtllm_standin.responder import Responder, requested_outputs
-from model_repository.engines.trtllm_standin.settings import engine_limits, load_settings
+from model_repository.triton import triton_io
+from standins.trtllm import lora_cache, upstream
+from standins.trtllm.engine import start_engine
+from standins.trtllm.executor import ExecutorLimits, StandinExecutor
+from standins.trtllm.metrics import iteration_stats, series
+from standins.trtllm.publisher import StandinMetricsPublisher
+from standins.trtllm.request import is_stop, parse_request
+from standins.trtllm.responder import Responder, requested_outputs
+from standins.trtllm.settings import engine_limits, load_settings
 
 
 def _response(arrays):
@@ -51,8 +51,8 @@ class TritonPythonModel:
             lora_tasks=self.lora.engine_keys(), max_draft_len=s.max_draft_len))
         self.canceller = Periodic(s.cancellation_check_period_ms / 1000, self.executor.poll_cancelled,
                                   "standin-cancel").start()
-        self.metrics = StandinMetricsPublisher(args["model_name"], str(args["model_version"]), series(self.sem),
-                                               self._stats, s.stats_check_period_ms / 1000)
+        self.metrics = StandinMetricsPublisher(pb_utils.MetricFamily, args["model_name"], str(args["model_version"]),
+                                               series(self.sem), self._stats, s.stats_check_period_ms / 1000)
         self.metrics.start()
         triton_io.logger().log_info(
             f"tensorrt_llm stand-in (TensorRT-LLM {self.sem.version} semantics): engine {s.gpt_model_path}, "

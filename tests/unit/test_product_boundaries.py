@@ -1,0 +1,194 @@
+"""Test doubles stay out of the product (issue 36): no product module imports `standins` or
+`tests`, the Triton models' source imports nothing above it (no `build_engines`), `contract/`
+is the ground floor (the standard library and numpy), and neither image nor the package
+carries a stand-in.  Read from the source with ast and from the Dockerfiles' COPY/ADD lines;
+nothing is imported or built."""
+
+from __future__ import annotations
+
+import ast
+import fnmatch
+import json
+import shlex
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+# The product: what the images and the package carry.
+PRODUCT = ("contract", "model_repository", "build_engines", "serving", "client", "openai_front", "deploy")
+KIT = PRODUCT + ("bench", "standins", "tests")
+TEST_ONLY = ("standins", "tests")
+DOCKERFILES = sorted((ROOT / "docker").glob("*.Dockerfile"))
+# contract/ imports the standard library and numpy; the one lazy exception, named so a new one
+# is seen: guided.py compiles a grammar with xgrammar when a schema is checked (inside a function).
+CONTRACT_LAZY = {"contract/guided.py": {"xgrammar"}}
+
+
+def _modules(*packages: str) -> list[Path]:
+    return sorted(p for package in packages for p in (ROOT / package).rglob("*.py"))
+
+
+def _imports(path: Path) -> list[tuple[str, bool]]:
+    """(module, at module level) for every absolute import in the file."""
+    tree = ast.parse(path.read_text(), str(path))
+    nested = {id(n) for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+              for n in ast.walk(f) if n is not f}
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(a.name, id(node) not in nested) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.append((node.module, id(node) not in nested))
+        elif isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) == "import_module" \
+                and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+            found.append((node.args[0].value, id(node) not in nested))
+    return found
+
+
+def _top(module: str) -> str:
+    return module.split(".")[0]
+
+
+def _rel(path: Path) -> str:
+    return path.relative_to(ROOT).as_posix()
+
+
+def test_the_product_never_imports_a_stand_in_or_the_tests():
+    bad = [f"{_rel(p)}: {m}" for p in _modules(*PRODUCT) for m, _ in _imports(p) if _top(m) in TEST_ONLY]
+    assert not bad, "the product imports test code:\n" + "\n".join(bad)
+
+
+def test_bench_imports_the_stand_ins_only_when_a_stand_in_layout_is_rendered():
+    """bench/ is in both images, standins/ in neither: a stand-in layout renders only in a
+    checkout, and importing bench never needs one."""
+    bad = [f"{_rel(p)}: {m}" for p in _modules("bench") for m, top_level in _imports(p)
+           if _top(m) in TEST_ONLY and (top_level or _top(m) == "tests")]
+    assert not bad, "\n".join(bad)
+
+
+def test_the_triton_models_source_imports_nothing_above_it():
+    """model_repository/ runs in every Triton model's stub: of the kit it imports contract/ and
+    itself only (build_engines loaded 19 modules into a stub for one constant)."""
+    allowed = {"contract", "model_repository"}
+    bad = [f"{_rel(p)}: {m}" for p in _modules("model_repository") for m, _ in _imports(p)
+           if _top(m) in KIT and _top(m) not in allowed]
+    assert not bad, "\n".join(bad)
+
+
+def test_contract_is_the_ground_floor():
+    allowed = set(sys.stdlib_module_names) | {"numpy", "contract"}
+    bad = [f"{_rel(p)}: {m}" for p in _modules("contract") for m, top_level in _imports(p)
+           if _top(m) not in allowed and (top_level or _top(m) not in CONTRACT_LAZY.get(_rel(p), set()))]
+    assert not bad, "\n".join(bad)
+
+
+def test_only_the_adapters_of_the_stand_in_import_triton():
+    """As in model_repository (only models/ and triton/): the stand-in's engine modules take
+    what they need from Triton handed in by its adapter, standins/trtllm/model.py."""
+    bad = [_rel(p) for p in _modules("standins") for m, _ in _imports(p)
+           if _top(m) == "triton_python_backend_utils" and _rel(p) != "standins/trtllm/model.py"]
+    assert not bad, bad
+
+
+def test_the_block_size_has_one_source():
+    from build_engines import capacity, trtllm_plan
+    from contract.kv_cache import TOKENS_PER_BLOCK
+    from standins.trtllm import engine
+
+    assert capacity.TOKENS_PER_BLOCK is TOKENS_PER_BLOCK and trtllm_plan.TOKENS_PER_BLOCK is TOKENS_PER_BLOCK
+    assert engine.TOKENS_PER_BLOCK is TOKENS_PER_BLOCK
+    defined = [_rel(p) for p in _modules(*KIT) for node in ast.walk(ast.parse(p.read_text()))
+               if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "TOKENS_PER_BLOCK" for t in node.targets)]
+    assert defined == ["contract/kv_cache.py"]
+
+
+# --- the images and the package ------------------------------------------------------------
+def _instructions(dockerfile: Path) -> list[tuple[str, list[str]]]:
+    """(instruction, arguments) with continuation lines joined and comments dropped."""
+    lines, current = [], ""
+    for raw in dockerfile.read_text().splitlines():
+        line = raw.strip()
+        if not current and (not line or line.startswith("#")):
+            continue
+        if line.endswith("\\"):
+            current += line[:-1] + " "
+            continue
+        lines.append(current + line)
+        current = ""
+    out = []
+    for line in lines:
+        word, _, rest = line.partition(" ")
+        rest = rest.strip()
+        args = json.loads(rest) if rest.startswith("[") else shlex.split(rest)
+        out.append((word.upper(), args))
+    return out
+
+
+def copied_sources(dockerfile: Path) -> list[str]:
+    """The build-context paths a Dockerfile's COPY and ADD lines take (not --from=<stage>)."""
+    sources = []
+    for word, args in _instructions(dockerfile):
+        if word not in ("COPY", "ADD"):
+            continue
+        flags = [a for a in args if a.startswith("--")]
+        if any(f.startswith("--from=") for f in flags):
+            continue
+        paths = [a for a in args if not a.startswith("--")]
+        sources += [s.rstrip("/") or "." for s in paths[:-1]]
+    return sources
+
+
+def _dockerignored(pattern_target: str) -> bool:
+    ignore = ROOT / ".dockerignore"
+    if not ignore.exists():
+        return False
+    patterns = [p.strip() for p in ignore.read_text().splitlines() if p.strip() and not p.startswith("#")]
+    excluded = False
+    for p in patterns:  # the last matching pattern wins; "!" re-includes
+        negate = p.startswith("!")
+        if fnmatch.fnmatch(pattern_target, p.lstrip("!").strip("/")):
+            excluded = not negate
+    return excluded
+
+
+def test_the_dockerfile_parser_reads_copy_lines(tmp_path):
+    dockerfile = tmp_path / "x.Dockerfile"
+    dockerfile.write_text('FROM a AS b\n# COPY tests tests\nCOPY --chown=1:1 contract \\\n  serving /opt/\n'
+                          'COPY --from=b /x /y\nADD ["bench", "/opt/bench"]\nRUN echo COPY standins\n')
+    assert copied_sources(dockerfile) == ["contract", "serving", "bench"]
+
+
+@pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: p.name)
+def test_no_image_copies_a_stand_in_or_the_tests(dockerfile):
+    sources = copied_sources(dockerfile)
+    assert sources, f"{dockerfile.name}: no COPY lines read"
+    for source in sources:
+        top = Path(source).parts[0] if source not in (".", "*") else source
+        if top in (".", "*"):  # the whole context: .dockerignore must keep the test code out
+            assert all(_dockerignored(t) for t in TEST_ONLY), f"{dockerfile.name} copies {source!r} with test code"
+        else:
+            assert top not in TEST_ONLY, f"{dockerfile.name} copies {source}"
+            assert "*" not in top or not any(fnmatch.fnmatch(t, top) for t in TEST_ONLY), source
+
+
+@pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: p.name)
+def test_what_the_images_copy_holds_no_stand_in(dockerfile):
+    """Every copied directory (model_repository/ included) holds no stand-in: no file named for
+    one and no module that imports one."""
+    copied = [ROOT / s for s in copied_sources(dockerfile) if (ROOT / s).exists()]
+    files = [f for c in copied for f in ([c] if c.is_file() else c.rglob("*")) if f.is_file()]
+    assert not [_rel(f) for f in files if "standin" in _rel(f).lower()]
+    bad = [f"{_rel(f)}: {m}" for f in files if f.suffix == ".py" for m, top_level in _imports(f)
+           if _top(m) == "tests" or (_top(m) == "standins" and top_level)]
+    assert not bad, "\n".join(bad)
+    assert any(_rel(f).startswith("model_repository/") for f in files), "the image serves model_repository"
+
+
+def test_the_package_leaves_the_stand_ins_out():
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    include = pyproject["tool"]["setuptools"]["packages"]["find"]["include"]
+    for name in ("standins", "standins.trtllm", "tests", "tests.unit"):
+        assert not any(fnmatch.fnmatch(name, pattern) for pattern in include), name
