@@ -225,9 +225,9 @@ def stress(repository: Path, layout: str | None, models: tuple[str, ...], rounds
 def postprocessing_cost(repository: Path, served: bool, out: Path) -> None:
     """Microseconds of postprocessing per streamed token: 1 and 16 streams, 64- and 1024-token answers."""
     from bench import postprocessing_cost as pc
-    from bench.suite import _engine_dir
+    from bench.suite import engine_dir_of
 
-    tokenizer_dir = _engine_dir(repository)
+    tokenizer_dir = engine_dir_of(repository)
     rows = [pc.in_process(tokenizer_dir, s, n) for s in (1, 16) for n in (64, 1024)]
     if served:
         from serving.launcher import ServerSettings, TritonServer

@@ -223,10 +223,10 @@ def parse_export(export: dict, target: Target, workload: Workload, load: Load, t
         output_tokens=tokens, output_tokens_per_s=round(tokens / seconds, 1) if seconds else 0.0,
         requests_per_s=round(count / seconds, 3) if seconds else 0.0,
         goodput_rps=round(met / seconds, 3) if seconds else 0.0, slo_met_fraction=round(met / count, 3) if count else 0.0,
-        ttft_s=_percentiles(ttfts), itl_s=_percentiles(itls), latency_s=_percentiles(latencies),
+        ttft_s=percentiles(ttfts), itl_s=percentiles(itls), latency_s=percentiles(latencies),
         ttfts_s=sorted(round(t, 4) for t in ttfts), artifacts=artifacts,
     )
 
 
-def _percentiles(values: list[float]) -> dict[str, float]:
+def percentiles(values: list[float]) -> dict[str, float]:
     return {f"p{q}": round(percentile(values, q / 100), 4) for q in (50, 90, 95, 99)}

@@ -8,7 +8,7 @@ import time
 
 import openai
 
-from bench.genai_perf import RunResult, Slo, _percentiles
+from bench.genai_perf import RunResult, Slo, percentiles
 
 
 async def _one(client: openai.AsyncOpenAI, model: str, prompt: str, max_tokens: int,
@@ -68,6 +68,6 @@ def run_http(name: str, base_url: str, model: str, prompts: list[str], max_token
         target=name, workload=workload, load=f"c{concurrency}", requests=len(results), seconds=round(seconds, 3),
         output_tokens=tokens, output_tokens_per_s=round(tokens / seconds, 1), requests_per_s=round(len(results) / seconds, 3),
         goodput_rps=round(met / seconds, 3), slo_met_fraction=round(met / len(results), 3) if results else 0.0,
-        ttft_s=_percentiles(ttfts), itl_s=_percentiles(itls), latency_s=_percentiles([r[2] for r in results]),
+        ttft_s=percentiles(ttfts), itl_s=percentiles(itls), latency_s=percentiles([r[2] for r in results]),
         ttfts_s=sorted(round(t, 4) for t in ttfts),
     )

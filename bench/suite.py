@@ -40,7 +40,7 @@ class SuiteConfig:
     notes: list[str] = field(default_factory=list)
 
 
-def _engine_dir(repository: Path) -> Path:
+def engine_dir_of(repository: Path) -> Path:
     config = read_config(repository / names.PREPROCESSING / "config.pbtxt")
     return Path(config.parameters["tokenizer_dir"].string_value)
 
@@ -59,7 +59,7 @@ def _ratio(a: float, b: float) -> float:
 def run_suite(config: SuiteConfig) -> Path:
     t_start = time.monotonic()
     tools = ensure_venv("bench-tools", ROOT / "requirements" / "bench-tools.lock")
-    engine_dir = _engine_dir(config.repository)
+    engine_dir = engine_dir_of(config.repository)
     record = BuildRecord.read(engine_dir)
     params = engine_parameters(config.repository)
     runs_dir = config.out / "runs"

@@ -24,8 +24,8 @@ from build_engines.gpus import DEFAULT_GPU, FP8_MIN_SM, GpuTarget, known_gpu
 from build_engines.trtllm_spec import (
     GuidedDecodingBackend,
     KvCacheDtype,
-    _default_release,
-    _default_version,
+    default_triton_release,
+    default_trtllm_version,
     gpu_problems,
     parallelism_problems,
 )
@@ -58,8 +58,8 @@ class PyTorchServing:
 
 @dataclass(frozen=True)
 class PyTorchOptions:
-    trtllm_version: str = field(default_factory=_default_version)
-    triton_release: str = field(default_factory=_default_release)
+    trtllm_version: str = field(default_factory=default_trtllm_version)
+    triton_release: str = field(default_factory=default_triton_release)
     tp_size: int = 1
     pp_size: int = 1
     kv_cache_dtype: KvCacheDtype = KvCacheDtype.AUTO

@@ -148,12 +148,14 @@ class TrtLlmServing:
     guided_decoding_backend: GuidedDecodingBackend = GuidedDecodingBackend.XGRAMMAR
 
 
-def _default_version() -> str:
+def default_trtllm_version() -> str:
+    """The TensorRT-LLM version of the default image (empty where none is supported)."""
     target = default_target()
     return target.version if target else ""
 
 
-def _default_release() -> str:
+def default_triton_release() -> str:
+    """The Triton release of the default image (empty where none is supported)."""
     target = default_target()
     return target.release if target else ""
 
@@ -162,8 +164,8 @@ def _default_release() -> str:
 class TrtLlmOptions:
     # The Triton release and the TensorRT-LLM version it ships (build_engines/trtllm_versions.py);
     # empty where nothing configures one (the CPU image), which a TensorRT-LLM spec refuses.
-    trtllm_version: str = field(default_factory=_default_version)
-    triton_release: str = field(default_factory=_default_release)
+    trtllm_version: str = field(default_factory=default_trtllm_version)
+    triton_release: str = field(default_factory=default_triton_release)
     tp_size: int = 1
     pp_size: int = 1
     kv_cache_dtype: KvCacheDtype = KvCacheDtype.AUTO

@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 
-class _Request(BaseModel):
+class RequestBase(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     model: str
@@ -45,7 +45,7 @@ class StreamOptions(BaseModel):
     include_usage: bool = False
 
 
-class CompletionRequest(_Request):
+class CompletionRequest(RequestBase):
     prompt: str | list[str]
     echo: bool = False
     best_of: int | None = None
@@ -62,7 +62,7 @@ class ChatMessageIn(BaseModel):
     tool_call_id: str | None = None  # a tool message answers this call
 
 
-class ChatCompletionRequest(_Request):
+class ChatCompletionRequest(RequestBase):
     messages: list[ChatMessageIn] = Field(min_length=1)
     max_completion_tokens: int | None = Field(default=None, ge=1)
     stream_options: StreamOptions | None = None

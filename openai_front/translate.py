@@ -11,7 +11,7 @@ import json
 from contract.tensors import MAX_TOP_LOGPROBS
 from client.types import ChatMessage, GenerationResult, Guide, SamplingParams, StreamChunk
 from openai_front.errors import invalid, unsupported
-from openai_front.schemas import ChatCompletionRequest, CompletionRequest, _Request
+from openai_front.schemas import ChatCompletionRequest, CompletionRequest, RequestBase
 from openai_front.tools import ToolPlan, tool_plan
 
 
@@ -19,14 +19,14 @@ MAX_N = 16  # samples per request (each holds a KV-cache sequence)
 MAX_COMPLETION_LOGPROBS = 5  # OpenAI's bound for the completions endpoint's `logprobs`
 
 
-def _common_checks(req: _Request) -> None:
+def _common_checks(req: RequestBase) -> None:
     if not 1 <= req.n <= MAX_N:
         raise invalid(f"'n' must be in [1, {MAX_N}], got {req.n}", "n")
     if req.logit_bias:
         raise unsupported("logit_bias")
 
 
-def _guide(req: _Request) -> Guide | None:
+def _guide(req: RequestBase) -> Guide | None:
     """vLLM's guided_* extensions (regex, grammar, JSON schema) on both endpoints."""
     given = [(k, getattr(req, k)) for k in ("guided_json", "guided_regex", "guided_grammar") if getattr(req, k)]
     if len(given) > 1:
@@ -39,7 +39,7 @@ def _guide(req: _Request) -> Guide | None:
     return Guide("regex" if name == "guided_regex" else "ebnf_grammar", value)
 
 
-def _sampling(req: _Request, max_tokens: int | None, echo: bool = False, *, log_probs: bool = False,
+def _sampling(req: RequestBase, max_tokens: int | None, echo: bool = False, *, log_probs: bool = False,
               top_logprobs: int = 0, guide: Guide | None = None) -> SamplingParams:
     stop = (req.stop,) if isinstance(req.stop, str) else tuple(req.stop or ())
     min_tokens = req.min_tokens

@@ -204,3 +204,16 @@ def test_the_package_leaves_the_stand_ins_out():
     include = pyproject["tool"]["setuptools"]["packages"]["find"]["include"]
     for name in ("standins", "standins.trtllm", "tests", "tests.unit"):
         assert not any(fnmatch.fnmatch(name, pattern) for pattern in include), name
+
+
+def _private_names_taken_from_other_modules(path: Path) -> list[str]:
+    """`from kit.module import _name`: a module's private name used outside it."""
+    return [f"{node.module}.{alias.name}" for node in ast.walk(ast.parse(path.read_text(), str(path)))
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module and _top(node.module) in KIT
+            for alias in node.names if alias.name.startswith("_") and not alias.name.startswith("__")]
+
+
+def test_no_module_imports_another_modules_private_name():
+    found = {_rel(p): names for package in KIT if package != "tests" for p in sorted((ROOT / package).rglob("*.py"))
+             if (names := _private_names_taken_from_other_modules(p))}
+    assert not found, found
