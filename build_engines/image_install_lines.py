@@ -8,6 +8,7 @@ a recipe cannot be silently dropped from the check.
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from dataclasses import dataclass
@@ -46,14 +47,39 @@ def _logical_lines(text: str) -> list[str]:
     return re.sub(r"\\\n\s*", " ", text).splitlines()
 
 
-def _copy_map(lines: list[str]) -> list[tuple[str, str]]:
-    """(destination in the image, source in the repository) of each COPY from the build context."""
-    pairs = []
-    for line in lines:
-        words = line.split()
-        if words[:1] == ["COPY"] and not any(w.startswith("--from") for w in words) and len(words) == 3:
-            pairs.append((words[2].rstrip("/"), words[1].rstrip("/")))
-    return pairs
+@dataclass(frozen=True)
+class ContextCopy:
+    """A COPY or ADD that takes files from the build context (not `--from=<stage>`)."""
+
+    instruction: str  # COPY or ADD
+    flags: tuple[str, ...]
+    sources: tuple[str, ...]
+    destination: str
+
+
+def context_copies(text: str) -> list[ContextCopy]:
+    """Every COPY/ADD of a Dockerfile's text from the build context, in order: continuation lines
+    joined, flags apart, the shell and the JSON form."""
+    copies = []
+    for line in _logical_lines(text):
+        word, _, rest = line.strip().partition(" ")
+        if word.upper() not in ("COPY", "ADD"):
+            continue
+        flags, rest = [], rest.strip()
+        while rest.startswith("--"):
+            flag, _, rest = rest.partition(" ")
+            flags.append(flag)
+            rest = rest.strip()
+        args = json.loads(rest) if rest.startswith("[") else shlex.split(rest)
+        if not any(f.startswith("--from") for f in flags):
+            copies.append(ContextCopy(word.upper(), tuple(flags), tuple(args[:-1]), args[-1]))
+    return copies
+
+
+def _copy_map(copies: list[ContextCopy]) -> list[tuple[str, str]]:
+    """(destination in the image, source in the repository) of each plain one-source COPY."""
+    return [(c.destination.rstrip("/"), c.sources[0].rstrip("/")) for c in copies
+            if c.instruction == "COPY" and not c.flags and len(c.sources) == 1]
 
 
 def _repo_path(path: str, copies: list[tuple[str, str]], repo: Path) -> Path:
@@ -100,8 +126,9 @@ def parse_pip_install(command: str, resolve_path, image_constraint_names: set[st
 
 def dockerfile_installs(dockerfile: Path, repo: Path) -> list[PipInstall]:
     """Every `pip install` of the Dockerfile's RUN commands, in order."""
-    lines = _logical_lines(dockerfile.read_text())
-    copies = _copy_map(lines)
+    text = dockerfile.read_text()
+    lines = _logical_lines(text)
+    copies = _copy_map(context_copies(text))
     base_lists = {m.group(1) for line in lines for m in [re.match(r"ARG BASE_PACKAGES=(\S+)", line)] if m}
     names = base_lists | {"${BASE_PACKAGES}", "$BASE_PACKAGES"}
     installs = []

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import ast
 import fnmatch
-import json
-import shlex
 import sys
 import tomllib
 from pathlib import Path
 
 import pytest
+
+from build_engines.image_install_lines import context_copies
 
 ROOT = Path(__file__).resolve().parents[2]
 # The product: what the images and the package carry.
@@ -106,39 +106,9 @@ def test_the_block_size_has_one_source():
 
 
 # --- the images and the package ------------------------------------------------------------
-def _instructions(dockerfile: Path) -> list[tuple[str, list[str]]]:
-    """(instruction, arguments) with continuation lines joined and comments dropped."""
-    lines, current = [], ""
-    for raw in dockerfile.read_text().splitlines():
-        line = raw.strip()
-        if not current and (not line or line.startswith("#")):
-            continue
-        if line.endswith("\\"):
-            current += line[:-1] + " "
-            continue
-        lines.append(current + line)
-        current = ""
-    out = []
-    for line in lines:
-        word, _, rest = line.partition(" ")
-        rest = rest.strip()
-        args = json.loads(rest) if rest.startswith("[") else shlex.split(rest)
-        out.append((word.upper(), args))
-    return out
-
-
 def copied_sources(dockerfile: Path) -> list[str]:
     """The build-context paths a Dockerfile's COPY and ADD lines take (not --from=<stage>)."""
-    sources = []
-    for word, args in _instructions(dockerfile):
-        if word not in ("COPY", "ADD"):
-            continue
-        flags = [a for a in args if a.startswith("--")]
-        if any(f.startswith("--from=") for f in flags):
-            continue
-        paths = [a for a in args if not a.startswith("--")]
-        sources += [s.rstrip("/") or "." for s in paths[:-1]]
-    return sources
+    return [s.rstrip("/") or "." for c in context_copies(dockerfile.read_text()) for s in c.sources]
 
 
 def _dockerignored(pattern_target: str) -> bool:
