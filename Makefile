@@ -16,7 +16,7 @@ PP ?=
 # A GPU build when asked for (GPU=1, TP/PP, or a GPU-only precision), the CPU engine otherwise.  `gpu`
 # takes TensorRT-LLM's PyTorch backend where the image (.env) has it, the recommended path for new
 # deployments, and the TensorRT-engine flow on images without it or for what only it builds
-# (build_engines/gpu_path.py); BACKEND=tensorrt_llm or tensorrt_llm_pytorch picks one by hand.
+# (build_engines/gpu/path.py); BACKEND=tensorrt_llm or tensorrt_llm_pytorch picks one by hand.
 GPU ?=
 TRT_PRECISIONS := bf16 fp8 int8_sq int8_wo int4_awq nvfp4
 BACKEND ?= $(if $(or $(GPU),$(TP),$(PP),$(filter $(TRT_PRECISIONS),$(PRECISION))),gpu,openvino)

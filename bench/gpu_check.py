@@ -1,7 +1,7 @@
 """`make gpu-check`: one check of a GPU host, run inside the kit's GPU image (the Makefile builds
 the image first and passes how long that took).
 
-For the flow the image takes (build_engines/gpu_path.py: the PyTorch backend on 26.04 - 26.07,
+For the flow the image takes (build_engines/gpu/path.py: the PyTorch backend on 26.04 - 26.07,
 the engine flow on 25.12 - 26.02) and each precision - fp16, and fp8 (weights and KV cache) on
 Hopper or newer - it runs the GPU-marked tests of that flow's file with pytest: they build the
 default model at that precision, serve it with `serving gpu-up`, and run the stream == whole,
@@ -123,7 +123,7 @@ def run_one(run: CheckRun, timeout_s: float, cwd: Path) -> PrecisionRun:
 
 
 def check(out: Path, budget_s: float, image_build_s: float | None, calib_dataset: str, cwd: Path) -> GpuCheckReport:
-    from build_engines.gpu_path import choose_gpu_backend
+    from build_engines.gpu.path import choose_gpu_backend
     from build_engines.gpus import detect_gpus
 
     started, t0 = datetime.datetime.now().isoformat(timespec="seconds"), time.monotonic()

@@ -61,7 +61,7 @@ class GpuCheckReport:
     started: str
     versions: dict
     gpu: dict
-    backend_choice: str  # why this flow (build_engines/gpu_path.py)
+    backend_choice: str  # why this flow (build_engines/gpu/path.py)
     budget_s: float
     image_build_s: float | None
     runs: tuple[PrecisionRun, ...]

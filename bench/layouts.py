@@ -37,7 +37,7 @@ def pytorch_engine(checkpoint: Path) -> Path:
     an answer of this layout never depends on what earlier requests left cached."""
     from build_engines.cli import default_engine_dir, reuse_engine
     from build_engines.cli_options import make_spec
-    from build_engines.pytorch_build import build_pytorch_engine, engine_is_built
+    from build_engines.pytorch.build import build_pytorch_engine, engine_is_built
 
     spec = make_spec(checkpoint, backend="tensorrt_llm_pytorch", precision=None, max_batch_size=32,
                      max_input_len=1536, max_seq_len=2048, max_num_tokens=512, default_max_tokens=256,

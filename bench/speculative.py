@@ -3,7 +3,7 @@ that copy spans of the prompt: rewrite a passage, fix a line of given code), the
 engine's own backend driven in-process, plain and with prompt lookup in alternating rounds, at
 each concurrency: output tok/s, tokens per engine step, and how many greedy answers equal plain
 decoding's (both with the deployment's numerics: with the default unquantized KV cache they must
-all be equal, build_engines/openvino_precision.py)."""
+all be equal, build_engines/openvino/precision.py)."""
 
 from __future__ import annotations
 

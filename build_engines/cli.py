@@ -16,7 +16,8 @@ from build_engines import default_model
 from build_engines.checkpoint import CheckpointError, inspect_checkpoint
 from build_engines.cli_options import make_spec, spec_options
 from build_engines.gpus import GpuError
-from build_engines.spec import BuildSpec, EngineBackend, SpecError
+from build_engines.spec import BuildSpec
+from build_engines.spec_base import EngineBackend, SpecError
 from contract.lora import LoraError
 
 BUILD_DIR = Path("build")
@@ -111,8 +112,8 @@ LORA_DIR_OPTION = click.option(
 
 def _checked_spec(checkpoint: Path | None, kwargs: dict, lora_dir: Path | None = None):
     """Resolve the checkpoint, build the spec and validate it: every error before any work.
-    `--backend gpu` becomes the flow build_engines/gpu_path.py picks, said on stderr."""
-    from build_engines.gpu_path import resolve_backend
+    `--backend gpu` becomes the flow build_engines/gpu/path.py picks, said on stderr."""
+    from build_engines.gpu.path import resolve_backend
 
     try:
         kwargs, why = resolve_backend(kwargs)
@@ -122,7 +123,7 @@ def _checked_spec(checkpoint: Path | None, kwargs: dict, lora_dir: Path | None =
         info = inspect_checkpoint(checkpoint)
         spec = make_spec(checkpoint, **kwargs)
         if lora_dir is not None and spec.backend == EngineBackend.TENSORRT_LLM:
-            from build_engines.trtllm_lora import lora_options
+            from build_engines.trtllm.lora import lora_options
 
             spec = dataclasses.replace(spec, trtllm=dataclasses.replace(spec.trtllm, lora=lora_options(lora_dir)))
         spec.validate(info)
@@ -198,11 +199,11 @@ def reuse_engine(engine_dir: Path, spec: BuildSpec) -> bool:
 def _builder(backend: EngineBackend):
     """(engine_is_built, build) of a backend; TensorRT-LLM's only inside its image."""
     if backend == EngineBackend.OPENVINO:
-        from build_engines.openvino_build import build_openvino_engine, engine_is_built
+        from build_engines.openvino.build import build_openvino_engine, engine_is_built
 
         return engine_is_built, build_openvino_engine
     if backend == EngineBackend.TENSORRT_LLM_PYTORCH:  # copying needs nothing; quantizing checks its image itself
-        from build_engines.pytorch_build import build_pytorch_engine, engine_is_built
+        from build_engines.pytorch.build import build_pytorch_engine, engine_is_built
 
         return engine_is_built, build_pytorch_engine
     import importlib.util
@@ -210,7 +211,7 @@ def _builder(backend: EngineBackend):
     if importlib.util.find_spec("tensorrt_llm") is None:
         _fail(SpecError("tensorrt_llm is not installed here: build TensorRT-LLM engines inside the pinned image "
                         "(`make build-engine BACKEND=tensorrt_llm ...` runs this in the compose `builder` service)"))
-    from build_engines.trtllm_build import build_trtllm_engine, engine_is_built
+    from build_engines.trtllm.build import build_trtllm_engine, engine_is_built
 
     return engine_is_built, build_trtllm_engine
 

@@ -8,17 +8,17 @@ from pathlib import Path
 
 import click
 
-from build_engines.gpus import DEFAULT_GPU, GpuError, GpuTarget, detect_gpus, known_gpu
 from build_engines.fidelity.options import EVALUATIONS, FidelityOptions
-from build_engines.openvino_compress import MODES, SENSITIVITY_METRICS, Int4Recipe
-from build_engines.pytorch_speculative import PyTorchSpecMode, PyTorchSpeculative
-from build_engines.spec import DEFAULT_PRECISION, BuildSpec, EngineBackend, EngineLimits, OpenVinoOptions, Precision, SpecError
-from contract.model_configs import ACTIVATION_PRECISIONS, KV_CACHE_PRECISIONS
-from build_engines.trtllm_draft_target import DraftTargetOptions
-from build_engines.trtllm_eagle import EagleOptions, parse_choices
-from build_engines.trtllm_versions import TrtllmTargetError, resolve_target
-from contract.upstream.trtllm_build import supported_versions
-from build_engines.trtllm_spec import (
+from build_engines.gpus import DEFAULT_GPU, GpuError, GpuTarget, detect_gpus, known_gpu
+from build_engines.openvino.compress import MODES, SENSITIVITY_METRICS, Int4Recipe
+from build_engines.openvino.options import OpenVinoOptions
+from build_engines.pytorch.speculative import PyTorchSpecMode, PyTorchSpeculative
+from build_engines.spec import BuildSpec
+from build_engines.spec_base import DEFAULT_PRECISION, EngineBackend, EngineLimits, Precision, SpecError
+from build_engines.trtllm.eagle import parse_choices
+from build_engines.trtllm.options import (
+    DraftTargetOptions,
+    EagleOptions,
     GuidedDecodingBackend,
     KvCacheDtype,
     LookaheadConfig,
@@ -27,6 +27,9 @@ from build_engines.trtllm_spec import (
     TrtLlmOptions,
     TrtLlmServing,
 )
+from build_engines.trtllm.versions import TrtllmTargetError, resolve_target
+from contract.model_configs import ACTIVATION_PRECISIONS, KV_CACHE_PRECISIONS
+from contract.upstream.trtllm_build import supported_versions
 
 _LIMITS = EngineLimits()
 _OV = OpenVinoOptions()
@@ -35,7 +38,7 @@ _SERVING = TrtLlmServing()
 _INT4 = Int4Recipe()
 
 
-_SIZED = "A value given here always wins (build_engines/gpu_limits.py)."
+_SIZED = "A value given here always wins (build_engines/gpu/limits.py)."
 
 
 def _choice(enum_cls) -> click.Choice:
@@ -48,7 +51,7 @@ _OPTIONS = [
     click.option("--backend", type=click.Choice([m.value for m in EngineBackend] + ["gpu"]),
                  default=EngineBackend.OPENVINO.value, show_default=True,
                  help="gpu: TensorRT-LLM's PyTorch backend where the target image has it (the recommended path), "
-                      "else its engine flow (build_engines/gpu_path.py)."),
+                      "else its engine flow (build_engines/gpu/path.py)."),
     click.option("--precision", type=_choice(Precision), default=None,
                  help="openvino: int8 (default) | int4 | fp16; tensorrt_llm: fp16 (default) | bf16 | fp8 | int8_sq | "
                       "int8_wo | int4_awq; tensorrt_llm_pytorch: auto (default: the checkpoint as it is) | fp16 | "
@@ -319,8 +322,8 @@ def make_spec(checkpoint: Path, backend: str, precision: str | None, max_batch_s
                                   guided_decoding_backend=GuidedDecodingBackend(guided_decoding)),
         )
     pytorch = None
-    if engine_backend == EngineBackend.TENSORRT_LLM_PYTORCH:  # build_engines/pytorch_options.py
-        from build_engines.pytorch_options import pytorch_options
+    if engine_backend == EngineBackend.TENSORRT_LLM_PYTORCH:  # build_engines/pytorch/cli_options.py
+        from build_engines.pytorch.cli_options import pytorch_options
 
         pytorch = pytorch_options(
             triton_image=triton_image, trtllm_version=trtllm_version, tp_size=tp_size, pp_size=pp_size,
@@ -368,7 +371,7 @@ def make_spec(checkpoint: Path, backend: str, precision: str | None, max_batch_s
     spec = dataclasses.replace(spec, pytorch=pytorch) if pytorch else spec
     if engine_backend == EngineBackend.OPENVINO:
         return spec  # the CPU engine keeps its own defaults
-    from build_engines.gpu_limits import sized_spec
+    from build_engines.gpu.limits import sized_spec
 
     return sized_spec(spec, given)
 

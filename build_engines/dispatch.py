@@ -66,7 +66,7 @@ def decide(build_args: Sequence[str], model: Path | None, *, trtllm_ok: bool, co
 
 def main(argv: Sequence[str]) -> int:
     model = Path(argv[0]) if argv and argv[0] else None
-    trtllm_ok = _ok([sys.executable, "-m", "build_engines.trtllm_probe"])
+    trtllm_ok = _ok([sys.executable, "-m", "build_engines.trtllm.probe"])
     compose = None if trtllm_ok else compose_command()
     where = decide(argv[1:], model, trtllm_ok=trtllm_ok, compose=compose,
                    engine_ok=bool(compose) and _ok(["docker", "info"]))

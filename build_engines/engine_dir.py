@@ -10,7 +10,8 @@ from pathlib import Path
 
 from build_engines.checkpoint import CheckpointInfo, inspect_checkpoint
 from build_engines.process import BuildError
-from build_engines.spec import BuildSpec, EngineBackend
+from build_engines.spec import BuildSpec
+from build_engines.spec_base import EngineBackend
 from contract.build_record import BuildRecord
 
 

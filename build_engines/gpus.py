@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 # TensorRT-LLM 1.1 and 1.2 support Ampere (SM 8.0/8.6), Ada (8.9), Hopper (9.0) and Blackwell
 # (docs/source/reference/support-matrix.md, "Hardware" and "Precision").  What a Blackwell
-# data-centre part (SM 10.x) refuses is an upstream rule: see build_engines/trtllm_rules.py.
+# data-centre part (SM 10.x) refuses is an upstream rule: see build_engines/trtllm/rules.py.
 MIN_SM = 80
 FP8_MIN_SM = 89  # FP8 weights and FP8 KV cache: Ada Lovelace / Hopper or newer
 ARCHITECTURES = {70: "Volta", 75: "Turing", 80: "Ampere", 86: "Ampere", 87: "Ampere", 89: "Ada Lovelace",

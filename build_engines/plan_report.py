@@ -5,15 +5,17 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-from build_engines.capacity import CapacityError, estimate
 from build_engines.checkpoint import CheckpointInfo
-from build_engines.gpu_limits import limit_lines
-from build_engines.openvino_precision import exactness_line
-from build_engines.spec import BuildSpec, EngineBackend, Precision
-from build_engines.trtllm_plan import BuildPaths, find_examples_dir, plan_steps
-from build_engines.trtllm_launch import serve_line
-from build_engines.trtllm_rules import EffectiveConfig
-from build_engines.trtllm_spec import KvCacheDtype, SpeculativeDecoding, effective
+from build_engines.gpu.capacity import CapacityError, estimate
+from build_engines.gpu.limits import limit_lines
+from build_engines.openvino.precision import exactness_line
+from build_engines.spec import BuildSpec
+from build_engines.spec_base import EngineBackend, Precision
+from build_engines.trtllm.launch import serve_line
+from build_engines.trtllm.options import KvCacheDtype, SpeculativeDecoding
+from build_engines.trtllm.plan import BuildPaths, find_examples_dir, plan_steps
+from build_engines.trtllm.rules import EffectiveConfig
+from build_engines.trtllm.spec import effective
 from contract.model_configs import DRAFT_SUBDIR
 from contract.upstream.trtllm_build import load_build_table
 
@@ -25,17 +27,15 @@ def plan_lines(spec: BuildSpec, info: CheckpointInfo, engine_dir: Path) -> list[
     if spec.backend == EngineBackend.OPENVINO:
         return head + _openvino_lines(spec, info, engine_dir)
     if spec.backend == EngineBackend.TENSORRT_LLM_PYTORCH:
-        from build_engines.pytorch_plan import pytorch_plan_lines
+        from build_engines.pytorch.plan import pytorch_plan_lines
 
         return head + pytorch_plan_lines(spec, info, engine_dir)
     return head + _trtllm_lines(spec, info, engine_dir)
 
 
 def _openvino_lines(spec: BuildSpec, info: CheckpointInfo, engine_dir: Path) -> list[str]:
-    from build_engines.openvino_build import export_command
-
     from build_engines.fidelity.plan import fidelity_plan_lines
-    from build_engines.openvino_build import compress_command, fusion_command
+    from build_engines.openvino.build import compress_command, export_command, fusion_command
 
     ov = spec.openvino
     element = spec.kv_bytes_per_element(info)

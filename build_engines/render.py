@@ -28,6 +28,7 @@ from contract.tensors import (
     TensorSpec,
 )
 
+
 class RenderError(ValueError):
     pass
 

@@ -9,26 +9,31 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from build_engines.pytorch_repository import MODEL_SUBDIR, pytorch_engine_model
+from build_engines.pytorch.repository import MODEL_SUBDIR, pytorch_engine_model
 from build_engines.render import RenderedModel, ensemble_config, python_model_config, write_repository
-from build_engines.spec import BuildSpec, EngineBackend
-from build_engines import trtllm_lora
-from build_engines.trtllm_build import TOKENIZER_SUBDIR
-from build_engines.trtllm_repository import bls_model, draft_relay, relay_model, trtllm_engine_models
+from build_engines.spec import BuildSpec
+from build_engines.spec_base import EngineBackend
+from build_engines.trtllm import lora as trtllm_lora
+from build_engines.trtllm.build import TOKENIZER_SUBDIR
+from build_engines.trtllm.repository import bls_model, draft_relay, relay_model, trtllm_engine_models
 from contract import lora, names
-from contract.lora import LoraAdapter
 from contract.build_record import BuildRecord
 from contract.features import (
     CPU_ENGINE,
     EngineFeatures,
     pytorch_engine,
     trtllm_engine,
+    with_draft_model,
     with_guided_decoding,
     with_lora,
-    with_draft_model,
     with_top_logprobs,
 )
-from contract.model_configs import OpenVinoEngineParameters, PostprocessingParameters, PreprocessingParameters
+from contract.lora import LoraAdapter
+from contract.model_configs import (
+    OpenVinoEngineParameters,
+    PostprocessingParameters,
+    PreprocessingParameters,
+)
 from contract.model_parameters import to_parameters
 from contract.tensors import (
     ENGINE_INPUTS,
@@ -38,6 +43,7 @@ from contract.tensors import (
     PREPROCESSING_INPUTS,
     PREPROCESSING_OUTPUTS,
 )
+
 
 def engine_features(spec: BuildSpec, lora: bool = False) -> EngineFeatures:
     """What the engine behind the ensemble honours (contract/features.py)."""
@@ -92,10 +98,10 @@ def text_models(tokenizer_dir: Path, spec: BuildSpec, served: dict[str, int] | N
 def openvino_engine_model(engine_dir: Path, spec: BuildSpec, adapters: list[LoraAdapter] = (),
                           fusion: dict | None = None, repository: Path | None = None) -> RenderedModel:
     """`fusion`: the engine's fused projections (build.json); adapters of fused modules are
-    rewritten for them into the engine model's directory of `repository` (build_engines/fused_lora.py)."""
+    rewritten for them into the engine model's directory of `repository` (build_engines/openvino/fused_lora.py)."""
     files: dict[str, bytes] = {}
     if adapters and fusion and fusion.get("fused_modules"):
-        from build_engines.fused_lora import for_fused_engine
+        from build_engines.openvino.fused_lora import for_fused_engine
 
         adapters, files = for_fused_engine(list(adapters), fusion, repository.resolve() / names.OPENVINO_ENGINE)
     params = OpenVinoEngineParameters(
@@ -139,7 +145,7 @@ def render_repository(engine_dir: Path, out_dir: Path, *, relay: bool = False, d
     serve_time = (EngineBackend.OPENVINO, EngineBackend.TENSORRT_LLM_PYTORCH)  # adapters loaded when serving
     adapters = lora.discover(lora_dir) if lora_dir is not None and spec.backend in serve_time else []
     served = {a.name: a.task_id for a in adapters}
-    if spec.backend == EngineBackend.TENSORRT_LLM:  # built into the engine (build_engines/trtllm_lora.py)
+    if spec.backend == EngineBackend.TENSORRT_LLM:  # built into the engine (build_engines/trtllm/lora.py)
         served = trtllm_lora.served(spec.trtllm.lora)
         built = spec.trtllm.lora.adapters
         if lora_dir is not None and tuple(trtllm_lora.lora_options(lora_dir).adapters) != built:

@@ -200,7 +200,7 @@ CPU_ENGINE_DRAFT_MODEL = EngineFeatures("the CPU engine (OpenVINO GenAI, draft-m
 # relays end each sample's stream with its own closing response) and log probs (rows
 # input.return_log_probs, output.output_log_probs).  Guided decoding is added by
 # with_guided_decoding where the renderer configures the backend's xgrammar decoder (the
-# default: build_engines/trtllm_spec.GuidedDecodingBackend; rows guided.config,
+# default: build_engines/trtllm/spec.GuidedDecodingBackend; rows guided.config,
 # input.guided_decoding_guide_type).
 # Priorities: TensorRT-LLM's executor has a per-request priority (executor.h Request
 # `priority`, kDefaultPriority 0.5) but NVIDIA's Triton backend never sets it: its
@@ -256,7 +256,7 @@ PYTORCH_ENGINE = pytorch_engine(PYTORCH_VERSION)
 
 
 def with_draft_model(engine: EngineFeatures) -> EngineFeatures:
-    """The engine flow with a draft engine (build_engines/trtllm_draft_target.py): the BLS's draft
+    """The engine flow with a draft engine (build_engines/trtllm/draft_target.py): the BLS's draft
     loop serves num_draft_tokens; draft logits stay refused (the draft is not built to gather
     generation logits)."""
     return EngineFeatures(engine.label, engine.features | {Feature.DRAFT_MODEL})

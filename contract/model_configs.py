@@ -88,7 +88,7 @@ class OpenVinoEngineParameters:
     # requests, 2 up to 8, then 4): fewer trips through the pipeline when the CPU is busiest.
     stream_interval: int = 0
     # The engine's numerics, pinned (INFERENCE_PRECISION_HINT, KV_CACHE_PRECISION): the spec's
-    # openvino.activation_precision / kv_cache_precision (build_engines/openvino_precision.py).
+    # openvino.activation_precision / kv_cache_precision (build_engines/openvino/precision.py).
     activation_precision: str = "f32"
     kv_cache_precision: str = "f32"
     # DYNAMIC_QUANTIZATION_GROUP_SIZE: activations quantized to int8 in groups of this size before
@@ -233,7 +233,7 @@ class PyTorchEngineParameters:
     cancel_check_period_ms: int = 50  # how often requests whose client went away are looked for
     stats_period_s: float = 1.0  # how often the LLM's iteration stats (KV-cache usage) are read
     # LLM(speculative_config=...) as JSON: {"decoding_type": ..., fields of its DecodingConfig}, "{}" for none
-    # (build_engines/pytorch_speculative.py renders it; the model builds the tensorrt_llm.llmapi class by name).
+    # (build_engines/pytorch/speculative.py renders it; the model builds the tensorrt_llm.llmapi class by name).
     speculative_config: str = "{}"
     # LLM(guided_decoding_backend=...): "" leaves structured output off; "xgrammar" also makes the
     # LLM load its tokenizer (its executor builds the decoder from it: row llm.guided.tokenizer)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from build_engines.spec import EngineBackend
+from build_engines.spec_base import EngineBackend
 from contract.build_record import BuildRecord
 from deploy.parallelism import parallelism_from_spec
 

@@ -13,7 +13,7 @@ ARG TRTLLM_VERSION
 RUN test -n "${TRTLLM_VERSION}" || { echo "TRTLLM_VERSION is not set: build through docker compose (.env)"; exit 1; }; \
     python3 -c "import importlib.metadata as m, sys; v = m.version('tensorrt_llm'); \
 sys.exit(0 if v == '${TRTLLM_VERSION}' else f'tensorrt_llm {v} in the base image, expected ${TRTLLM_VERSION}')"
-# build_engines reads the target from here inside the image (build_engines/trtllm_versions.py).
+# build_engines reads the target from here inside the image (build_engines/trtllm/versions.py).
 ENV TRITON_IMAGE=${TRITON_IMAGE} TRTLLM_VERSION=${TRTLLM_VERSION}
 
 # The image's Python 3.12: the system one in 25.12 - 26.03 (pip may install into it), the venv

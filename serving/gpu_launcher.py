@@ -7,7 +7,7 @@ The world size comes from the engine's build.json (TP x PP), never from a flag. 
 rank 0 serves the whole repository on the network ports; ranks > 0 load the repository's
 TensorRT-LLM models (they are the engines' other GPUs) with the network off, and every rank gets
 its own Python-backend shared-memory prefix.  Leader mode serves one TensorRT-LLM model only
-(build_engines/trtllm_launch.py): with draft-target decoding on more than one GPU the server runs
+(build_engines/trtllm/launch.py): with draft-target decoding on more than one GPU the server runs
 in upstream's orchestrator mode.  Unlike NVIDIA's launch_triton_server.py (which starts mpirun
 and returns), the launcher stays in the foreground, forwards SIGINT/SIGTERM to the child, and
 exits with the child's status - what a container's PID 1 must do.
@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from build_engines.render import read_config
-from build_engines.trtllm_launch import CUDA_POOL_OFF, ORCHESTRATOR_ENV, ORCHESTRATOR_FLAGS, uses_orchestrator
+from build_engines.trtllm.launch import CUDA_POOL_OFF, ORCHESTRATOR_ENV, ORCHESTRATOR_FLAGS, uses_orchestrator
 from contract import names
 from contract.build_record import BuildRecord, check_runtime
 from contract.model_configs import PyTorchEngineParameters, TensorRtLlmParameters
@@ -123,7 +123,7 @@ def visible_gpu_count(s: GpuServerSettings, world: int, environ=os.environ, dete
 
 def orchestrator_command(s: GpuServerSettings, gpus: int) -> list[str]:
     """One MPI process: the orchestrator tritonserver, whose backend spawns every TensorRT-LLM
-    model's workers (launch_triton_server.py --multi-model; build_engines/trtllm_launch.py)."""
+    model's workers (launch_triton_server.py --multi-model; build_engines/trtllm/launch.py)."""
     cmd = [s.mpirun, "--allow-run-as-root"]
     for name, value in ORCHESTRATOR_ENV.items():
         cmd += ["-x", f"{name}={value}"]  # exported to the rank, as the script's env= is

@@ -37,7 +37,7 @@ def default_checkpoint() -> Path:
 def default_engine(default_checkpoint: Path) -> Path:
     """The default INT8 CPU engine; rebuilt only when missing or built from another spec."""
     from build_engines.cli import reuse_engine
-    from build_engines.openvino_build import build_openvino_engine, engine_is_built
+    from build_engines.openvino.build import build_openvino_engine, engine_is_built
     from build_engines.spec import BuildSpec
 
     spec = BuildSpec(checkpoint=default_checkpoint)
@@ -52,8 +52,9 @@ def unfused_engine(default_checkpoint: Path, tmp_path_factory) -> Path:
     """The default engine built without fused projections (--no-fuse-projections; no fidelity
     report): what LoRA adapters on q/k/v or gate/up need, and the reference fusion must equal."""
     from build_engines.fidelity.options import FidelityOptions
-    from build_engines.openvino_build import build_openvino_engine
-    from build_engines.spec import BuildSpec, OpenVinoOptions
+    from build_engines.openvino.build import build_openvino_engine
+    from build_engines.spec import BuildSpec
+    from build_engines.openvino.options import OpenVinoOptions
 
     spec = BuildSpec(checkpoint=default_checkpoint, openvino=OpenVinoOptions(fuse_projections=False),
                      fidelity=FidelityOptions(evaluation="off"))

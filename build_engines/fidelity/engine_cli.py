@@ -30,7 +30,8 @@ def engine_summary(engine_dir: Path, as_json: bool = False) -> str:
 def evaluate_built_engine(engine_dir: Path, evaluation: str, store: bool) -> str:
     """Run the report on a built CPU engine with the numerics it is served with."""
     from build_engines.fidelity.__main__ import evaluate_openvino_engine
-    from build_engines.spec import BuildSpec, EngineBackend
+    from build_engines.spec import BuildSpec
+    from build_engines.spec_base import EngineBackend
 
     record = BuildRecord.read(engine_dir)
     spec = BuildSpec.from_dict(record.spec)

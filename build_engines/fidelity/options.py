@@ -19,7 +19,7 @@ class FidelityOptions:
     min_same_top1_pct: float | None = None
 
     def validate(self) -> None:
-        from build_engines.spec import SpecError
+        from build_engines.spec_base import SpecError
 
         if self.evaluation not in EVALUATIONS:
             raise SpecError(f"'fidelity.evaluation' must be one of {list(EVALUATIONS)}, got {self.evaluation!r}")

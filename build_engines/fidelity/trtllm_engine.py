@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from build_engines.process import run_streaming
-from build_engines.trtllm_plan import BuildPaths, engine_step
+from build_engines.trtllm.plan import BuildPaths, engine_step
 
 
 def scoring_engine_command(spec, checkpoint_dir: Path, out_dir: Path) -> list[str]:

@@ -8,7 +8,7 @@ a row is `read` where an upstream file pins the version, `inferred` where upstre
 (then `bound` says how, and the version is the newest release inside the bound on the image's
 cutoff date, found with pip's `--uploaded-prior-to`).  Only the packages of the kit's install
 closure are listed; a package the resolver wants that the table does not know is an error of
-the check (build_engines/image_resolver.py), not a silent pass.
+the check (build_engines/images/resolver.py), not a silent pass.
 
     pkgs = load_image_packages("25.12")
     pkgs.constraints()        # ['annotated-doc==0.0.4', ...] the image's pins, as `-c` lines

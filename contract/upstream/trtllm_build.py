@@ -5,7 +5,7 @@ One table per supported TensorRT-LLM version holds four kinds of rows, each citi
 - `tool`: one of the three build tools (trtllm-build, quantize.py, the Llama convert_checkpoint.py);
 - `flag`: a flag of a tool with its type and accepted values;
 - `rule`: an implicit rule of the builder or executor (parameters as data, logic in
-  build_engines/trtllm_rules.py, which implements every rule id and nothing else).
+  build_engines/trtllm/rules.py, which implements every rule id and nothing else).
 
 The planner checks every argv it emits against the table (`check_argv`), so a flag or value the
 pinned tools do not accept fails at plan time, not inside the image.

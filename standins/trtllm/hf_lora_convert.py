@@ -1,5 +1,5 @@
 """A stand-in for TensorRT-LLM's examples/hf_lora_convert.py (the script the engine flow runs
-in NVIDIA's container to fill the LoRA prefetch directory: build_engines/trtllm_lora.py),
+in NVIDIA's container to fill the LoRA prefetch directory: build_engines/trtllm/lora.py),
 reproducing what it writes for Llama adapters, from its source read at 05316d33 (lines cited;
 row lora.tensor_layout of contract/upstream/data/trtllm_backend_semantics_<version>.json):
 

@@ -20,11 +20,12 @@ from pathlib import Path
 
 from build_engines.render import RenderedModel, ensemble_config, write_repository
 from build_engines.repository import text_models
-from build_engines.spec import BuildSpec, EngineBackend, Precision
-from build_engines.trtllm_draft_target import DraftTargetOptions
-from build_engines.trtllm_repository import bls_model, draft_relay, trtllm_engine_models
-from build_engines.trtllm_lora import TrtLlmLora, lora_options, served
-from build_engines.trtllm_spec import SpeculativeDecoding, TrtLlmOptions, TrtLlmServing
+from build_engines.spec import BuildSpec
+from build_engines.spec_base import EngineBackend, Precision
+from build_engines.trtllm.options import DraftTargetOptions
+from build_engines.trtllm.repository import bls_model, draft_relay, trtllm_engine_models
+from build_engines.trtllm.lora import TrtLlmLora, lora_options, served
+from build_engines.trtllm.options import SpeculativeDecoding, TrtLlmOptions, TrtLlmServing
 from contract import names
 from contract.build_record import BuildRecord
 from standins.links import link_package
@@ -85,7 +86,7 @@ def standin_models(engine_dir: Path, serving: TrtLlmServing | None = None, lora_
     """`lora_dir`: the PEFT adapters the engine would be built for (names, modules, rank), with
     `prefetch_dir` holding them converted by hf_lora_convert.py (<task id>/model.lora_*.npy,
     task ids in name order from 1), which a GPU build writes into <engine>/lora.
-    `draft_engine_dir`: draft-target decoding (build_engines/trtllm_draft_target.py) with this
+    `draft_engine_dir`: draft-target decoding (build_engines/trtllm/draft_target.py) with this
     CPU engine as `tensorrt_llm_draft` (a GPU build puts the draft engine in <engine>/draft)."""
     engine_dir = engine_dir.resolve()
     lora = lora_options(lora_dir) if lora_dir is not None else None

@@ -151,7 +151,7 @@ def _lora_cache(params: ParameterReader) -> dict[str, Any]:
     absent key is unset.  Upstream's LoRA cache exists whenever the engine has the LoRA plugin;
     the stand-in cannot see a plugin, so it serves LoRA exactly when a prefetch directory is
     named (an empty value or the unfilled placeholder: no LoRA), which the engine flow renders
-    whenever it builds the plugin (build_engines/trtllm_lora.py cache_parameters)."""
+    whenever it builds the plugin (build_engines/trtllm/lora.py cache_parameters)."""
     try:
         prefetch = params.text("lora_prefetch_dir")
     except ParameterError:

@@ -47,7 +47,7 @@ def test_no_cross_talk_between_concurrent_streams(server, default_engine):
     for its own prompt and prefix (scored by the same IR, alone): tokens of another stream
     would not be.  (Token-for-token equality with batch-1 runs is measured, not asserted here:
     16 of 16 greedy 128-token answers with the default f32 KV cache, 10 of 16 with u8;
-    build_engines/openvino_precision.py.)"""
+    build_engines/openvino/precision.py.)"""
     import torch
     from optimum.intel import OVModelForCausalLM
     from transformers import AutoTokenizer

@@ -14,10 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from build_engines.openvino_build import build_openvino_engine
+from build_engines.openvino.build import build_openvino_engine
 from build_engines.process import BuildError
 from build_engines.repository import render_repository
-from build_engines.spec import BuildSpec, OpenVinoOptions
+from build_engines.spec import BuildSpec
+from build_engines.openvino.options import OpenVinoOptions
 from build_engines.fidelity.options import FidelityOptions
 from client import ChatMessage, Guide, InvalidRequestError, LlmClient, SamplingParams
 from contract.model_configs import DRAFT_SUBDIR
@@ -59,7 +60,7 @@ def test_the_build_exports_the_draft_and_records_it(draft_engine):
     record = json.loads((draft_engine / "build.json").read_text())
     assert record["spec"]["openvino"]["draft_checkpoint"].endswith("draft-checkpoint")
     assert record["spec"]["openvino"]["kv_cache_precision"] == "f32"  # the default: exact answers
-    # Fused like the target (build_engines/openvino_fusion.py): 2 layers, q/k/v and gate/up each.
+    # Fused like the target (build_engines/openvino/fusion.py): 2 layers, q/k/v and gate/up each.
     assert record["fusion"]["draft"]["groups"] == {"k_proj+q_proj+v_proj": 2, "gate_proj+up_proj": 2}
 
 
@@ -92,7 +93,7 @@ def client(draft_engine, serve, tmp_path_factory):
 
 def test_greedy_answers_equal_plain_decoding(client, draft_engine, default_checkpoint):
     """Token for token against the target's IR decoding plainly with the served numerics
-    (OpenVINO GenAI driven directly; f32 KV cache, build_engines/openvino_precision.py)."""
+    (OpenVINO GenAI driven directly; f32 KV cache, build_engines/openvino/precision.py)."""
     from transformers import AutoTokenizer
 
     from tests.integration.direct_engine import chat_ids, direct_pipeline, greedy, served_parameters

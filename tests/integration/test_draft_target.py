@@ -1,4 +1,4 @@
-"""Draft-target speculative decoding on the engine flow's layout (build_engines/trtllm_draft_target.py),
+"""Draft-target speculative decoding on the engine flow's layout (build_engines/trtllm/draft_target.py),
 served by the stand-ins of the C++ backend: `tensorrt_llm` (the default engine, the target) and
 `tensorrt_llm_draft` (the default model's first 2 layers: a weak draft, so drafts are often
 rejected), with tensorrt_llm_bls running the draft loop for requests with num_draft_tokens.
@@ -19,7 +19,7 @@ import pytest
 import tritonclient.grpc as grpcclient
 
 from build_engines.fidelity.options import FidelityOptions
-from build_engines.openvino_build import build_openvino_engine
+from build_engines.openvino.build import build_openvino_engine
 from build_engines.spec import BuildSpec
 from contract import names
 from model_repository.engines.relay.draft_target import BATCH_REFUSAL, STREAMING_REFUSAL

@@ -1,4 +1,4 @@
-"""The default CPU engine is built with fused projections (build_engines/openvino_fusion.py):
+"""The default CPU engine is built with fused projections (build_engines/openvino/fusion.py):
 its build record says what was fused, and its logits are bit-equal to the same engine built with
 --no-fuse-projections, through the continuous-batching pipeline the server runs (greedy tokens)
 and the IR itself (logits, prompts of 1 to 300 tokens)."""

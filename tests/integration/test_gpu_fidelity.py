@@ -36,7 +36,7 @@ def test_gpu_fidelity_report(default_checkpoint, reference, precision):
     from build_engines.fidelity.evaluate import SETTINGS, fidelity_report
     from build_engines.fidelity.show import markdown_row
     from build_engines.fidelity.trtllm_engine import TrtLlmScorer, build_scoring_engine
-    from build_engines.trtllm_build import build_trtllm_engine
+    from build_engines.trtllm.build import build_trtllm_engine
 
     spec = make_spec(default_checkpoint, backend="tensorrt_llm", precision=precision, max_batch_size=4,
                      max_input_len=1536, max_seq_len=2048, max_num_tokens=2048, default_max_tokens=128,

@@ -64,7 +64,7 @@ def check_precision() -> tuple[str, dict]:
 @pytest.fixture(scope="session")
 def gpu_engine(default_checkpoint):
     from build_engines.cli_options import make_spec
-    from build_engines.trtllm_build import build_trtllm_engine, engine_is_built
+    from build_engines.trtllm.build import build_trtllm_engine, engine_is_built
     from contract.build_record import BuildRecord
 
     precision, options = check_precision()
@@ -282,8 +282,8 @@ def test_lora_adapters_built_into_the_engine(default_checkpoint, tmp_path_factor
 
     from build_engines.cli_options import make_spec
     from build_engines.repository import render_repository
-    from build_engines.trtllm_build import build_trtllm_engine, engine_is_built
-    from build_engines.trtllm_lora import lora_options
+    from build_engines.trtllm.build import build_trtllm_engine, engine_is_built
+    from build_engines.trtllm.lora import lora_options
     from contract.build_record import BuildRecord
     from tests.integration import test_lora as lora_tests
 
@@ -316,9 +316,9 @@ def test_draft_target_speculative_decoding(default_checkpoint, tmp_path_factory)
 
     from build_engines.cli_options import make_spec
     from build_engines.repository import render_repository
-    from build_engines.trtllm_build import build_trtllm_engine, engine_is_built
-    from build_engines.trtllm_draft_target import DraftTargetOptions
-    from build_engines.trtllm_spec import SpeculativeDecoding
+    from build_engines.trtllm.build import build_trtllm_engine, engine_is_built
+    from build_engines.trtllm.options import DraftTargetOptions
+    from build_engines.trtllm.options import SpeculativeDecoding
     from contract.build_record import BuildRecord
     from tests.integration import test_draft_target as draft_tests
     from tests.integration.test_draft_model import truncated_checkpoint

@@ -51,7 +51,7 @@ def _pytorch_image() -> bool:
     """This image's TensorRT-LLM is one the PyTorch flow targets (1.2.1: images 26.04 - 26.07)."""
     from importlib import metadata
 
-    from build_engines.pytorch_spec import pytorch_versions
+    from build_engines.pytorch.spec import pytorch_versions
 
     try:
         return metadata.version("tensorrt_llm") in pytorch_versions()
@@ -66,7 +66,7 @@ pytestmark = [pytest.mark.gpu, pytest.mark.server, pytest.mark.slow,
 def _pytorch_build(checkpoint, precision=None, **options):
     from build_engines.cli import default_engine_dir
     from build_engines.cli_options import make_spec
-    from build_engines.pytorch_build import build_pytorch_engine, engine_is_built
+    from build_engines.pytorch.build import build_pytorch_engine, engine_is_built
     from contract.build_record import BuildRecord
 
     spec = make_spec(checkpoint, "tensorrt_llm_pytorch", precision, 16, 1024, 2048, 1024, 256, 0, False, 0, **options)

@@ -60,8 +60,8 @@ def lora_dir(default_checkpoint, tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def lora_server(default_engine, lora_dir, serve, tmp_path_factory):
-    """The default engine fuses q/k/v (build_engines/openvino_fusion.py): 'playful' (q_proj,
-    v_proj) is served rewritten for the fused node (build_engines/fused_lora.py), 'concise'
+    """The default engine fuses q/k/v (build_engines/openvino/fusion.py): 'playful' (q_proj,
+    v_proj) is served rewritten for the fused node (build_engines/openvino/fused_lora.py), 'concise'
     (o_proj) as it is."""
     repo = tmp_path_factory.mktemp("lora-repo") / "repository"
     render_repository(default_engine, repo, lora_dir=lora_dir)
@@ -76,7 +76,7 @@ def test_stacked_adapters_on_the_fused_engine_answer_as_the_originals_on_an_unfu
     adapter's on the engine built with --no-fuse-projections."""
     import openvino_genai as og
 
-    from build_engines.fused_lora import for_fused_engine
+    from build_engines.openvino.fused_lora import for_fused_engine
     from contract.build_record import BuildRecord
     from contract.model_configs import OpenVinoEngineParameters
     from model_repository.engines.openvino.openvino_backend import engine_properties
@@ -261,7 +261,7 @@ def test_the_pytorch_layout_serves_the_adapters_as_the_cpu_engine_does(pytorch_e
 
 def test_the_engine_flow_layout_serves_prefetched_adapters_on_the_stand_in(unfused_engine, lora_dir, client, serve,
                                                                           references, tmp_path_factory):
-    """The GPU engine flow's LoRA (build_engines/trtllm_lora.py) on the stand-in of the C++
+    """The GPU engine flow's LoRA (build_engines/trtllm/lora.py) on the stand-in of the C++
     backend: the adapters converted as NVIDIA's hf_lora_convert.py converts them (float16, its
     stand-in standins/trtllm/hf_lora_convert.py) into lora_prefetch_dir, loaded by the stand-in's
     LoRA cache (rows lora.*).  Through the ensemble each adapter follows the PEFT reference

@@ -23,7 +23,7 @@ from tritonclient.utils import InferenceServerException
 
 from build_engines.repository import render_repository
 from contract import names
-from build_engines.trtllm_versions import default_target
+from build_engines.trtllm.versions import default_target
 from contract.features import CPU_ENGINE, INPUT_FEATURES, PYTORCH_ENGINE, Feature, trtllm_engine, with_guided_decoding
 from tests.integration.conftest import LAYOUTS
 from contract.upstream.nvidia_clients import ClientCase, client_case, load_client_cases

@@ -21,7 +21,7 @@ PASSAGE = ("The lighthouse keeper climbed the spiral stairs every evening at six
            "wrote the weather in the log book, and watched the ships pass the rocks until dawn.")
 PROMPT = [ChatMessage("user", f"Repeat this text exactly, twice:\n\n{PASSAGE}")]
 # Input-grounded and open prompts, up to 128 greedy tokens; with the u8 KV cache the second's
-# answer changed with prompt lookup, alone and batched (build_engines/openvino_precision.py).
+# answer changed with prompt lookup, alone and batched (build_engines/openvino/precision.py).
 EXACTNESS_PROMPTS = (
     PROMPT,
     [ChatMessage("user", "Explain in detail how a refrigerator works.")],

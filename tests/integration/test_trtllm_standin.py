@@ -15,8 +15,8 @@ import pytest
 import tritonclient.grpc as grpcclient
 
 from build_engines.render import read_config
-from build_engines.trtllm_repository import tensorrt_llm_config
-from build_engines.trtllm_spec import TrtLlmServing
+from build_engines.trtllm.repository import tensorrt_llm_config
+from build_engines.trtllm.options import TrtLlmServing
 from client import ChatMessage, LlmClient, SamplingParams
 from contract import names
 from serving.prometheus import scrape, value

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from build_engines import openvino_build
+from build_engines.openvino import build as openvino_build
 from build_engines.fidelity.engine_cli import engine_summary
-from build_engines.openvino_build import FIDELITY_FILE, BuildError, build_openvino_engine
+from build_engines.openvino.build import FIDELITY_FILE, BuildError, build_openvino_engine
 from build_engines.spec import BuildSpec
 from contract.build_record import BuildRecord
 

@@ -4,8 +4,10 @@ from pathlib import Path
 import pytest
 
 from build_engines.checkpoint import CheckpointError, checkpoint_hash, inspect_checkpoint
-from build_engines.openvino_build import export_command
-from build_engines.spec import BuildSpec, EngineBackend, EngineLimits, OpenVinoOptions, Precision, SpecError
+from build_engines.openvino.build import export_command
+from build_engines.spec import BuildSpec
+from build_engines.spec_base import EngineBackend, EngineLimits, Precision, SpecError
+from build_engines.openvino.options import OpenVinoOptions
 
 
 def test_default_checkpoint_facts(default_checkpoint):

@@ -8,8 +8,10 @@ import pytest
 from build_engines.checkpoint import CheckpointInfo
 from build_engines.fidelity.gate import FIDELITY_GATES, FidelityGateError, check_gate, gate_problems
 from build_engines.fidelity.options import FidelityOptions
-from build_engines.openvino_compress import Int4Recipe
-from build_engines.spec import BuildSpec, OpenVinoOptions, Precision, SpecError
+from build_engines.openvino.compress import Int4Recipe
+from build_engines.spec import BuildSpec
+from build_engines.openvino.options import OpenVinoOptions
+from build_engines.spec_base import Precision, SpecError
 
 SMOLLM2 = CheckpointInfo(path="/c", architecture="LlamaForCausalLM", num_layers=30, hidden_size=576,
                          intermediate_size=1536, num_heads=9, num_kv_heads=3, head_dim=64, vocab_size=49152,
@@ -115,7 +117,7 @@ def test_plan_shows_numerics_kv_element_size_and_gate(default_checkpoint):
     text = "\n".join(plan_lines(BuildSpec(default_checkpoint, precision=Precision.INT4), info, Path("/e")))
     assert "numerics: activations f32 (INFERENCE_PRECISION_HINT), KV cache f32 (KV_CACHE_PRECISION)" in text
     assert "f32: 4 bytes/element" in text
-    assert "build_engines.openvino_compress" in text and "group 32" in text
+    assert "build_engines.openvino.compress" in text and "group 32" in text
     assert f"gate: mean KLD <= {FIDELITY_GATES['int4'].max_mean_kld:g}" in text
     assert "1535 tokens of Python's pydoc_data/topics.py" in text
 
@@ -135,7 +137,7 @@ def test_engine_properties_pin_the_numerics():
 
 def test_calibration_never_uses_the_evaluation_text(default_checkpoint):
     from build_engines.fidelity.texts import EVAL_TEXT_MODULE, calibration_texts, evaluation_text
-    from build_engines.openvino_compress import calibration_windows
+    from build_engines.openvino.compress import calibration_windows
 
     texts = calibration_texts()
     assert len(texts) >= 20 and all(t.path != evaluation_text().path for t in texts)
@@ -150,7 +152,7 @@ def test_float_zero_point_int4_reproduces_q4_1_blocks():
     within float16 rounding; NNCF's integer zero point could not place m off the d grid."""
     import numpy as np
 
-    from build_engines.int4_float_zp import dequantize_groups, quantize_groups
+    from build_engines.openvino.int4_float_zp import dequantize_groups, quantize_groups
 
     rng = np.random.default_rng(0)
     d = rng.uniform(1e-3, 1e-2, (8, 4, 1)).astype(np.float16).astype(np.float32)

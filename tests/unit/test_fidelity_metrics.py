@@ -5,8 +5,15 @@ import math
 import numpy as np
 import pytest
 
-from build_engines.fidelity.metrics import (LogitComparison, first_difference, greedy_summary, kl_divergence,
-                                            log_softmax, perplexity, token_nll)
+from build_engines.fidelity.metrics import (
+    LogitComparison,
+    first_difference,
+    greedy_summary,
+    kl_divergence,
+    log_softmax,
+    perplexity,
+    token_nll,
+)
 from build_engines.fidelity.texts import windows
 
 

@@ -1,4 +1,4 @@
-"""LoRA adapters rewritten for an engine with fused projections (build_engines/fused_lora.py):
+"""LoRA adapters rewritten for an engine with fused projections (build_engines/openvino/fused_lora.py):
 A stacked and B block-diagonal per fused group, so the fused B·A·x is each member's own, stacked
 in the fused weight's order; adapters of unfused modules are served as they are; forms the kit
 cannot stack fail naming the adapter and the way out."""
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from build_engines.fused_lora import for_fused_engine, stacked_adapter
+from build_engines.openvino.fused_lora import for_fused_engine, stacked_adapter
 from contract.lora import LoraAdapter, LoraError
 
 torch = pytest.importorskip("torch")

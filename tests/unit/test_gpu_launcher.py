@@ -129,7 +129,7 @@ def test_child_killed_by_a_signal_exits_128_plus_signal(tmp_path):
 def test_a_pytorch_backend_repository_runs_one_tritonserver(tmp_path, default_checkpoint):
     """The LLM starts its TP x PP GPU workers itself (NVIDIA's llmapi workflow): no mpirun."""
     from build_engines.cli_options import make_spec
-    from build_engines.pytorch_build import build_pytorch_engine
+    from build_engines.pytorch.build import build_pytorch_engine
 
     spec = make_spec(default_checkpoint, "tensorrt_llm_pytorch", None, 8, 512, 1024, 256, 128, 0, False, 0,
                      triton_image="26.07", tp_size=3, gpu="H100-SXM", detect=lambda: None)
@@ -152,8 +152,8 @@ def test_a_pytorch_backend_repository_runs_one_tritonserver(tmp_path, default_ch
 # memory-pool flags) is orchestrator mode: one tritonserver that spawns each model's workers.
 
 def _draft_engine(root: Path, tp: int, pp: int = 1) -> Path:
-    from build_engines.trtllm_draft_target import DraftTargetOptions
-    from build_engines.trtllm_spec import SpeculativeDecoding
+    from build_engines.trtllm.options import DraftTargetOptions
+    from build_engines.trtllm.options import SpeculativeDecoding
 
     ckpt = llama_8b_checkpoint(root / "ckpt")
     draft = llama_8b_checkpoint(root / "draft", {**LLAMA_8B, "num_hidden_layers": 2})

@@ -93,7 +93,7 @@ def test_an_explicit_flag_always_wins(ckpt):
 
 def test_the_cpu_keeps_its_own_defaults(ckpt):
     from build_engines.cli_options import make_spec
-    from build_engines.spec import EngineLimits
+    from build_engines.spec_base import EngineLimits
 
     spec = make_spec(ckpt, "openvino", None, None, None, None, None, 256, 0, False, 0)
     assert spec.limits == EngineLimits()
@@ -111,7 +111,7 @@ def test_the_kv_pool_caps_max_seq_len_on_a_small_gpu(ckpt):
 
 
 def test_upstream_defaults_are_cited_per_version():
-    from build_engines.gpu_limit_table import upstream_limits
+    from build_engines.gpu.limit_table import upstream_limits
 
     for version in ("1.1.0", "1.2.1"):
         up = upstream_limits(version)
@@ -129,7 +129,7 @@ def test_upstream_defaults_are_cited_per_version():
     (9000.0, 4000, 100, (4096, 32768)),  # tokens capped at 32768
 ])
 def test_trtllm_bench_rounding(requests, isl, osl, expected):
-    from build_engines.gpu_limit_table import upstream_limits
+    from build_engines.gpu.limit_table import upstream_limits
 
     assert upstream_limits("1.2.1").bench.tune(requests, isl, osl, pp_size=1) == expected
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from build_engines.gpu_path import choose_gpu_backend
-from build_engines.spec import EngineBackend, SpecError
+from build_engines.gpu.path import choose_gpu_backend
+from build_engines.spec_base import EngineBackend, SpecError
 
 ROOT = Path(__file__).resolve().parents[2]
 PYTORCH, ENGINE = EngineBackend.TENSORRT_LLM_PYTORCH, EngineBackend.TENSORRT_LLM

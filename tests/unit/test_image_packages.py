@@ -11,10 +11,24 @@ from __future__ import annotations
 
 import pytest
 
-from build_engines.image_install_lines import (InstallLineError, dockerfile_import_check, dockerfile_installs,
-                                               makefile_installs)
-from build_engines.image_resolver import (GPU_DOCKERFILE, MAKEFILE, NO_DEPS_WAIVERS, ROOT, Target, Verdict, _classify,
-                                          check_all, check_gpu_image, unmet_requirements)
+from build_engines.images.install_lines import (
+    InstallLineError,
+    dockerfile_import_check,
+    dockerfile_installs,
+    makefile_installs,
+)
+from build_engines.images.resolver import (
+    GPU_DOCKERFILE,
+    MAKEFILE,
+    NO_DEPS_WAIVERS,
+    ROOT,
+    Target,
+    Verdict,
+    _classify,
+    check_all,
+    check_gpu_image,
+    unmet_requirements,
+)
 from contract.upstream.image_packages import later_images, load_image_packages, supported_releases
 
 # What the Python-backend models import inside the server's stubs (the engine relay's own gRPC calls).

@@ -1,4 +1,4 @@
-"""The stand-in LLM API streams results as upstream's result.py does (standins/llmapi/tensorrt_llm/
+"""The stand-in LLM API streams results as upstream's result.py does (standins/llmapi/trtllm_llmapi/
 executor/result.py, responses.py): each test feeds responses shaped as the executor makes
 them and checks what a reader of RequestOutput sees, behaviour by behaviour, with the
 upstream lines each one comes from (result.py at a678b91a, llmRequest.cpp at 119c6e60,

@@ -1,4 +1,4 @@
-"""Fused projections (build_engines/openvino_fusion.py) on a small OpenVINO model built here with
+"""Fused projections (build_engines/openvino/fusion.py) on a small OpenVINO model built here with
 the weight subgraphs the exporter and int4 compression emit: the fused model's outputs are
 bit-equal to the unfused one's on OpenVINO's CPU plugin, and matmuls whose weights differ in
 structure are left alone."""
@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from build_engines.openvino_fusion import fuse_projections
+from build_engines.openvino.fusion import fuse_projections
 
 ov = pytest.importorskip("openvino")
 ops = pytest.importorskip("openvino.opset13")
@@ -25,7 +25,7 @@ def _u8_weight(rng, rows: int):
 
 
 def _u4_weight(rng, rows: int, group: int = 16):
-    """build_engines/int4_float_zp.py: u4 groups with an f16 scale and zero point, reshaped to [rows, K]."""
+    """build_engines/openvino/int4_float_zp.py: u4 groups with an f16 scale and zero point, reshaped to [rows, K]."""
     q = ops.constant(rng.integers(0, 16, (rows, K // group, group)).astype(np.uint8), dtype=ov.Type.u4)
     zp = ops.constant((rng.random((rows, K // group, 1)) * 15).astype(np.float16))
     scale = ops.constant((rng.random((rows, K // group, 1)) * 0.01).astype(np.float16))

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from build_engines.image_install_lines import context_copies
+from build_engines.images.install_lines import context_copies
 
 ROOT = Path(__file__).resolve().parents[2]
 # The product: what the images and the package carry.
@@ -94,7 +94,8 @@ def test_only_the_adapters_of_the_stand_in_import_triton():
 
 
 def test_the_block_size_has_one_source():
-    from build_engines import capacity, trtllm_plan
+    from build_engines.gpu import capacity
+    from build_engines.trtllm import plan as trtllm_plan
     from contract.kv_cache import TOKENS_PER_BLOCK
     from standins.trtllm import engine
 

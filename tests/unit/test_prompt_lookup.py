@@ -6,7 +6,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from build_engines.spec import BuildSpec, OpenVinoOptions, SpecError
+from build_engines.spec import BuildSpec
+from build_engines.openvino.options import OpenVinoOptions
+from build_engines.spec_base import SpecError
 from contract.features import CPU_ENGINE, CPU_ENGINE_PROMPT_LOOKUP, refusals
 from contract.model_configs import OpenVinoEngineParameters
 from contract.model_parameters import from_parameters, to_parameters
@@ -21,7 +23,7 @@ def test_off_by_default_and_round_trips():
 
 
 def test_the_kv_cache_defaults_to_the_activation_precision_and_a_named_precision_wins():
-    """Unquantized keeps greedy answers equal to plain decoding's; u8 did not (build_engines/openvino_precision.py)."""
+    """Unquantized keeps greedy answers equal to plain decoding's; u8 did not (build_engines/openvino/precision.py)."""
     assert OpenVinoOptions().kv_cache_precision == "f32"
     assert OpenVinoOptions(prompt_lookup=True).kv_cache_precision == "f32"
     assert OpenVinoOptions(activation_precision="bf16").kv_cache_precision == "bf16"
@@ -51,7 +53,7 @@ def test_the_cli_follows_the_rule_unless_told_and_says_whether_answers_are_exact
 
 
 def test_only_f32_throughout_is_exact_and_unmeasured_numerics_say_so():
-    from build_engines.openvino_precision import path_dependence
+    from build_engines.openvino.precision import path_dependence
 
     assert path_dependence("f32", "f32", 0) == []
     assert path_dependence("f16", "f16", 0) == ["f16 activations (not measured)"]

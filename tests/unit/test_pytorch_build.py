@@ -11,12 +11,13 @@ import pytest
 
 from build_engines.checkpoint_quant import read_quantization
 from build_engines.cli_options import make_spec
-from build_engines.pytorch_build import build_pytorch_engine, engine_is_built
-from build_engines.pytorch_plan import pytorch_plan_lines, pytorch_steps, quantize_step, examples_dir
-from build_engines.pytorch_repository import MODEL_SUBDIR
+from build_engines.pytorch.build import build_pytorch_engine, engine_is_built
+from build_engines.pytorch.plan import pytorch_plan_lines, pytorch_steps, quantize_step, examples_dir
+from build_engines.pytorch.repository import MODEL_SUBDIR
 from build_engines.render import read_config
 from build_engines.repository import render_repository
-from build_engines.spec import BuildSpec, SpecError
+from build_engines.spec import BuildSpec
+from build_engines.spec_base import SpecError
 from contract import names
 from contract.model_configs import KvCacheDtype, PyTorchEngineParameters
 from contract.model_parameters import from_parameters

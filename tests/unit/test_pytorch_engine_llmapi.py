@@ -4,7 +4,7 @@ trimmed only at the request's last response, IterationResult done after its firs
 so these tests hold the engine to what the real LLM API hands it, not to what a fake assumes.
 
 Each n > 1 answer is compared with n = 1 runs of the same request: sample i is the executor's
-sequence i, seeded seed + i (LlmRequest::createChildRequest; standins/llmapi/tensorrt_llm/
+sequence i, seeded seed + i (LlmRequest::createChildRequest; standins/llmapi/trtllm_llmapi/
 executor/responses.py), so on the stand-in it must equal a one-sample run with seed + i."""
 
 from __future__ import annotations

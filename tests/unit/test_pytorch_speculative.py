@@ -9,12 +9,18 @@ from pathlib import Path
 
 import pytest
 
-from build_engines.pytorch_plan import pytorch_plan_lines
-from build_engines.pytorch_repository import pytorch_parameters
-from build_engines.pytorch_speculative import (CONFIG_CLASS, DECODING_TYPE, SPEC_CITATIONS, PyTorchSpecMode,
-                                               PyTorchSpeculative, speculative_from_dict)
-from build_engines.pytorch_spec import pytorch_options_from_dict
-from build_engines.spec import SpecError
+from build_engines.pytorch.plan import pytorch_plan_lines
+from build_engines.pytorch.repository import pytorch_parameters
+from build_engines.pytorch.speculative import (
+    CONFIG_CLASS,
+    DECODING_TYPE,
+    SPEC_CITATIONS,
+    PyTorchSpecMode,
+    PyTorchSpeculative,
+    speculative_from_dict,
+)
+from build_engines.pytorch.spec import pytorch_options_from_dict
+from build_engines.spec_base import SpecError
 from contract.model_configs import PyTorchEngineParameters
 from model_repository.engines.pytorch.llm_config import SPECULATIVE_CLASSES, llm_kwargs
 from tests.unit.test_pytorch_build import spec_for, validated
@@ -140,7 +146,7 @@ def _re(text: str) -> str:
 
 
 def test_the_rendered_engine_model_carries_the_config(default_checkpoint, tmp_path):
-    from build_engines.pytorch_build import build_pytorch_engine
+    from build_engines.pytorch.build import build_pytorch_engine
     from build_engines.render import read_config
     from build_engines.repository import render_repository
     from contract import names

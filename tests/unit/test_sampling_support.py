@@ -63,7 +63,7 @@ def test_the_engine_flow_honours_every_field(version):
 def test_no_engine_claims_a_field_its_version_ignores():
     """Every field a path ignores at a version maps to a Feature the deployment's EngineFeatures
     lacks, so preprocessing refuses it: never silently ignored."""
-    from build_engines.pytorch_spec import pytorch_versions
+    from build_engines.pytorch.spec import pytorch_versions
 
     engines = [(EnginePath.PYTORCH, v, features.pytorch_engine(v)) for v in pytorch_versions()]
     engines += [(EnginePath.ENGINE, v, features.trtllm_engine(v)) for v in VERSIONS]
@@ -82,7 +82,7 @@ def test_the_served_constants_follow_the_table():
 
 
 def test_the_pytorch_flow_versions_have_tables():
-    from build_engines.pytorch_spec import pytorch_versions
+    from build_engines.pytorch.spec import pytorch_versions
 
     assert [features.PYTORCH_VERSION] == pytorch_versions()
     assert PYTORCH_ENGINE == features.pytorch_engine(features.PYTORCH_VERSION)

@@ -12,8 +12,8 @@ from google.protobuf import text_format
 
 from build_engines.render import read_config
 from build_engines.spec import BuildSpec
-from build_engines.trtllm_repository import tensorrt_llm_config
-from build_engines.trtllm_spec import TrtLlmServing
+from build_engines.trtllm.repository import tensorrt_llm_config
+from build_engines.trtllm.options import TrtLlmServing
 from contract import names
 from contract.build_record import BuildRecord
 from contract.upstream.backend_semantics import SUPPORTED_VERSIONS, backend_semantics
@@ -106,7 +106,7 @@ def test_only_a_cpu_engine_can_stand_in(tmp_path):
 # Row ids as the package names them (in code, comments and docstrings).  `request.` and
 # `param.` are also Python names there (a pb_utils request, a ModelParameter): those are left out,
 # as are attributes (`self.lora.adapters`).
-ROW_ID = re.compile(r"(?<![.\w])(?:request_id|stop|cancel|error|limit|input|output|param|sampling|request|metric|lora)\.[a-z_0-9]+\b")
+ROW_ID = re.compile(r"(?<![./\w])(?:request_id|stop|cancel|error|limit|input|output|param|sampling|request|metric|lora)\.[a-z_0-9]+\b")
 CODE_NAMES = re.compile(r"request\.(?!batch_split)|param\.(default|type)$")
 
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from build_engines.trtllm_plan import CONVERT_SCRIPT, QUANTIZE_SCRIPT, TRTLLM_BUILD
+from build_engines.trtllm.plan import CONVERT_SCRIPT, QUANTIZE_SCRIPT, TRTLLM_BUILD
 from contract.upstream.citation import UpstreamTableError
 from contract.upstream.trtllm_build import FlagType, load_build_table, supported_versions, version_of_release
 

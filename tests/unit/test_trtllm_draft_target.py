@@ -1,5 +1,5 @@
 """Draft-target speculative decoding on the TensorRT-LLM engine flow
-(build_engines/trtllm_draft_target.py): the target built with --speculative_decoding_mode
+(build_engines/trtllm/draft_target.py): the target built with --speculative_decoding_mode
 draft_tokens_external --max_draft_len N, the draft model converted with the same tool and flags
 and built as a plain engine into <engine>/draft, every command accepted by the version's table;
 each rule (rows draft_target_*, and our own) refused naming its fields; the command line and
@@ -15,11 +15,12 @@ import pytest
 from click.testing import CliRunner
 
 from build_engines.cli_options import make_spec
-from build_engines.spec import BuildSpec, EngineLimits, Precision, SpecError
-from build_engines.trtllm_draft_target import DraftTargetOptions
-from build_engines.trtllm_lora import TrtLlmLora
-from build_engines.trtllm_plan import BuildPaths, plan_steps
-from build_engines.trtllm_spec import KvCacheDtype, SpeculativeDecoding, TrtLlmServing
+from build_engines.spec import BuildSpec
+from build_engines.spec_base import EngineLimits, Precision, SpecError
+from build_engines.trtllm.options import DraftTargetOptions
+from build_engines.trtllm.lora import TrtLlmLora
+from build_engines.trtllm.plan import BuildPaths, plan_steps
+from build_engines.trtllm.options import KvCacheDtype, SpeculativeDecoding, TrtLlmServing
 from contract.upstream.trtllm_build import supported_versions
 from tests.unit.trtllm_fixtures import LLAMA_3_KV_HEADS, LLAMA_8B, info_of, llama_8b_checkpoint, trtllm_spec
 
@@ -190,7 +191,7 @@ def test_plan_prints_the_four_commands(ckpt, draft):
 
 def test_the_capacity_plan_counts_the_target_s_half_of_the_kv_cache_fraction(ckpt, draft):
     """Each engine is rendered with half the fraction, so the plan's KV pool is that half."""
-    from build_engines.capacity import estimate
+    from build_engines.gpu.capacity import estimate
 
     spec = dt_spec(ckpt, draft)
     plain = trtllm_spec(ckpt, limits=LIMITS)

@@ -1,4 +1,4 @@
-"""EAGLE on the TensorRT-LLM engine flow (build_engines/trtllm_eagle.py): the heads converted
+"""EAGLE on the TensorRT-LLM engine flow (build_engines/trtllm/eagle.py): the heads converted
 with the base model by examples/eagle/convert_checkpoint.py and the engine built with
 --speculative_decoding_mode eagle, each command accepted by the version's table (tool
 convert_eagle, trtllm-build); the tensorrt_llm model's decoding_mode / eagle_choices; and every
@@ -13,11 +13,13 @@ from pathlib import Path
 import pytest
 
 from build_engines.cli_options import make_spec
-from build_engines.spec import BuildSpec, Precision, SpecError
-from build_engines.trtllm_eagle import EagleOptions, choices_parameter
-from build_engines.trtllm_plan import BuildPaths, checked, checkpoint_step, engine_step
-from build_engines.trtllm_repository import tensorrt_llm_config
-from build_engines.trtllm_spec import KvCacheDtype, SpeculativeDecoding
+from build_engines.spec import BuildSpec
+from build_engines.spec_base import Precision, SpecError
+from build_engines.trtllm.options import EagleOptions
+from build_engines.trtllm.eagle import choices_parameter
+from build_engines.trtllm.plan import BuildPaths, checked, checkpoint_step, engine_step
+from build_engines.trtllm.repository import tensorrt_llm_config
+from build_engines.trtllm.options import KvCacheDtype, SpeculativeDecoding
 from contract.upstream.trtllm_build import supported_versions
 from tests.unit.trtllm_fixtures import LLAMA_8B, info_of, llama_8b_checkpoint, trtllm_spec
 
@@ -88,7 +90,7 @@ def test_upstream_limits_are_refused_naming_the_field(ckpt, heads, changes, mess
 
 
 def test_the_heads_must_be_a_checkpoint_and_the_batch_fit_the_builder(ckpt, tmp_path):
-    from build_engines.spec import EngineLimits
+    from build_engines.spec_base import EngineLimits
 
     (tmp_path / "empty").mkdir()
     with pytest.raises(SpecError, match=r"'eagle_model_dir' .*empty must be a Hugging Face checkpoint"):
@@ -124,7 +126,8 @@ def test_the_choices_parameter_is_the_braces_format():
 def test_the_builder_turns_paged_context_fmha_on_for_eagle(ckpt, heads, tmp_path):
     """Row eagle_builder_limits (builder.py 1302-1305): asked off, it is on in the engine, and the
     plan says which rule did it."""
-    from build_engines.trtllm_spec import TrtLlmServing, effective
+    from build_engines.trtllm.options import TrtLlmServing
+    from build_engines.trtllm.spec import effective
 
     spec = eagle_spec(ckpt, heads, use_paged_context_fmha=False,
                       serving=TrtLlmServing(enable_kv_cache_reuse=False, enable_chunked_context=False))
@@ -135,7 +138,7 @@ def test_the_builder_turns_paged_context_fmha_on_for_eagle(ckpt, heads, tmp_path
 
 
 def test_the_plan_says_what_the_builder_adds_for_the_draft_tokens(ckpt, heads, tmp_path):
-    from build_engines.spec import EngineLimits
+    from build_engines.spec_base import EngineLimits
 
     spec = dataclasses.replace(eagle_spec(ckpt, heads), limits=EngineLimits(max_batch_size=64, max_input_len=1536,
                                                                                max_seq_len=2048, max_num_tokens=2048))

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from build_engines.trtllm_versions import ENV_FILE, IMAGE_VARIABLE, VERSION_VARIABLE, read_env_file, resolve_target
+from build_engines.trtllm.versions import ENV_FILE, IMAGE_VARIABLE, VERSION_VARIABLE, read_env_file, resolve_target
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = ROOT / "docker" / "gpu.Dockerfile"

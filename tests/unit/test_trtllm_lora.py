@@ -16,9 +16,9 @@ import pytest
 from build_engines.render import read_config
 from build_engines.repository import render_repository
 from build_engines.spec import BuildSpec
-from build_engines.trtllm_lora import HF_TO_TRTLLM, TrtLlmLora, lora_options
-from build_engines.spec import Precision
-from build_engines.trtllm_plan import BuildPaths, checked, engine_step, lora_steps, plan_steps
+from build_engines.trtllm.lora import HF_TO_TRTLLM, TrtLlmLora, lora_options
+from build_engines.spec_base import Precision
+from build_engines.trtllm.plan import BuildPaths, checked, engine_step, lora_steps, plan_steps
 from contract import lora, names
 from contract.build_record import BuildRecord
 from contract.features import Feature

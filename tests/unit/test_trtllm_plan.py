@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from build_engines.capacity import CapacityError, estimate, kv_bytes_per_token_per_gpu, weight_bytes
+from build_engines.gpu.capacity import CapacityError, estimate, kv_bytes_per_token_per_gpu, weight_bytes
 from build_engines.gpus import GpuTarget
-from build_engines.spec import EngineLimits, Precision
-from build_engines.trtllm_plan import (
+from build_engines.spec_base import EngineLimits, Precision
+from build_engines.trtllm.plan import (
     BuildPaths,
     ConformanceError,
     Step,
@@ -23,7 +23,7 @@ from build_engines.trtllm_plan import (
     find_examples_dir,
     plan_steps,
 )
-from build_engines.trtllm_spec import KvCacheDtype, TrtLlmPlugins, TrtLlmServing
+from build_engines.trtllm.options import KvCacheDtype, TrtLlmPlugins, TrtLlmServing
 from contract.upstream.trtllm_build import load_build_table, supported_versions
 from tests.unit.trtllm_fixtures import LLAMA_3_KV_HEADS, info_of, llama_8b_checkpoint, trtllm_spec
 

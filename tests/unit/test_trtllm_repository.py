@@ -11,8 +11,8 @@ from tritonclient.grpc import model_config_pb2 as mc
 
 from build_engines.render import check_ensemble_wiring, read_config
 from build_engines.repository import render_repository
-from build_engines.spec import Precision
-from build_engines.trtllm_spec import GuidedDecodingBackend, SchedulerPolicy, TrtLlmServing
+from build_engines.spec_base import Precision
+from build_engines.trtllm.options import GuidedDecodingBackend, SchedulerPolicy, TrtLlmServing
 from contract import names
 from contract.build_record import BuildRecord
 from contract.features import Feature

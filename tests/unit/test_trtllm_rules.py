@@ -7,11 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from build_engines import trtllm_rules as R
+from build_engines.trtllm import rules as R
 from build_engines.gpus import GpuTarget, known_gpu
-from build_engines.spec import EngineLimits, Precision, SpecError
-from build_engines.trtllm_rules import effective_config, kv_head_problems, kv_heads_per_gpu
-from build_engines.trtllm_spec import KvCacheDtype, TrtLlmPlugins, TrtLlmServing, effective
+from build_engines.spec_base import EngineLimits, Precision, SpecError
+from build_engines.trtllm.rules import effective_config, kv_head_problems, kv_heads_per_gpu
+from build_engines.trtllm.options import KvCacheDtype, TrtLlmPlugins, TrtLlmServing
+from build_engines.trtllm.spec import effective
 from contract.upstream.trtllm_build import load_build_table, supported_versions
 from tests.unit.trtllm_fixtures import info_of, llama_8b_checkpoint, trtllm_spec
 
@@ -174,7 +175,7 @@ def test_a_rule_missing_from_a_versions_table_is_not_applied(ckpt):
 
 
 def test_rendered_serving_parameters_are_the_effective_ones(ckpt):
-    from build_engines.trtllm_repository import tensorrt_llm_parameters
+    from build_engines.trtllm.repository import tensorrt_llm_parameters
 
     spec = trtllm_spec(ckpt, limits=WHOLE_PROMPTS, kv_cache_dtype=KvCacheDtype.INT8, calib_dataset="c",
                        serving=TrtLlmServing(enable_kv_cache_reuse=True, enable_chunked_context=True))

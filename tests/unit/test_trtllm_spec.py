@@ -7,8 +7,9 @@ import pytest
 
 from build_engines.cli_options import make_spec, resolve_gpu
 from build_engines.gpus import GpuError, GpuTarget, known_gpu, parse_nvidia_smi
-from build_engines.spec import BuildSpec, EngineLimits, Precision, SpecError
-from build_engines.trtllm_spec import KvCacheDtype, SpeculativeDecoding, TrtLlmPlugins, TrtLlmServing
+from build_engines.spec import BuildSpec
+from build_engines.spec_base import EngineLimits, Precision, SpecError
+from build_engines.trtllm.options import KvCacheDtype, SpeculativeDecoding, TrtLlmPlugins, TrtLlmServing
 from tests.unit.trtllm_fixtures import info_of, llama_8b_checkpoint, trtllm_spec
 
 
@@ -68,7 +69,7 @@ def test_speculative_modes_are_upstreams_and_the_wired_ones():
 @pytest.mark.parametrize("w,n,g,draft", [(4, 3, 4, 15), (1, 1, 0, 0), (7, 7, 7, 83), (1, 2, 0, 0), (2, 4, 1, 8)])
 def test_lookahead_draft_length_is_upstreams_formula(w, n, g, draft):
     """calculateSpeculativeResourceTuple: (N == 1 ? 0 : N - 2) + (W - 1 + G) * (N - 1)."""
-    from build_engines.trtllm_spec import LookaheadConfig
+    from build_engines.trtllm.options import LookaheadConfig
 
     assert LookaheadConfig(w, n, g).max_draft_len == draft and LookaheadConfig(w, n, g).problems() == []
 
@@ -76,7 +77,7 @@ def test_lookahead_draft_length_is_upstreams_formula(w, n, g, draft):
 @pytest.mark.parametrize("w,n,g,message", [(0, 3, 4, "window and ngram must be >= 1"), (4, 3, -1, "verification set >= 0"),
                                            (2, 1, 0, "ngram size 1 needs window size 1"), (1, 1, 2, "ngram size 1")])
 def test_illegal_lookahead_configs_are_refused_naming_the_field(ckpt, w, n, g, message):
-    from build_engines.trtllm_spec import LookaheadConfig
+    from build_engines.trtllm.options import LookaheadConfig
 
     spec = trtllm_spec(ckpt, Precision.FP16, speculative_decoding=SpeculativeDecoding.LOOKAHEAD,
                        lookahead=LookaheadConfig(w, n, g))
@@ -85,9 +86,9 @@ def test_illegal_lookahead_configs_are_refused_naming_the_field(ckpt, w, n, g, m
 
 
 def test_lookahead_plan_renders_the_build_flags_and_model_parameters(ckpt, tmp_path):
-    from build_engines.trtllm_plan import BuildPaths, engine_step
-    from build_engines.trtllm_repository import tensorrt_llm_config
-    from build_engines.trtllm_spec import LOOKAHEAD_CITATIONS, LookaheadConfig
+    from build_engines.trtllm.plan import BuildPaths, engine_step
+    from build_engines.trtllm.repository import tensorrt_llm_config
+    from build_engines.trtllm.options import LOOKAHEAD_CITATIONS, LookaheadConfig
     from contract.upstream.trtllm_build import load_build_table
 
     spec = trtllm_spec(ckpt, Precision.FP16, speculative_decoding=SpeculativeDecoding.LOOKAHEAD,
@@ -196,7 +197,7 @@ def test_cli_options_make_one_spec(ckpt):
 
 def test_build_refuses_a_host_that_cannot_run_the_engine(ckpt):
     from build_engines.process import BuildError
-    from build_engines.trtllm_build import check_host
+    from build_engines.trtllm.build import check_host
 
     spec = trtllm_spec(ckpt, Precision.FP16, "H100-SXM", tp_size=2)
     with pytest.raises(BuildError, match="no NVIDIA GPU is visible"):
@@ -210,7 +211,7 @@ def test_build_refuses_a_host_that_cannot_run_the_engine(ckpt):
 
 def test_build_refuses_an_image_with_another_tensorrt_llm(ckpt):
     from build_engines.process import BuildError
-    from build_engines.trtllm_build import check_versions
+    from build_engines.trtllm.build import check_versions
 
     spec = trtllm_spec(ckpt, version="1.2.1")
     check_versions(spec, {"tensorrt_llm": "1.2.1"})

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from build_engines.xgrammar_info import INFO_FILE, TokenizerInfoError, tokenizer_info, write_tokenizer_info
+from build_engines.trtllm.xgrammar_info import INFO_FILE, TokenizerInfoError, tokenizer_info, write_tokenizer_info
 from tests.unit.trtllm_fixtures import write_default_tokenizer
 
 

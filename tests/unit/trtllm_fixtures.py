@@ -8,8 +8,9 @@ from pathlib import Path
 
 from build_engines.checkpoint import inspect_checkpoint
 from build_engines.gpus import known_gpu
-from build_engines.spec import BuildSpec, EngineBackend, EngineLimits, Precision
-from build_engines.trtllm_spec import TrtLlmOptions
+from build_engines.spec import BuildSpec
+from build_engines.spec_base import EngineBackend, EngineLimits, Precision
+from build_engines.trtllm.options import TrtLlmOptions
 from contract.upstream.trtllm_build import load_build_table
 
 LLAMA_8B = {"architectures": ["LlamaForCausalLM"], "hidden_size": 4096, "intermediate_size": 14336,

@@ -23,7 +23,7 @@ def kv_cache_kwargs(p: PyTorchEngineParameters) -> dict[str, Any]:
     return kwargs
 
 
-# decoding_type -> the tensorrt_llm.llmapi class (build_engines/pytorch_speculative.py CONFIG_CLASS).
+# decoding_type -> the tensorrt_llm.llmapi class (build_engines/pytorch/speculative.py CONFIG_CLASS).
 SPECULATIVE_CLASSES = {"NGram": "NGramDecodingConfig", "Draft_Target": "DraftTargetDecodingConfig",
                        "Eagle": "EagleDecodingConfig"}
 

@@ -3,7 +3,7 @@ CompletionOutput since the engine last read it, and what each sample sent so far
 
 Upstream (NVIDIA/TensorRT-LLM tensorrt_llm/executor/result.py, read at a678b91a: the v1.2.1
 file itself is not stored; older and newer versions agree; the stand-in reproduces it in
-standins/llmapi/tensorrt_llm/executor/result.py):
+standins/llmapi/trtllm_llmapi/executor/result.py):
 
 - One sequence per response: `_handle_response` hands a response to `_handle_sequence` for its
   `sequence_index` only (505-515), and only that output's `_last_token_ids_len` /

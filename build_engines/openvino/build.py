@@ -1,0 +1,156 @@
+"""Build the CPU engine: export a Llama checkpoint to OpenVINO IR with weight compression,
+measure its fidelity against the checkpoint, and publish it only if it passes the gate.
+
+The export itself is optimum-intel's (`optimum-cli export openvino`); int4 is exported as
+float and then compressed data-aware by NNCF (build_engines/openvino/compress.py); the
+fidelity report is build_engines/fidelity.  Each runs as a child process so its memory is
+returned when it ends.  The engine directory is written under a temporary name and renamed
+when complete, so a half-built (or rejected) engine never looks usable.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import time
+from dataclasses import asdict, replace
+from pathlib import Path
+
+from build_engines.checkpoint import CheckpointInfo, checkpoint_hash, copy_tokenizer_files
+from build_engines.engine_dir import finish_engine, staging_dir, validated_checkpoint
+from build_engines.process import BuildError, run_streaming
+from build_engines.progress import StepProgress
+from build_engines.spec import BuildSpec
+from build_engines.spec_base import EngineBackend, Precision
+from contract.build_record import BUILD_RECORD_FILE, BuildRecord, installed_versions
+from contract.model_configs import DRAFT_SUBDIR
+
+BUILD_PACKAGES = ("openvino", "openvino-genai", "openvino-tokenizers", "optimum-intel", "optimum", "nncf",
+                  "transformers", "torch")
+IR_MODEL_FILE = "openvino_model.xml"
+FIDELITY_FILE = "fidelity.json"
+FUSION_FILE = "fusion.json"
+REJECTED_SUFFIX = ".rejected"
+
+__all__ = ["BuildError", "build_openvino_engine", "compress_command", "engine_is_built", "export_command"]
+
+
+def export_command(spec: BuildSpec, info: CheckpointInfo, out_dir: Path, checkpoint: Path | None = None) -> list[str]:
+    """The exact optimum-cli invocation for this spec (int4: float32, compressed afterwards).
+    `checkpoint`: another one to export the same way (the draft model; int4: int8)."""
+    if checkpoint is not None:
+        weight_format = "int8" if spec.precision == Precision.INT4 else spec.precision.value
+    else:
+        weight_format = "fp32" if spec.precision == Precision.INT4 else spec.precision.value
+    return [sys.executable, "-m", "optimum.commands.optimum_cli", "export", "openvino",
+            "--model", str(checkpoint or spec.checkpoint), "--task", "text-generation-with-past",
+            "--weight-format", weight_format, str(out_dir)]
+
+
+def draft_problems(checkpoint: Path, draft: Path) -> list[str]:
+    """A draft model must speak the target's tokens: the same vocabulary, id for id."""
+    from transformers import AutoTokenizer
+
+    if not (draft / "config.json").is_file():
+        return [f"'draft_checkpoint' {draft} is not a Hugging Face checkpoint (no config.json)"]
+    if AutoTokenizer.from_pretrained(draft).get_vocab() != AutoTokenizer.from_pretrained(checkpoint).get_vocab():
+        return [f"'draft_checkpoint' {draft} has another tokenizer vocabulary than {checkpoint}; "
+                "a draft model must share the target's tokenizer"]
+    return []
+
+
+def compress_command(spec: BuildSpec, ir_dir: Path) -> list[str]:
+    """int4: NNCF's data-aware compression of the exported IR, with the spec's recipe."""
+    return [sys.executable, "-m", "build_engines.openvino.compress", "--ir-dir", str(ir_dir),
+            "--checkpoint", str(spec.checkpoint), "--recipe", json.dumps(asdict(spec.openvino.int4)),
+            "--record", str(ir_dir / "compression.json")]
+
+
+def fusion_command(ir_dir: Path, drafting: bool) -> list[str]:
+    """Fused projections in the engine's IR (and its draft's); the record of the engine's."""
+    drafts = ["--draft-dir", str(ir_dir / DRAFT_SUBDIR)] if drafting else []
+    return [sys.executable, "-m", "build_engines.openvino.fusion", "--ir-dir", str(ir_dir), *drafts,
+            "--record", str(ir_dir / FUSION_FILE)]
+
+
+def fidelity_command(spec: BuildSpec, engine_dir: Path, out: Path) -> list[str]:
+    ov = spec.openvino
+    return [sys.executable, "-m", "build_engines.fidelity", "--engine-dir", str(engine_dir),
+            "--checkpoint", str(spec.checkpoint), "--activation-precision", ov.activation_precision,
+            "--kv-cache-precision", ov.kv_cache_precision,
+            "--dynamic-quantization-group-size", str(ov.dynamic_quantization_group_size), "--evaluation", spec.fidelity.evaluation,
+            "--inference-threads", str(ov.inference_threads), "--out", str(out)]
+
+
+def engine_is_built(engine_dir: Path) -> bool:
+    return (engine_dir / BUILD_RECORD_FILE).is_file() and (engine_dir / IR_MODEL_FILE).is_file()
+
+
+def build_openvino_engine(spec: BuildSpec, engine_dir: Path, *, log_file: Path | None = None) -> BuildRecord:
+    compressing = spec.precision == Precision.INT4
+    evaluating = spec.fidelity.evaluation != "off"
+    drafting = bool(spec.openvino.draft_checkpoint)
+    fusing = spec.openvino.fuse_projections
+    progress = StepProgress(total=3 + compressing + evaluating + drafting + fusing)
+    with progress.step(f"inspect checkpoint {spec.checkpoint}"):
+        info = validated_checkpoint(spec, EngineBackend.OPENVINO)
+        digest = checkpoint_hash(spec.checkpoint)
+        problems = draft_problems(spec.checkpoint, Path(spec.openvino.draft_checkpoint)) if drafting else []
+        if problems:
+            raise BuildError("; ".join(problems))
+
+    staging = staging_dir(engine_dir)
+    t0 = time.monotonic()
+    fmt = "float32 weights, compressed next" if compressing else f"{spec.precision.value} weights"
+    with progress.step(f"export to OpenVINO IR ({fmt})"):
+        run_streaming(export_command(spec, info, staging), log_file, what="export")
+        if not (staging / IR_MODEL_FILE).is_file():
+            raise BuildError(f"the exporter finished but wrote no {IR_MODEL_FILE} in {staging}")
+        copy_tokenizer_files(spec.checkpoint, staging)
+    if drafting:
+        draft = Path(spec.openvino.draft_checkpoint)
+        with progress.step(f"export the draft model {draft}"):
+            run_streaming(export_command(spec, info, staging / DRAFT_SUBDIR, draft), log_file, what="draft export")
+    compression = {}
+    if compressing:
+        r = spec.openvino.int4
+        how = "data-free" if r.data_free else f"ratio {r.ratio}, calibrated on stdlib text"
+        with progress.step(f"compress to int4 ({r.mode}, group {r.group_size}, {how})"):
+            run_streaming(compress_command(spec, staging), log_file, what="int4 compression")
+            compression = json.loads((staging / "compression.json").read_text())
+    fusion = {}
+    if fusing:
+        with progress.step("fuse the q/k/v and gate/up projections"):
+            run_streaming(fusion_command(staging, drafting), log_file, what="projection fusion")
+            fusion = json.loads((staging / FUSION_FILE).read_text())
+    fidelity = {}
+    if evaluating:
+        with progress.step(f"measure fidelity vs the float32 checkpoint ({spec.fidelity.evaluation})"):
+            run_streaming(fidelity_command(spec, staging, staging / FIDELITY_FILE), log_file, what="fidelity report")
+            fidelity = json.loads((staging / FIDELITY_FILE).read_text())
+            _gate(spec, fidelity, staging, engine_dir)
+
+    with progress.step(f"write {BUILD_RECORD_FILE} and move into place"):
+        record = finish_engine(staging, engine_dir, spec, info, digest, installed_versions(BUILD_PACKAGES), t0)
+        if fidelity or compression or fusion:
+            record = replace(record, fidelity=fidelity, compression=compression, fusion=fusion)
+            record.write(engine_dir)
+    return record
+
+
+def _gate(spec: BuildSpec, report: dict, staging: Path, engine_dir: Path) -> None:
+    """Refuse to publish an engine beyond its precision's gate: it is kept aside, with its report."""
+    from build_engines.fidelity.gate import FidelityGateError, check_gate
+
+    limits = spec.fidelity.limits(spec.precision.value)
+    if limits is None:
+        return
+    report["gate"] = limits.to_dict()
+    try:
+        check_gate(report, limits, f"the {spec.precision.value} engine")
+    except FidelityGateError as e:
+        rejected = engine_dir.with_name(engine_dir.name + REJECTED_SUFFIX)
+        shutil.rmtree(rejected, ignore_errors=True)
+        staging.rename(rejected)
+        raise BuildError(f"{e}.  The engine and its {FIDELITY_FILE} are kept in {rejected}") from None
