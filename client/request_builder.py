@@ -1,5 +1,6 @@
 """SamplingParams + prompt -> the ensemble's input tensors (names and dtypes from the
-contract table), checked against the same rules the server applies."""
+contract table), pre-checked by the functions the server calls (contract/params.py), so a bad
+value is refused before it is sent, in the server's words."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from tritonclient.grpc import InferInput, InferRequestedOutput
 from client.errors import InvalidRequestError
 from client.types import ChatMessage, SamplingParams
 from contract import params as rules
-from contract.tensors import BLS_INPUTS, ENSEMBLE_OUTPUTS, MAX_TOP_LOGPROBS, STOP, DType, by_name
+from contract.tensors import BLS_INPUTS, ENSEMBLE_OUTPUTS, STOP, DType, by_name
 
 _INPUTS = by_name(BLS_INPUTS)  # the ensemble's and the BLS's own (num_draft_tokens)
 
@@ -38,6 +39,7 @@ def build_inputs(prompt: str | Sequence[ChatMessage], sampling: SamplingParams, 
             value = getattr(sampling, name, None)
             if value is not None:
                 rules.check(name, value)
+        rules.check("num_return_sequences", sampling.n, "n")
         rules.check_words("stop_words", list(sampling.stop))
         rules.check_words("bad_words", list(sampling.bad_words))
     except rules.InvalidParameter as e:
@@ -68,13 +70,8 @@ def build_inputs(prompt: str | Sequence[ChatMessage], sampling: SamplingParams, 
     if sampling.return_log_probs or sampling.top_logprobs:
         inputs.append(_tensor("return_log_probs", True))
     if sampling.top_logprobs:
-        if not 0 <= sampling.top_logprobs <= MAX_TOP_LOGPROBS:
-            raise InvalidRequestError(f"invalid 'top_logprobs': must be in [0, {MAX_TOP_LOGPROBS}], got "
-                                      f"{sampling.top_logprobs}")
         inputs.append(_tensor("top_logprobs", sampling.top_logprobs))
     if sampling.n != 1:
-        if sampling.n < 1:
-            raise InvalidRequestError(f"invalid 'n': must be >= 1, got {sampling.n}")
         inputs.append(_tensor("num_return_sequences", sampling.n))
     if sampling.guide is not None:
         inputs.append(_tensor("guided_decoding_guide_type", sampling.guide.type))

@@ -8,7 +8,7 @@ import uuid
 
 import json
 
-from contract.tensors import MAX_TOP_LOGPROBS
+from contract import params
 from client.types import ChatMessage, GenerationResult, Guide, SamplingParams, StreamChunk
 from openai_front.errors import invalid, unsupported
 from openai_front.schemas import ChatCompletionRequest, CompletionRequest, RequestBase
@@ -122,8 +122,10 @@ def chat_input(req: ChatCompletionRequest) -> tuple[list[ChatMessage], SamplingP
     if req.top_logprobs is not None:
         if not req.logprobs:
             raise invalid("'top_logprobs' needs 'logprobs': true", "top_logprobs")
-        if not 0 <= req.top_logprobs <= MAX_TOP_LOGPROBS:
-            raise invalid(f"'top_logprobs' must be in [0, {MAX_TOP_LOGPROBS}], got {req.top_logprobs}", "top_logprobs")
+        try:
+            params.check("top_logprobs", req.top_logprobs)  # the server's rule (contract/params.py)
+        except params.InvalidParameter as e:
+            raise invalid(str(e), "top_logprobs") from None
     guide = _response_format(req.response_format) or _guide(req)
     if plan is not None:
         if guide is not None:

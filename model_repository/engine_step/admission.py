@@ -9,7 +9,8 @@ confirmed), and the Triton backend never sets it (contract/features.py, Feature.
 
 Aging: a waiting request's effective priority grows by `aging_per_s` for every second it
 has waited, so a low-priority request is eventually admitted ahead of a stream of newer
-high-priority ones (nothing starves). Ties: first come, first served.
+high-priority ones (nothing starves). Ties: first come, first served.  The range [0, 1] is
+checked where a request enters (contract/params.py RULES["priority"]); the queue trusts it.
 """
 
 from __future__ import annotations
@@ -19,18 +20,8 @@ from typing import Callable, Generic, TypeVar
 
 T = TypeVar("T")
 
-MIN_PRIORITY = 0.0
-MAX_PRIORITY = 1.0
 DEFAULT_PRIORITY = 0.5
 DEFAULT_AGING_PER_S = 0.1  # a 0.0 request overtakes fresh 1.0 ones after 10 s of waiting
-
-
-def check_priority(value: float) -> float:
-    """The priority, or ValueError naming the field (for an INVALID_ARG response)."""
-    if not MIN_PRIORITY <= value <= MAX_PRIORITY:
-        raise ValueError(f"'priority' must be in [{MIN_PRIORITY}, {MAX_PRIORITY}] (higher is admitted first, "
-                         f"{DEFAULT_PRIORITY} the default), got {value}")
-    return float(value)
 
 
 @dataclass
@@ -50,7 +41,7 @@ class AgingQueue(Generic[T]):
     _seq: int = 0
 
     def push(self, item: T, arrived: float, priority: float = DEFAULT_PRIORITY) -> None:
-        self._waiting.append(_Waiting(item, check_priority(priority), arrived, self._seq))
+        self._waiting.append(_Waiting(item, float(priority), arrived, self._seq))
         self._seq += 1
 
     def effective(self, w: _Waiting[T], now: float) -> float:

@@ -10,8 +10,9 @@ from typing import Mapping
 
 import numpy as np
 
-from contract.tensors import ENGINE_CORE_INPUTS, MAX_TOP_LOGPROBS, DType, by_name
-from model_repository.engine_step.admission import DEFAULT_PRIORITY, check_priority
+from contract import params
+from contract.tensors import ENGINE_CORE_INPUTS, DType, by_name
+from model_repository.engine_step.admission import DEFAULT_PRIORITY
 from model_repository.engine_step.word_lists import from_word_list, to_word_list
 
 _SPECS = by_name(ENGINE_CORE_INPUTS)
@@ -36,7 +37,9 @@ class GenerationOptions:
 
     @classmethod
     def from_arrays(cls, arrays: Mapping[str, np.ndarray]) -> "GenerationOptions":
-        """Raises ValueError naming the input on a malformed or unknown value."""
+        """Raises ValueError naming the input on a malformed or unknown value (the ranges:
+        contract/params.py, InvalidParameter).  Called at each entry: preprocessing and the
+        engine models."""
         values: dict[str, object] = {}
         for f in dataclasses.fields(cls):
             if f.name in arrays and np.asarray(arrays[f.name]).size:
@@ -44,18 +47,17 @@ class GenerationOptions:
                 kind = {"str": DType.STRING, "float": DType.FP32}.get(f.type, DType.INT32)
                 values[f.name] = _scalar_value(f.name, kind, item)
         options = cls(**values)
-        check_priority(options.priority)
-        if options.num_return_sequences < 1:
-            raise ValueError(f"'num_return_sequences' must be >= 1, got {options.num_return_sequences}")
-        if not 0 <= options.top_logprobs <= MAX_TOP_LOGPROBS:
-            raise ValueError(f"'top_logprobs' must be in [0, {MAX_TOP_LOGPROBS}], got {options.top_logprobs}")
+        for name in ("priority", "num_return_sequences", "top_logprobs"):
+            if name in values:
+                params.check(name, values[name])
         kind = options.guided_decoding_guide_type
         if kind and kind not in GUIDE_TYPES:
-            raise ValueError(f"'guided_decoding_guide_type' {kind!r} is not supported; allowed: {list(GUIDE_TYPES)}")
+            raise params.InvalidParameter("guided_decoding_guide_type",
+                                          f"{kind!r} is not supported; allowed: {list(GUIDE_TYPES)}")
         if kind and kind != "json" and not options.guided_decoding_guide:
-            raise ValueError(f"'guided_decoding_guide' is empty; guide type {kind!r} needs one")
+            raise params.InvalidParameter("guided_decoding_guide", f"empty; guide type {kind!r} needs one")
         if options.guided_decoding_guide and not kind:
-            raise ValueError("'guided_decoding_guide' needs 'guided_decoding_guide_type'")
+            raise params.InvalidParameter("guided_decoding_guide", "needs 'guided_decoding_guide_type'")
         return options
 
 

@@ -1,4 +1,6 @@
-"""The ensemble's request as a typed object, parsed and checked from raw input arrays.
+"""The ensemble's request as a typed object, parsed and checked from raw input arrays: the
+entry of the ensemble and of the BLS, where each field's range is checked once, by its rule
+in contract/params.py; the hops after it trust the typed value.
 
 Every problem raises `InvalidParameter` naming the field; the preprocessing adapter turns
 it into an INVALID_ARG error for that request alone.
@@ -162,8 +164,8 @@ def parse_generate_request(arrays: Mapping[str, np.ndarray]) -> GenerateRequest:
     else:
         parsed_messages = None
     min_tokens, max_tokens = values.get("min_tokens"), values.get("max_tokens")
-    if min_tokens is not None and max_tokens is not None and min_tokens > max_tokens:
-        raise InvalidParameter("min_tokens", f"{min_tokens} is greater than max_tokens ({max_tokens})")
+    if min_tokens is not None and max_tokens is not None:
+        params.check_min_tokens(min_tokens, max_tokens)
     if values.get("embedding_bias_words") and \
             len(values["embedding_bias_words"]) != len(values.get("embedding_bias_weights", ())):
         raise InvalidParameter("embedding_bias_weights", "needs one weight per entry of embedding_bias_words")

@@ -3,6 +3,7 @@ against the checkpoint's generation defaults, and the postprocessing parameters.
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 import uuid
 from dataclasses import dataclass
@@ -12,11 +13,14 @@ from contract.model_configs import PreprocessingParameters
 from contract import lora
 from contract.features import SAMPLING_INPUT_FEATURES, Feature, refusals
 from contract.guided import guide_problems
-from contract.params import InvalidParameter
+from contract.params import InvalidParameter, check_lengths, check_token_id, check_top_k
 from model_repository.engine_step.engine_inputs import EngineInputs, GenerationOptions
 from model_repository.text.generate_request import GenerateRequest
 from model_repository.text.generation_defaults import GenerationDefaults
 from model_repository.text.postprocess_params import PostprocessParams
+
+
+OPTION_NAMES = tuple(f.name for f in dataclasses.fields(GenerationOptions))
 
 
 @dataclass(frozen=True)
@@ -64,10 +68,9 @@ class Preprocessor:
         # lora_task_id -> adapter name (contract/lora.py request_problems)
         self.adapters = {i: name for name, i in lora.served_from_parameter(params.lora_adapters).items()}
 
-    def check_lora(self, feature_inputs: dict) -> None:
+    def check_lora(self, options: GenerationOptions) -> None:
         """An unknown lora_task_id is refused naming the served adapters (0: the base model)."""
-        task_id = _options(feature_inputs, "lora_task_id").lora_task_id
-        for problem in lora.request_problems(task_id, self.adapters):
+        for problem in lora.request_problems(options.lora_task_id, self.adapters):
             raise InvalidParameter("lora_task_id", problem)
 
     # --- text -> ids --------------------------------------------------------------------
@@ -104,29 +107,20 @@ class Preprocessor:
         for name, reason in (refusals(dict(req.feature_inputs), self.engine)
                              + refusals(sampling_fields(req, sampling), self.engine, SAMPLING_INPUT_FEATURES)):
             raise InvalidParameter(name, reason)
+        options = _options(dict(req.feature_inputs), *OPTION_NAMES)  # their ranges: contract/params.py
         if Feature.GUIDED_DECODING in self.engine.features:
-            check_guide(dict(req.feature_inputs))
+            check_guide(options)
         if Feature.LORA in self.engine.features:
-            self.check_lora(dict(req.feature_inputs))
+            self.check_lora(options)
         limits = self.params
         ids = self.prompt_ids(req)
-        if not ids:
-            raise InvalidParameter("text_input", "the prompt encodes to no tokens")
-        if len(ids) > limits.max_input_len:
-            raise InvalidParameter(
-                "text_input", f"the prompt has {len(ids)} tokens; this engine accepts at most {limits.max_input_len} (max_input_len)"
-            )
         room = limits.max_seq_len - len(ids)
         max_tokens = min(limits.default_max_tokens, room) if req.max_tokens is None else req.max_tokens
-        if max_tokens > room:
-            raise InvalidParameter(
-                "max_tokens", f"{max_tokens} is too large: the prompt has {len(ids)} tokens and the engine's "
-                f"max_seq_len is {limits.max_seq_len}, so at most {room} can be generated"
-            )
-        if req.end_id is not None and not 0 <= req.end_id < self.defaults.vocab_size:
-            raise InvalidParameter("end_id", f"{req.end_id} is not a token id (vocabulary size {self.defaults.vocab_size})")
-        if req.top_k is not None and req.top_k > self.defaults.vocab_size:
-            raise InvalidParameter("top_k", f"{req.top_k} exceeds the vocabulary size {self.defaults.vocab_size}")
+        check_lengths(len(ids), max_tokens, limits.max_input_len, limits.max_seq_len)
+        if req.end_id is not None:
+            check_token_id("end_id", req.end_id, self.defaults.vocab_size)
+        if req.top_k is not None:
+            check_top_k(req.top_k, self.defaults.vocab_size)
 
         end_ids = (req.end_id,) if req.end_id is not None else self.defaults.eos_ids
         # TensorRT-LLM takes one end_id; the other EOS ids stop generation as stop words.
@@ -181,13 +175,12 @@ class Preprocessor:
         return tuple(bias)
 
 
-def check_guide(feature_inputs: dict) -> None:
+def check_guide(options: GenerationOptions) -> None:
     """A guide the engine cannot enforce (an unknown guide type, a schema keyword the grammar
     would drop, a regex or grammar that does not compile) is refused here, naming it, for
     every engine: TensorRT-LLM's backend would decode a request with an unknown guide type
     unguided (row input.guided_decoding_guide_type) and its xgrammar ignores keywords it cannot
     express (contract/guided.py)."""
-    options = _options(feature_inputs, "guided_decoding_guide_type", "guided_decoding_guide")
     if options.guided_decoding_guide_type:
         problems = guide_problems(options.guided_decoding_guide_type, options.guided_decoding_guide)
         if problems:
@@ -195,10 +188,13 @@ def check_guide(feature_inputs: dict) -> None:
 
 
 def _options(feature_inputs: dict, *names: str) -> GenerationOptions:
-    """The named engine options of a request, parsed as the engine parses them; a malformed
-    one is refused under the first name (the message names the input itself)."""
+    """The named engine options of a request, parsed and range-checked as the engine model
+    parses them (GenerationOptions.from_arrays: contract/params.py); a value that is not
+    even of its type is refused under the first name (the message names the input itself)."""
     try:
         return GenerationOptions.from_arrays({k: v for k, v in feature_inputs.items() if k in names})
+    except InvalidParameter:
+        raise
     except ValueError as e:
         raise InvalidParameter(names[0], str(e)) from None
 

@@ -4,7 +4,10 @@ into a text delta, a finish reason and token counts.
 The ensemble calls postprocessing once per engine response and tells it nothing about
 which responses belong together or which is last, so preprocessing gives every request a
 `stream_id`, and the end is recognised here: an end id, `max_tokens` reached, a stop
-string, a response without tokens, or - for non-streaming requests - the single response.  States whose end never
+string, a response without tokens, or - for non-streaming requests - the single response.
+Of these only the stop string is decided here (on the text, which no engine sees); the
+others are the engine's decision, read from what TensorRT-LLM's output contract carries
+(it has no finish-reason tensor).  docs/contract.md, "Where a stream ends".  States whose end never
 comes (the client cancelled) are dropped after `ttl_s` idle seconds.  Requests of one
 stream must arrive in order: the postprocessing model runs a single instance.
 """

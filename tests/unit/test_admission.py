@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from model_repository.engine_step.admission import AgingQueue, check_priority
+from contract import params
+from model_repository.engine_step.admission import AgingQueue
 
 
 def test_higher_priority_first_then_fifo():
@@ -33,8 +34,8 @@ def test_no_starvation_under_a_stream_of_high_priority_requests():
 
 
 def test_out_of_range_priority_names_the_field():
-    with pytest.raises(ValueError, match="priority"):
-        check_priority(1.5)
+    with pytest.raises(ValueError, match="'priority'"):
+        params.check("priority", 1.5)
     with pytest.raises(IndexError):
         AgingQueue().pop(0.0)
 
