@@ -17,14 +17,14 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 from client import AsyncLlmClient
 from client.errors import ClientError, InvalidRequestError, RequestTimeout, ServerUnavailable
-from contract import lora, names
-from openai_front.errors import ApiError, param_of, unsupported
+from contract import lora, names, tool_formats
+from openai_front.errors import ApiError, api_message, unsupported, validation_error_body
 from openai_front.logprobs import TokenTexts
 from openai_front.metrics import FrontMetrics, MetricsMiddleware
-from openai_front.tools import tool_plan
 from openai_front.schemas import ChatCompletionRequest, CompletionRequest
-from openai_front.translate import (PRIORITY_HEADER, ResponseShaper, chat_input, completion_input, new_id,
-                                    with_priority_header)
+from openai_front.tool_responses import ToolTurn
+from openai_front.translate import (PRIORITY_HEADER, ResponseShaper, chat_input, chat_tool_plan, completion_input,
+                                    new_id, with_priority_header)
 
 
 @dataclass(frozen=True)
@@ -35,6 +35,13 @@ class FrontSettings:
     max_body_bytes: int = 1 << 20
     request_timeout_s: float | None = 600.0
     tokenizer_dir: Path | None = None  # tokenizer.json of the served checkpoint: token texts of logprobs
+    # contract/tool_formats.py; None: recorded in or detected from tokenizer_dir, else the json fallback
+    tool_call_format: str | None = None
+
+    def resolved_tool_call_format(self) -> str:
+        if self.tool_call_format is not None:
+            return self.tool_call_format
+        return tool_formats.recorded_or_detected(self.tokenizer_dir) if self.tokenizer_dir else tool_formats.JSON
 
 
 class BodyLimit:
@@ -74,7 +81,8 @@ def _sse(data: dict | str) -> str:
 
 def _client_error(e: ClientError, chat: bool) -> ApiError:
     if isinstance(e, InvalidRequestError):
-        return ApiError(400, str(e), param=param_of(str(e), chat))
+        message, param = api_message(str(e), chat)
+        return ApiError(400, message, param=param)
     if isinstance(e, ServerUnavailable):
         return ApiError(503, f"the model server is unavailable: {e}", type_="server_error")
     if isinstance(e, RequestTimeout):
@@ -85,6 +93,7 @@ def _client_error(e: ClientError, chat: bool) -> ApiError:
 def create_app(settings: FrontSettings) -> FastAPI:
     state: dict[str, AsyncLlmClient] = {}
     token_texts = TokenTexts(settings.tokenizer_dir) if settings.tokenizer_dir else None
+    tool_format = settings.resolved_tool_call_format()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -102,12 +111,7 @@ def create_app(settings: FrontSettings) -> FastAPI:
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, e: RequestValidationError):
-        first = e.errors()[0]
-        loc = [str(x) for x in first.get("loc", ()) if x != "body"]
-        message = f"{'.'.join(loc) or 'body'}: {first.get('msg')}"
-        if first.get("type") == "extra_forbidden":
-            message = f"unrecognized request argument supplied: {'.'.join(loc)}"
-        return JSONResponse(ApiError(400, message, param=".".join(loc) or None).body(), status_code=400)
+        return JSONResponse(validation_error_body(e.errors()[0]).body(), status_code=400)
 
     async def authorized(request: Request) -> None:
         if settings.api_key is None:
@@ -155,7 +159,10 @@ def create_app(settings: FrontSettings) -> FastAPI:
         client = state["client"]
         if sampling.return_log_probs and token_texts is None:
             raise unsupported("logprobs", "start the front with --tokenizer (the checkpoint's tokenizer.json)")
-        shaper = ResponseShaper(settings.model_name, chat, token_texts if sampling.return_log_probs else None, tools)
+        shaper = ResponseShaper(settings.model_name, chat, token_texts if sampling.return_log_probs else None)
+        if tools is not None:
+            return await tool_answer(request, ToolTurn(client, prompt, sampling, tools, settings.request_timeout_s),
+                                     shaper, stream, include_usage)
         if not stream:
             try:
                 results = await client.generate_n(prompt, sampling, timeout_s=settings.request_timeout_s)
@@ -180,7 +187,6 @@ def create_app(settings: FrontSettings) -> FastAPI:
             yield _sse(opening)
         finish: dict[int, str] = {}
         last: dict[int, object] = {}
-        calls: dict[int, list[str]] = {}  # tool calls: each choice's text, sent whole at its end
         next_check = time.monotonic() + DISCONNECT_CHECK_S
         failed = False
         try:
@@ -198,11 +204,7 @@ def create_app(settings: FrontSettings) -> FastAPI:
                     reason = chunk.finish_reason or None
                     if reason:
                         finish[index] = reason
-                    if shaper.tools is not None:
-                        calls.setdefault(index, []).append(chunk.text)
-                        if reason:
-                            yield _sse(shaper.tool_call_chunk(index, "".join(calls[index]), reason))
-                    elif chunk.text or reason or (shaper.token_texts and chunk.token_ids):
+                    if chunk.text or reason or (shaper.token_texts and chunk.token_ids):
                         yield _sse(shaper.chunk(chunk, reason))
         except StopAsyncIteration:
             pass
@@ -222,6 +224,47 @@ def create_app(settings: FrontSettings) -> FastAPI:
             yield _sse(shaper.usage_chunk(prompt_tokens, sum(c.num_output_tokens for c in last.values())))
         yield _sse("[DONE]")
 
+    async def tool_answer(request: Request, turn: ToolTurn, shaper: ResponseShaper, stream: bool,
+                          include_usage: bool):
+        """A chat answer with tools (openai_front/tool_responses.py), whole or as SSE."""
+        if not stream:
+            try:
+                return await turn.whole(shaper)
+            except ClientError as e:
+                raise _client_error(e, True) from None
+        events = turn.events()
+        try:
+            first = await events.__anext__()  # errors before the first byte become HTTP errors
+        except StopAsyncIteration:
+            first = None
+        except ClientError as e:
+            raise _client_error(e, True) from None
+
+        async def sse():
+            for opening in shaper.first_chunks(turn.sampling.n):
+                yield _sse(opening)
+            next_check = time.monotonic() + DISCONNECT_CHECK_S
+            try:
+                if first is not None:
+                    yield _sse(turn.chunk(shaper, *first))
+                async for event in events:
+                    if time.monotonic() >= next_check:
+                        if await request.is_disconnected():
+                            return
+                        next_check = time.monotonic() + DISCONNECT_CHECK_S
+                    yield _sse(turn.chunk(shaper, *event))
+            except ClientError as e:
+                yield _sse(_client_error(e, True).body())
+                yield _sse("[DONE]")
+                return
+            finally:
+                await events.aclose()  # cancels the request on the server when the client went away
+            if include_usage:
+                yield _sse(shaper._envelope("chat.completion.chunk", [], usage=turn.usage()))
+            yield _sse("[DONE]")
+
+        return ClosingStreamingResponse(sse(), media_type="text/event-stream")
+
     @app.post("/v1/completions", dependencies=[Depends(authorized)])
     async def completions(req: CompletionRequest, request: Request):
         prompt, sampling = completion_input(req)
@@ -231,10 +274,10 @@ def create_app(settings: FrontSettings) -> FastAPI:
 
     @app.post("/v1/chat/completions", dependencies=[Depends(authorized)])
     async def chat_completions(req: ChatCompletionRequest, request: Request):
-        messages, sampling = chat_input(req)
+        messages, sampling = chat_input(req, tool_format=tool_format, model=settings.model_name)
         sampling = await check_model(req.model, with_priority_header(sampling, request.headers.get(PRIORITY_HEADER)))
         include_usage = bool(req.stream_options and req.stream_options.include_usage)
         return await respond(request, messages, sampling, req.stream, include_usage, chat=True,
-                             tools=tool_plan(req.tools, req.tool_choice))
+                             tools=chat_tool_plan(req, tool_format=tool_format, model=settings.model_name))
 
     return app

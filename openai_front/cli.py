@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from contract import names
+from contract import names, tool_formats
 
 API_KEY_ENV = "OPENAI_FRONT_API_KEY"
 DEFAULT_PORT = 9000
@@ -29,7 +29,12 @@ def main() -> None:
 @click.option("--tokenizer", "tokenizer_dir", type=click.Path(exists=True, file_okay=False, path_type=Path),
               default=None, help="Directory with the served checkpoint's tokenizer.json (token texts of logprobs).")
 @click.option("--request-timeout", "request_timeout_s", type=float, default=600.0, show_default=True)
-def serve(grpc_url, host, port, model_name, api_key_file, max_body_bytes, tokenizer_dir, request_timeout_s) -> None:
+@click.option("--tool-call-format", type=click.Choice(["auto", *tool_formats.FORMATS]), default="auto", show_default=True,
+              help="How the model writes tool calls (tool_choice auto): auto = recorded in or detected from the "
+                   "--tokenizer directory's build.json / chat template, else the generic json format; none = "
+                   "refuse tool_choice auto.")
+def serve(grpc_url, host, port, model_name, api_key_file, max_body_bytes, tokenizer_dir, request_timeout_s,
+          tool_call_format) -> None:
     import uvicorn
 
     from openai_front.app import FrontSettings, create_app
@@ -37,7 +42,9 @@ def serve(grpc_url, host, port, model_name, api_key_file, max_body_bytes, tokeni
     api_key = api_key_file.read_text().strip() if api_key_file else os.environ.get(API_KEY_ENV) or None
     settings = FrontSettings(grpc_url=grpc_url, model_name=model_name, api_key=api_key,
                              max_body_bytes=max_body_bytes, request_timeout_s=request_timeout_s,
-                             tokenizer_dir=tokenizer_dir)
+                             tokenizer_dir=tokenizer_dir,
+                             tool_call_format=None if tool_call_format == "auto" else tool_call_format)
     click.echo(f"OpenAI-compatible API on http://{host}:{port}/v1 (model {model_name!r}, "
-               f"authentication {'on' if api_key else 'off'}) -> Triton {grpc_url}", err=True)
+               f"authentication {'on' if api_key else 'off'}, tool calls {settings.resolved_tool_call_format()}) "
+               f"-> Triton {grpc_url}", err=True)
     uvicorn.run(create_app(settings), host=host, port=port, log_level="warning", timeout_graceful_shutdown=30)

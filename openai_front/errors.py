@@ -41,3 +41,48 @@ def param_of(message: str, chat: bool) -> str | None:
     if name == "text_input" or name == "messages":
         return "messages" if chat else "prompt"
     return _PARAM_NAMES.get(name, name)
+
+
+# Triton's wrapping of a model's error: "in ensemble 'ensemble', [INVALID_ARG] invalid 'x': ..."
+_TRITON_PREFIX = re.compile(r"^(?:\s*(?:in ensemble '[^']*',|\[[A-Z_]+\]|\[StatusCode\.[A-Z_]+\]|"
+                            r"[A-Za-z]*Error:|INVALID_ARG(?:UMENT)?:))+\s*")
+_INVALID = re.compile(r"invalid '([a-z_]+)': ?(.*)", re.S)
+
+
+def api_message(message: str, chat: bool) -> tuple[str, str | None]:
+    """A server-side refusal in the API's words: Triton's prefixes dropped, ensemble input names
+    replaced by the OpenAI parameter the client sent; (message, param)."""
+    text = _TRITON_PREFIX.sub("", message.strip())
+    found = _INVALID.search(text)
+    if found is None:
+        return text, param_of(text, chat)
+    name, detail = found.groups()
+    param = param_of(f"'{name}'", chat)
+    for internal, public in (("text_input", param), ("'messages'", "'messages'")):
+        detail = detail.replace(internal, public)
+    return f"Invalid '{param}': {detail}", param
+
+
+def validation_error_body(error: dict) -> ApiError:
+    """A body the schema refuses (pydantic's first error) -> 400 naming the parameter as
+    OpenAI does (`messages[0].role`); a body that is not JSON names no parameter."""
+    loc = [x for x in error.get("loc", ()) if x != "body"]
+    kind = error.get("type", "")
+    if kind == "json_invalid" or (not loc and kind != "missing"):
+        return ApiError(400, f"the request body is not valid JSON: {error.get('msg')} "
+                             f"(at character {(error.get('loc') or ('', '?'))[-1]})"
+                        if kind == "json_invalid" else f"invalid request body: {error.get('msg')}")
+    param = ""
+    for part in loc:
+        if isinstance(part, int):
+            param += f"[{part}]"
+        elif "[" in str(part) or "-" in str(part) or str(part) in ("str", "int", "float", "bool", "dict", "list"):
+            continue  # pydantic's union-member and type tags
+        else:
+            param += f".{part}" if param else str(part)
+    if kind == "extra_forbidden":
+        return ApiError(400, f"Unrecognized request argument supplied: {param}", param=param,
+                        code="unrecognized_argument")
+    if kind == "missing":
+        return ApiError(400, f"Missing required parameter: '{param}'.", param=param, code="missing_required_parameter")
+    return ApiError(400, f"Invalid '{param}': {error.get('msg')}", param=param)

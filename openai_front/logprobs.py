@@ -22,6 +22,8 @@ class TokenTexts:
         if table is None:
             raise ValueError(f"{tokenizer_dir}: the tokenizer's decoder has no byte table; logprobs need one")
         self._bytes = table.token_bytes
+        # Special tokens (end of turn, ...): the answer's text skips them, so chat logprobs do too.
+        self.special_ids = frozenset(i for i, t in tokenizer.get_added_tokens_decoder().items() if t.special)
 
     def entry(self, token_id: int) -> tuple[str, list[int]]:
         raw = self._bytes[token_id] if 0 <= token_id < len(self._bytes) else b""
@@ -37,9 +39,13 @@ class TokenTexts:
 
     def chat_content(self, ids: Sequence[int], log_probs: Sequence[float],
                      tops: Sequence[Alternatives] = ()) -> list[dict]:
-        """`tops`: each token's most likely tokens (top_logprobs), most likely first; () for none."""
+        """`tops`: each token's most likely tokens (top_logprobs), most likely first; () for none.
+        Special tokens are left out (OpenAI's tokens join to exactly the content, which has no
+        end-of-turn token)."""
         out = []
         for i, (token_id, lp) in enumerate(zip(ids, log_probs)):
+            if token_id in self.special_ids:
+                continue
             alternatives = [self._top(t, a) for t, a in tops[i]] if i < len(tops) else []
             out.append(self._top(token_id, lp) | {"top_logprobs": alternatives})
         return out

@@ -1,9 +1,9 @@
-"""OpenAI request bodies we accept.  Unknown fields are rejected (as OpenAI does); fields
-we cannot honour are listed in UNSUPPORTED and rejected with a message naming them."""
+"""OpenAI request bodies we accept.  Unknown fields are rejected (as OpenAI does); what the
+front does with each field the official SDK may send is openai_front/params.py's table."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -69,6 +69,23 @@ class ChatCompletionRequest(RequestBase):
     top_logprobs: int | None = None
     tools: list[dict] | None = None
     tool_choice: str | dict | None = None
-    functions: list[dict] | None = None
     response_format: dict | None = None
     parallel_tool_calls: bool | None = None
+    # The rest of the SDK's parameters: accepted and ignored, or refused unless they ask for the
+    # default (openai_front/params.py).
+    functions: list[dict] | None = None
+    function_call: Any = None
+    store: bool | None = None
+    metadata: dict[str, str] | None = None
+    service_tier: str | None = None
+    reasoning_effort: str | None = None
+    verbosity: str | None = None
+    prediction: dict | None = None
+    prompt_cache_key: str | None = None
+    prompt_cache_retention: str | None = None
+    prompt_cache_options: dict | None = None
+    safety_identifier: str | None = None
+    modalities: list[str] | None = None
+    audio: dict | None = None
+    web_search_options: dict | None = None
+    moderation: Any = None

@@ -12,7 +12,9 @@ from contract import params
 from client.types import ChatMessage, GenerationResult, Guide, SamplingParams, StreamChunk
 from openai_front.errors import invalid, unsupported
 from openai_front.schemas import ChatCompletionRequest, CompletionRequest, RequestBase
-from openai_front.tools import ToolPlan, tool_plan
+from openai_front.params import check_policy
+from openai_front.tools import FORMATS, ToolFormat, ToolPlan, tool_plan
+from contract import tool_formats
 
 
 MAX_N = 16  # samples per request (each holds a KV-cache sequence)
@@ -23,7 +25,7 @@ def _common_checks(req: RequestBase) -> None:
     if not 1 <= req.n <= MAX_N:
         raise invalid(f"'n' must be in [1, {MAX_N}], got {req.n}", "n")
     if req.logit_bias:
-        raise unsupported("logit_bias")
+        raise unsupported("logit_bias", "the engines take no per-token bias")
 
 
 def _guide(req: RequestBase) -> Guide | None:
@@ -99,9 +101,10 @@ def completion_input(req: CompletionRequest) -> tuple[str, SamplingParams]:
                              guide=_guide(req))
 
 
-def _content(message, index: int) -> str:
-    if message.tool_calls:  # an earlier call, as the model wrote it
-        return "".join(json.dumps(c.get("function", {}), ensure_ascii=False) for c in message.tool_calls)
+def _content(message, index: int, tool_format: ToolFormat = FORMATS[tool_formats.JSON]) -> str:
+    if message.tool_calls:  # an earlier call, as the model writes it (after any text it wrote first)
+        text = _content(message.model_copy(update={"tool_calls": None}), index)
+        return (text + "\n" if text else "") + tool_format.render_calls(message.tool_calls)
     if message.content is None:
         return ""
     if isinstance(message.content, str):
@@ -114,11 +117,15 @@ def _content(message, index: int) -> str:
     return "".join(texts)
 
 
-def chat_input(req: ChatCompletionRequest) -> tuple[list[ChatMessage], SamplingParams]:
+def chat_input(req: ChatCompletionRequest, *, tool_format: str = tool_formats.JSON,
+               model: str = "the model") -> tuple[list[ChatMessage], SamplingParams]:
     _common_checks(req)
-    if req.functions:
-        raise unsupported("functions", "use 'tools'")
-    plan = tool_plan(req.tools, req.tool_choice)
+    check_policy(req)
+    plan = chat_tool_plan(req, tool_format=tool_format, model=model)
+    if plan is not None and req.logprobs:
+        raise unsupported("logprobs", "with 'tools' (send tool_choice 'none' for log probs of a text answer)")
+    if plan is not None and plan.auto and req.n != 1:
+        raise unsupported("n", "only 1 with tool_choice 'auto'")
     if req.top_logprobs is not None:
         if not req.logprobs:
             raise invalid("'top_logprobs' needs 'logprobs': true", "top_logprobs")
@@ -129,15 +136,22 @@ def chat_input(req: ChatCompletionRequest) -> tuple[list[ChatMessage], SamplingP
     guide = _response_format(req.response_format) or _guide(req)
     if plan is not None:
         if guide is not None:
-            raise invalid("'tools' with a required call already fixes the output format; drop 'response_format'",
-                          "response_format")
+            raise invalid("'tools' (unless tool_choice is 'none') fix the output format themselves; drop "
+                          "'response_format'", "response_format")
         guide = plan.guide()
-    messages = [ChatMessage("system" if m.role == "developer" else m.role, _content(m, i))
+    written_as = plan.format if plan is not None and plan.auto else FORMATS.get(tool_format, FORMATS[tool_formats.JSON])
+    messages = [ChatMessage("system" if m.role == "developer" else m.role, _content(m, i, written_as))
                 for i, m in enumerate(req.messages)]
     if plan is not None:
-        messages.insert(0, plan.system_message())
+        messages = plan.messages(messages)
     return messages, _sampling(req, req.max_completion_tokens or req.max_tokens, log_probs=bool(req.logprobs),
                                top_logprobs=req.top_logprobs or 0, guide=guide)
+
+
+def chat_tool_plan(req: ChatCompletionRequest, *, tool_format: str = tool_formats.JSON,
+                   model: str = "the model") -> ToolPlan | None:
+    return tool_plan(req.tools, req.tool_choice, tool_format=tool_format, model=model,
+                     parallel_tool_calls=req.parallel_tool_calls)
 
 
 def _response_format(fmt: dict | None) -> Guide | None:
@@ -170,9 +184,8 @@ class ResponseShaper:
     """Builds the bodies of one response (shared id, created, model); `token_texts` given when
     the request asked for log probs."""
 
-    def __init__(self, model: str, chat: bool, token_texts=None, tools: ToolPlan | None = None) -> None:
+    def __init__(self, model: str, chat: bool, token_texts=None) -> None:
         self.chat = chat
-        self.tools = tools
         self.id = new_id("chatcmpl" if chat else "cmpl")
         self.created = int(time.time())
         self.model = model
@@ -203,19 +216,9 @@ class ResponseShaper:
         return self._envelope("chat.completion" if self.chat else "text_completion", choices, usage=used)
 
     def message(self, text: str, finish: str) -> tuple[dict, str]:
-        """The assistant message and finish reason of one whole answer (tool calls when asked;
-        an answer cut by max_tokens stays text: it may not be a whole call)."""
-        if self.tools is not None and finish == "stop":
-            return {"role": "assistant", "content": None, "tool_calls": [self.tools.call(text)]}, "tool_calls"
+        """The assistant message and finish reason of one whole text answer (tool calls are
+        openai_front/tool_responses.py's)."""
         return {"role": "assistant", "content": text}, finish
-
-    def tool_call_chunk(self, index: int, text: str, finish: str) -> dict:
-        """A streamed tool call goes out whole, in its choice's last chunk."""
-        message, finish = self.message(text, finish)
-        delta = ({"tool_calls": [{"index": 0} | message["tool_calls"][0]]} if "tool_calls" in message
-                 else {"content": text})
-        return self._envelope("chat.completion.chunk", [{"index": index, "delta": delta, "finish_reason": finish,
-                                                          "logprobs": None}])
 
     def first_chunks(self, n: int) -> list[dict]:
         if not self.chat:

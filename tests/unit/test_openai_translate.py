@@ -5,7 +5,7 @@ import pytest
 from client.types import GenerationResult, StreamChunk
 from openai_front.errors import ApiError, param_of
 from openai_front.schemas import ChatCompletionRequest, CompletionRequest
-from openai_front.tools import tool_plan
+from openai_front.tools import CallStream, assemble, tool_plan
 from openai_front.translate import ResponseShaper, chat_input, completion_input
 
 
@@ -130,20 +130,22 @@ def test_tools_become_guided_json_and_tool_calls():
     _, sampling = chat_input(chat(tools=[WEATHER, TIME], tool_choice="required"))
     assert [b["properties"]["name"]["const"] for b in json.loads(sampling.guide.guide)["anyOf"]] == ["get_weather",
                                                                                                     "get_time"]
-    shaper = ResponseShaper("m", chat=True, tools=tool_plan([WEATHER, TIME], "required"))
-    whole = shaper.whole([GenerationResult('{"name": "get_weather", "arguments": {"city": "Oslo"}}', "stop", 3, 9,
-                                           None, 0.1)])
-    choice = whole["choices"][0]
-    assert choice["finish_reason"] == "tool_calls" and choice["message"]["content"] is None
-    call = choice["message"]["tool_calls"][0]
+    stream = CallStream(tool_plan([WEATHER, TIME], "required"), "object")
+    deltas = [d for piece in ('{"name": "get_weather", ', '"arguments": {"city": ', '"Oslo"}', "}") for d in stream.feed(piece)]
+    more, finish = stream.finish("stop")
+    message = assemble(deltas + more)
+    assert finish == "tool_calls" and message["content"] is None
+    call = message["tool_calls"][0]
     assert call["function"]["name"] == "get_weather" and json.loads(call["function"]["arguments"]) == {"city": "Oslo"}
     _, sampling = chat_input(chat(tools=[WEATHER], tool_choice="none"))
     assert sampling.guide is None
 
 
 @pytest.mark.parametrize("kwargs,param", [
-    ({"tools": [WEATHER]}, "tool_choice"),  # auto
-    ({"tools": [WEATHER], "tool_choice": "auto"}, "tool_choice"),
+    ({"tools": [WEATHER], "tool_choice": "auto", "n": 2}, "n"),
+    ({"tools": [WEATHER], "logprobs": True}, "logprobs"),
+    ({"tool_choice": "required"}, "tool_choice"),
+    ({"tools": [WEATHER], "tool_choice": "sometimes"}, "tool_choice"),
     ({"tools": [WEATHER], "tool_choice": {"type": "function", "function": {"name": "nope"}}}, "tool_choice"),
     ({"tools": [WEATHER], "tool_choice": "required", "response_format": {"type": "json_object"}}, "response_format"),
 ])
