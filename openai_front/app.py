@@ -21,6 +21,8 @@ from contract import lora, names
 from openai_front.errors import ApiError, param_of, unsupported
 from openai_front.logprobs import TokenTexts
 from openai_front.metrics import FrontMetrics, MetricsMiddleware
+from openai_front import responses
+from openai_front.response_store import StoreSettings
 from openai_front.tools import tool_plan
 from openai_front.schemas import ChatCompletionRequest, CompletionRequest
 from openai_front.translate import (PRIORITY_HEADER, ResponseShaper, chat_input, completion_input, new_id,
@@ -35,6 +37,7 @@ class FrontSettings:
     max_body_bytes: int = 1 << 20
     request_timeout_s: float | None = 600.0
     tokenizer_dir: Path | None = None  # tokenizer.json of the served checkpoint: token texts of logprobs
+    response_store: StoreSettings = StoreSettings()  # /v1/responses: previous_response_id, GET, DELETE
 
 
 class BodyLimit:
@@ -237,4 +240,6 @@ def create_app(settings: FrontSettings) -> FastAPI:
         return await respond(request, messages, sampling, req.stream, include_usage, chat=True,
                              tools=tool_plan(req.tools, req.tool_choice))
 
+    responses.register(app, store_settings=settings.response_store, client=lambda: state["client"],
+                       check_model=check_model, authorized=authorized, request_timeout_s=settings.request_timeout_s)
     return app

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from contract import names
+from openai_front import response_store
 
 API_KEY_ENV = "OPENAI_FRONT_API_KEY"
 DEFAULT_PORT = 9000
@@ -29,7 +30,16 @@ def main() -> None:
 @click.option("--tokenizer", "tokenizer_dir", type=click.Path(exists=True, file_okay=False, path_type=Path),
               default=None, help="Directory with the served checkpoint's tokenizer.json (token texts of logprobs).")
 @click.option("--request-timeout", "request_timeout_s", type=float, default=600.0, show_default=True)
-def serve(grpc_url, host, port, model_name, api_key_file, max_body_bytes, tokenizer_dir, request_timeout_s) -> None:
+@click.option("--response-store", "store_mode", type=click.Choice(response_store.MODES), default="memory",
+              show_default=True, help="Where /v1/responses keeps responses for previous_response_id, GET and "
+                                      "DELETE: this process's memory, or off (several replicas, no shared store).")
+@click.option("--response-store-max-entries", "store_max_entries", type=click.IntRange(min=1),
+              default=response_store.DEFAULT_MAX_ENTRIES, show_default=True,
+              help="Responses kept at most (the oldest goes first).")
+@click.option("--response-store-ttl", "store_ttl_s", type=click.FloatRange(min=0, min_open=True),
+              default=response_store.DEFAULT_TTL_S, show_default=True, help="Seconds a stored response is kept.")
+def serve(grpc_url, host, port, model_name, api_key_file, max_body_bytes, tokenizer_dir, request_timeout_s,
+          store_mode, store_max_entries, store_ttl_s) -> None:
     import uvicorn
 
     from openai_front.app import FrontSettings, create_app
@@ -37,7 +47,8 @@ def serve(grpc_url, host, port, model_name, api_key_file, max_body_bytes, tokeni
     api_key = api_key_file.read_text().strip() if api_key_file else os.environ.get(API_KEY_ENV) or None
     settings = FrontSettings(grpc_url=grpc_url, model_name=model_name, api_key=api_key,
                              max_body_bytes=max_body_bytes, request_timeout_s=request_timeout_s,
-                             tokenizer_dir=tokenizer_dir)
+                             tokenizer_dir=tokenizer_dir,
+                             response_store=response_store.StoreSettings(store_mode, store_max_entries, store_ttl_s))
     click.echo(f"OpenAI-compatible API on http://{host}:{port}/v1 (model {model_name!r}, "
                f"authentication {'on' if api_key else 'off'}) -> Triton {grpc_url}", err=True)
     uvicorn.run(create_app(settings), host=host, port=port, log_level="warning", timeout_graceful_shutdown=30)
