@@ -23,6 +23,7 @@ this route without a change here.
 from __future__ import annotations
 
 import json
+import re
 import time
 import uuid
 from typing import AsyncIterator, Awaitable, Callable
@@ -33,6 +34,7 @@ from fastapi.responses import JSONResponse
 
 from client.errors import ClientError, InvalidRequestError, RequestTimeout, ServerUnavailable
 from client.types import ChatMessage, SamplingParams
+from contract import names
 from openai_front.errors import ApiError, invalid, param_of, unsupported
 from openai_front.response_store import OFF_REASON, ResponseStore, StoreSettings
 from openai_front.responses_schemas import ResponseCreateRequest
@@ -66,9 +68,21 @@ def _renamed(e: ApiError) -> ApiError:
     return ApiError(e.status, message, param=_param(e.param), type_=e.type, code=e.code)
 
 
+# Triton names the model that refused a request ("in ensemble 'ensemble', ..."): not a parameter.
+_MODELS = {v for k, v in vars(names).items() if k.isupper() and isinstance(v, str) and "." not in v}
+
+
+def _engine_param(message: str) -> str | None:
+    """The request parameter an engine's refusal names (the first quoted name that is not a model's)."""
+    for quoted in re.findall(r"'([a-z_]+)'", message):
+        if quoted not in _MODELS:
+            return _param(param_of(f"'{quoted}'", chat=True))
+    return None
+
+
 def engine_error(e: ClientError) -> ApiError:
     if isinstance(e, InvalidRequestError):
-        return ApiError(400, str(e), param=_param(param_of(str(e), chat=True)))
+        return ApiError(400, str(e), param=_engine_param(str(e)))
     if isinstance(e, ServerUnavailable):
         return ApiError(503, f"the model server is unavailable: {e}", type_="server_error")
     if isinstance(e, RequestTimeout):

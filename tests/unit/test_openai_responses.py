@@ -249,3 +249,29 @@ def test_store_bounds_by_count_and_age():
         StoreSettings(max_entries=0)
     with pytest.raises(ValueError):
         StoreSettings(mode="redis")
+
+
+def test_engine_refusals_name_the_responses_parameter():
+    from openai_front.responses import engine_error
+
+    e = engine_error(InvalidRequestError("in ensemble 'ensemble', [INVALID_ARG] invalid 'max_tokens': 100000 is too "
+                                         "large: the prompt has 31 tokens"))
+    assert e.status == 400 and e.param == "max_output_tokens"
+    assert engine_error(InvalidRequestError("'text_input' is too long")).param == "input"
+
+
+@pytest.mark.parametrize("values,mode", [
+    ({}, "memory"),  # one replica: its own memory serves every follow-up
+    ({"replicaCount": 3}, "off"),
+    ({"autoscaling": {"enabled": True}}, "off"),
+    ({"replicaCount": 3, "openai": {"responseStore": {"mode": "memory"}}}, "memory"),  # behind session affinity
+    ({"openai": {"responseStore": {"mode": "off"}}}, "off"),
+])
+def test_the_chart_turns_the_store_off_with_several_replicas(values, mode):
+    from deploy import chart
+
+    rendered = chart.render(chart.merge_values(chart.load_values([]), values))
+    deployment = next(d for r in rendered for d in r.documents if d["kind"] == "Deployment")
+    front = next(c for c in deployment["spec"]["template"]["spec"]["containers"] if c["name"] == "openai")
+    assert f"--response-store={mode}" in front["args"]
+    assert "--response-store-max-entries=1024" in front["args"] and "--response-store-ttl=3600" in front["args"]
