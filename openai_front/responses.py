@@ -249,12 +249,13 @@ def translate(req: ResponseCreateRequest, history: tuple[dict, ...]
         raise invalid("'input' is empty: send a string or at least one input item", "input")
     try:
         tools, choice = _chat_tools(req.tools), _chat_tool_choice(req.tool_choice)
-        chat = ChatCompletionRequest.model_validate({
-            "model": req.model, "messages": messages, "max_completion_tokens": req.max_output_tokens,
-            "temperature": req.temperature, "top_p": req.top_p, "tools": tools, "tool_choice": choice,
-            "parallel_tool_calls": req.parallel_tool_calls, "response_format": _response_format(req.text),
-            "seed": req.seed, "top_k": req.top_k, "stop": req.stop, "repetition_penalty": req.repetition_penalty,
-            "priority": req.priority, "user": req.user})
+        fields = {"max_completion_tokens": req.max_output_tokens, "temperature": req.temperature, "top_p": req.top_p,
+                  "tools": tools, "tool_choice": choice, "parallel_tool_calls": req.parallel_tool_calls,
+                  "response_format": _response_format(req.text), "seed": req.seed, "top_k": req.top_k,
+                  "stop": req.stop, "repetition_penalty": req.repetition_penalty, "priority": req.priority,
+                  "user": req.user}
+        chat = ChatCompletionRequest.model_validate(  # only what was sent: the chat path's defaults stay its own
+            {"model": req.model, "messages": messages} | {k: v for k, v in fields.items() if v is not None})
         prompt, sampling = chat_input(chat)
         plan = tool_plan(chat.tools, chat.tool_choice)
     except ApiError as e:

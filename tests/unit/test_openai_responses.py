@@ -10,7 +10,7 @@ import pytest
 from fastapi.testclient import TestClient
 from pydantic import BaseModel
 
-from client.errors import InvalidRequestError
+from client.errors import InvalidRequestError, ServerUnavailable
 from client.types import StreamChunk
 from openai_front import app as front_app
 from openai_front.app import FrontSettings, create_app
@@ -56,6 +56,8 @@ class ScriptedEngine:
         parts = self.answer(prompt, sampling)
         length = sampling.max_tokens is not None and sampling.max_tokens <= len(parts)
         for i, text in enumerate(parts):
+            if i == 2 and "crash" in prompt[-1].content:
+                raise ServerUnavailable("Triton went away")
             last = i == len(parts) - 1
             yield StreamChunk(text, ("length" if length else "stop") if last else "", 7, i + 1)
 
@@ -109,6 +111,14 @@ def test_stream_events_in_openai_order(oai):
     assert "".join(e.delta for e in events if e.type == "response.output_text.delta") == final.output_text
     assert events[2].item.id == final.output[0].id == events[4].item_id
     assert final.usage.output_tokens == 4
+
+
+def test_a_failure_mid_stream_ends_with_error_and_failed(oai):
+    events = list(oai.responses.create(model=MODEL, input="crash", stream=True))
+    assert [e.type for e in events][-4:] == ["response.output_text.delta", "response.output_text.delta", "error",
+                                             "response.failed"]
+    assert "unavailable" in events[-2].message and events[-1].response.status == "failed"
+    assert events[-1].response.error.code == "server_error"
 
 
 def test_stream_helper_and_whole_agree(oai):
