@@ -21,6 +21,8 @@ from contract import lora, names, tool_formats
 from openai_front.errors import ApiError, api_message, unsupported, validation_error_body
 from openai_front.logprobs import TokenTexts
 from openai_front.metrics import FrontMetrics, MetricsMiddleware
+from openai_front import responses
+from openai_front.response_store import StoreSettings
 from openai_front.schemas import ChatCompletionRequest, CompletionRequest
 from openai_front.tool_responses import ToolTurn
 from openai_front.translate import (PRIORITY_HEADER, ResponseShaper, chat_input, chat_tool_plan, completion_input,
@@ -42,6 +44,7 @@ class FrontSettings:
         if self.tool_call_format is not None:
             return self.tool_call_format
         return tool_formats.recorded_or_detected(self.tokenizer_dir) if self.tokenizer_dir else tool_formats.JSON
+    response_store: StoreSettings = StoreSettings()  # /v1/responses: previous_response_id, GET, DELETE
 
 
 class BodyLimit:
@@ -280,4 +283,6 @@ def create_app(settings: FrontSettings) -> FastAPI:
         return await respond(request, messages, sampling, req.stream, include_usage, chat=True,
                              tools=chat_tool_plan(req, tool_format=tool_format, model=settings.model_name))
 
+    responses.register(app, store_settings=settings.response_store, client=lambda: state["client"],
+                       check_model=check_model, authorized=authorized, request_timeout_s=settings.request_timeout_s)
     return app

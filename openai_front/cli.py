@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from contract import names, tool_formats
+from openai_front import response_store
 
 API_KEY_ENV = "OPENAI_FRONT_API_KEY"
 DEFAULT_PORT = 9000
@@ -33,8 +34,16 @@ def main() -> None:
               help="How the model writes tool calls (tool_choice auto): auto = recorded in or detected from the "
                    "--tokenizer directory's build.json / chat template, else the generic json format; none = "
                    "refuse tool_choice auto.")
+@click.option("--response-store", "store_mode", type=click.Choice(response_store.MODES), default="memory",
+              show_default=True, help="Where /v1/responses keeps responses for previous_response_id, GET and "
+                                      "DELETE: this process's memory, or off (several replicas, no shared store).")
+@click.option("--response-store-max-entries", "store_max_entries", type=click.IntRange(min=1),
+              default=response_store.DEFAULT_MAX_ENTRIES, show_default=True,
+              help="Responses kept at most (the oldest goes first).")
+@click.option("--response-store-ttl", "store_ttl_s", type=click.FloatRange(min=0, min_open=True),
+              default=response_store.DEFAULT_TTL_S, show_default=True, help="Seconds a stored response is kept.")
 def serve(grpc_url, host, port, model_name, api_key_file, max_body_bytes, tokenizer_dir, request_timeout_s,
-          tool_call_format) -> None:
+          tool_call_format, store_mode, store_max_entries, store_ttl_s) -> None:
     import uvicorn
 
     from openai_front.app import FrontSettings, create_app
@@ -43,7 +52,8 @@ def serve(grpc_url, host, port, model_name, api_key_file, max_body_bytes, tokeni
     settings = FrontSettings(grpc_url=grpc_url, model_name=model_name, api_key=api_key,
                              max_body_bytes=max_body_bytes, request_timeout_s=request_timeout_s,
                              tokenizer_dir=tokenizer_dir,
-                             tool_call_format=None if tool_call_format == "auto" else tool_call_format)
+                             tool_call_format=None if tool_call_format == "auto" else tool_call_format,
+                             response_store=response_store.StoreSettings(store_mode, store_max_entries, store_ttl_s))
     click.echo(f"OpenAI-compatible API on http://{host}:{port}/v1 (model {model_name!r}, "
                f"authentication {'on' if api_key else 'off'}, tool calls {settings.resolved_tool_call_format()}) "
                f"-> Triton {grpc_url}", err=True)

@@ -14,7 +14,7 @@ REQUESTS = "openai_front_requests_total"
 IN_FLIGHT = "openai_front_requests_in_flight"
 DURATION = "openai_front_request_duration_seconds"
 DURATION_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
-ROUTES = ("/v1/completions", "/v1/chat/completions", "/v1/models", "/health")  # others count as "other"
+ROUTES = ("/v1/completions", "/v1/chat/completions", "/v1/responses", "/v1/models", "/health")  # others count as "other"
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 

@@ -1,0 +1,508 @@
+"""OpenAI's Responses API (`/v1/responses`) on the chat path.
+
+A request becomes a chat completion request (openai_front.schemas.ChatCompletionRequest) and
+goes through the chat path's own translation (openai_front.translate.chat_input: the chat
+template, sampling, guided decoding for `text.format` and for function tools, the model and
+LoRA check, the priority header), then to the ensemble like a chat completion; the answer is
+shaped by the chat path's ResponseShaper.message (text or tool calls) and then as Responses
+output items.  So what the chat path learns (automatic tool calls, parameter policy) reaches
+this route without a change here.
+
+- `input`: a string, or items: messages (roles system, developer, user, assistant; content a
+  string or input_text/output_text parts), function_call and function_call_output items.
+- `instructions` (a system message first; not carried over by `previous_response_id`),
+  `max_output_tokens`, `temperature`, `top_p`, `text.format` (json_object, json_schema),
+  `tools` (function tools) with `tool_choice` none, required or a named function (what the
+  chat path accepts: "auto" is refused there today), `metadata`, `store`,
+  `previous_response_id` (openai_front.response_store), streaming with OpenAI's events.
+- Refused with a 400 naming the parameter: other input kinds (images, files, reasoning and
+  item references), hosted tools, `include`, `reasoning`, `background`, `conversation`,
+  `prompt`, `top_logprobs`, `truncation: auto`, `text.verbosity`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+import uuid
+from typing import AsyncIterator, Awaitable, Callable
+
+import pydantic
+from fastapi import Depends, FastAPI, Request
+from fastapi.responses import JSONResponse
+
+from client.errors import ClientError, InvalidRequestError, RequestTimeout, ServerUnavailable
+from client.types import ChatMessage, SamplingParams
+from contract import names
+from openai_front.errors import ApiError, invalid, param_of, unsupported
+from openai_front.response_store import OFF_REASON, ResponseStore, StoreSettings
+from openai_front.responses_schemas import ResponseCreateRequest
+from openai_front.schemas import ChatCompletionRequest
+from openai_front.tools import ToolPlan, tool_plan
+from openai_front.translate import PRIORITY_HEADER, ResponseShaper, chat_input, new_id, with_priority_header
+
+ROUTE = "/v1/responses"
+MAX_METADATA_KEYS, MAX_METADATA_KEY, MAX_METADATA_VALUE = 16, 64, 512  # OpenAI's bounds
+
+# The chat path's parameter names -> the Responses request's (its errors name these).
+_PARAMS = {"messages": "input", "prompt": "input", "text_input": "input", "max_completion_tokens": "max_output_tokens",
+           "max_tokens": "max_output_tokens", "response_format": "text.format", "logprobs": "top_logprobs",
+           "top_logprobs": "top_logprobs"}
+
+
+def _param(name: str | None) -> str | None:
+    if name is None:
+        return None
+    end = min((i for i in (name.find("."), name.find("[")) if i >= 0), default=len(name))
+    return _PARAMS.get(name[:end], name[:end]) + name[end:]
+
+
+def _renamed(e: ApiError) -> ApiError:
+    """An error of the chat path, in this request's terms."""
+    message = e.message
+    for chat, ours in _PARAMS.items():
+        if chat != ours:
+            message = message.replace(f"'{chat}'", f"'{ours}'")
+    message = message.replace("{'type': 'function', 'function': {'name': ...}}", "{'type': 'function', 'name': ...}")
+    return ApiError(e.status, message, param=_param(e.param), type_=e.type, code=e.code)
+
+
+# Triton names the model that refused a request ("in ensemble 'ensemble', ..."): not a parameter.
+_MODELS = {v for k, v in vars(names).items() if k.isupper() and isinstance(v, str) and "." not in v}
+
+
+def _engine_param(message: str) -> str | None:
+    """The request parameter an engine's refusal names (the first quoted name that is not a model's)."""
+    for quoted in re.findall(r"'([a-z_]+)'", message):
+        if quoted not in _MODELS:
+            return _param(param_of(f"'{quoted}'", chat=True))
+    return None
+
+
+def engine_error(e: ClientError) -> ApiError:
+    if isinstance(e, InvalidRequestError):
+        return ApiError(400, str(e), param=_engine_param(str(e)))
+    if isinstance(e, ServerUnavailable):
+        return ApiError(503, f"the model server is unavailable: {e}", type_="server_error")
+    if isinstance(e, RequestTimeout):
+        return ApiError(504, str(e), type_="server_error")
+    return ApiError(500, str(e), type_="server_error")
+
+
+# --- input items ------------------------------------------------------------------------
+_TEXT_PARTS = {"input_text", "output_text", "text"}
+
+
+def _text_of(content, where: str) -> str:
+    """A message's content (a string or parts) -> its text; non-text parts are refused."""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        raise invalid(f"'{where}' must be a string or a list of content parts", where)
+    texts = []
+    for j, part in enumerate(content):
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind in _TEXT_PARTS and isinstance(part.get("text"), str):
+            texts.append(part["text"])
+        elif kind == "refusal" and isinstance(part.get("refusal"), str):
+            texts.append(part["refusal"])
+        else:
+            raise unsupported(f"{where}[{j}]", f"content part type {kind!r}: this server takes text only "
+                                               "(input_text, output_text)")
+    return "".join(texts)
+
+
+def input_items(req: ResponseCreateRequest) -> list[dict]:
+    """The request's input as normalized items (what a stored response's conversation keeps)."""
+    if isinstance(req.input, str):
+        return [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": req.input}]}]
+    items = []
+    for i, item in enumerate(req.input):
+        where = f"input[{i}]"
+        kind = item.get("type", "message" if "role" in item else None)
+        if kind == "message":
+            role = item.get("role")
+            if role not in ("system", "developer", "user", "assistant"):
+                raise invalid(f"'{where}.role' must be one of system, developer, user, assistant; got {role!r}",
+                              f"{where}.role")
+            text = _text_of(item.get("content"), f"{where}.content")
+            part = "output_text" if role == "assistant" else "input_text"
+            items.append({"type": "message", "role": role, "content": [{"type": part, "text": text}]})
+        elif kind == "function_call":
+            for field in ("call_id", "name", "arguments"):
+                if not isinstance(item.get(field), str):
+                    raise invalid(f"'{where}.{field}' must be a string", f"{where}.{field}")
+            items.append({"type": "function_call", "call_id": item["call_id"], "name": item["name"],
+                          "arguments": item["arguments"]})
+        elif kind == "function_call_output":
+            if not isinstance(item.get("call_id"), str):
+                raise invalid(f"'{where}.call_id' must be a string", f"{where}.call_id")
+            output = _text_of(item.get("output"), f"{where}.output")
+            items.append({"type": "function_call_output", "call_id": item["call_id"], "output": output})
+        else:
+            raise unsupported(f"{where}.type", f"input item type {kind!r}: this server takes message, "
+                                              "function_call and function_call_output items")
+    return items
+
+
+def chat_messages(items: list[dict] | tuple[dict, ...]) -> list[dict]:
+    """Conversation items -> chat messages: a function call is an assistant turn with tool
+    calls (consecutive calls share one turn), its output a tool message."""
+    messages: list[dict] = []
+    for item in items:
+        kind = item["type"]
+        if kind == "message":
+            messages.append({"role": item["role"], "content": _text_of(item["content"], "input")})
+        elif kind == "function_call":
+            call = {"id": item["call_id"], "type": "function",
+                    "function": {"name": item["name"], "arguments": item["arguments"]}}
+            if messages and messages[-1]["role"] == "assistant" and messages[-1].get("tool_calls"):
+                messages[-1]["tool_calls"].append(call)
+            else:
+                messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        elif kind == "function_call_output":
+            messages.append({"role": "tool", "tool_call_id": item["call_id"], "content": item["output"]})
+    return messages
+
+
+# --- tools and text.format -> the chat request's fields ------------------------------------
+def _chat_tools(tools: list[dict] | None) -> list[dict] | None:
+    if not tools:
+        return None
+    out = []
+    for i, tool in enumerate(tools):
+        if tool.get("type") != "function":
+            raise unsupported(f"tools[{i}].type", f"tool type {tool.get('type')!r}: this server runs no hosted "
+                                                  "tools; send function tools")
+        if not isinstance(tool.get("name"), str):
+            raise invalid(f"'tools[{i}].name' must be a string", f"tools[{i}].name")
+        function = {k: tool[k] for k in ("name", "description", "parameters", "strict") if tool.get(k) is not None}
+        out.append({"type": "function", "function": function})
+    return out
+
+
+def _chat_tool_choice(choice: str | dict | None) -> str | dict | None:
+    if choice is None or isinstance(choice, str):
+        return choice
+    if choice.get("type") == "function" and isinstance(choice.get("name"), str):
+        return {"type": "function", "function": {"name": choice["name"]}}
+    raise unsupported("tool_choice", f"{choice!r}: send none, auto, required or {{'type': 'function', 'name': ...}}")
+
+
+def _response_format(text: dict | None) -> dict | None:
+    """`text` -> the chat request's response_format (json_schema's fields sit one level up here)."""
+    if not text:
+        return None
+    if text.get("verbosity") not in (None, "medium"):
+        raise unsupported("text.verbosity")
+    extra = set(text) - {"format", "verbosity"}
+    if extra:
+        raise invalid(f"unrecognized request argument supplied: text.{sorted(extra)[0]}", f"text.{sorted(extra)[0]}")
+    fmt = text.get("format")
+    if fmt is None:
+        return None
+    if not isinstance(fmt, dict):
+        raise invalid("'text.format' must be an object", "text.format")
+    if fmt.get("type") == "json_schema":
+        if not isinstance(fmt.get("schema"), dict):
+            raise invalid("'text.format.schema' must be a JSON schema object", "text.format.schema")
+        return {"type": "json_schema", "json_schema": {k: fmt[k] for k in ("name", "schema", "strict", "description")
+                                                       if k in fmt}}
+    return {"type": fmt.get("type")}
+
+
+def _refusals(req: ResponseCreateRequest) -> None:
+    if req.include:
+        raise unsupported("include", f"{req.include}: this server adds nothing to its output items")
+    if req.reasoning and any(v is not None for v in req.reasoning.values()):
+        raise unsupported("reasoning", "the served model does not reason in a separate channel")
+    if req.background:
+        raise unsupported("background", "stream the response instead")
+    if req.conversation is not None:
+        raise unsupported("conversation", "use 'previous_response_id'")
+    if req.prompt is not None:
+        raise unsupported("prompt", "this server keeps no prompt templates")
+    if req.top_logprobs:
+        raise unsupported("top_logprobs", "on /v1/responses; /v1/chat/completions returns log probs")
+    if req.truncation == "auto":
+        raise unsupported("truncation", "'auto': an input over the context window is refused, never cut")
+    if req.metadata is not None:
+        if len(req.metadata) > MAX_METADATA_KEYS:
+            raise invalid(f"'metadata' holds at most {MAX_METADATA_KEYS} keys, got {len(req.metadata)}", "metadata")
+        for key, value in req.metadata.items():
+            if len(key) > MAX_METADATA_KEY or len(value) > MAX_METADATA_VALUE:
+                raise invalid(f"'metadata' keys hold at most {MAX_METADATA_KEY} characters and values "
+                              f"{MAX_METADATA_VALUE}; {key[:MAX_METADATA_KEY]!r} is longer", "metadata")
+
+
+def translate(req: ResponseCreateRequest, history: tuple[dict, ...]
+              ) -> tuple[list[dict], list[ChatMessage], SamplingParams, ToolPlan | None]:
+    """-> (this request's input items, the chat messages, sampling, tool plan), through the
+    chat path's own translation; its errors come back in this request's parameter names."""
+    _refusals(req)
+    items = input_items(req)
+    messages = chat_messages([*history, *items])
+    if req.instructions:
+        messages.insert(0, {"role": "system", "content": req.instructions})
+    if not messages:
+        raise invalid("'input' is empty: send a string or at least one input item", "input")
+    try:
+        tools, choice = _chat_tools(req.tools), _chat_tool_choice(req.tool_choice)
+        fields = {"max_completion_tokens": req.max_output_tokens, "temperature": req.temperature, "top_p": req.top_p,
+                  "tools": tools, "tool_choice": choice, "parallel_tool_calls": req.parallel_tool_calls,
+                  "response_format": _response_format(req.text), "seed": req.seed, "top_k": req.top_k,
+                  "stop": req.stop, "repetition_penalty": req.repetition_penalty, "priority": req.priority,
+                  "user": req.user}
+        chat = ChatCompletionRequest.model_validate(  # only what was sent: the chat path's defaults stay its own
+            {"model": req.model, "messages": messages} | {k: v for k, v in fields.items() if v is not None})
+        prompt, sampling = chat_input(chat)
+        plan = tool_plan(chat.tools, chat.tool_choice)
+    except ApiError as e:
+        raise _renamed(e) from None
+    except pydantic.ValidationError as e:
+        first = e.errors()[0]
+        loc = ".".join(str(x) for x in first.get("loc", ()))
+        raise invalid(f"{_param(loc) or 'input'}: {first.get('msg')}", _param(loc) or "input") from None
+    return items, prompt, sampling, plan
+
+
+# --- the response object ------------------------------------------------------------------
+def _usage(input_tokens: int, output_tokens: int) -> dict:
+    return {"input_tokens": input_tokens, "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+            "output_tokens": output_tokens, "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": input_tokens + output_tokens}
+
+
+def _hex_id(prefix: str) -> str:
+    return f"{prefix}_{uuid.uuid4().hex}"
+
+
+class ResponseBuilder:
+    """One response's id, echoed request fields and output items."""
+
+    def __init__(self, req: ResponseCreateRequest, plan: ToolPlan | None, stored: bool) -> None:
+        self.req, self.plan, self.stored = req, plan, stored
+        self.id = _hex_id("resp")
+        self.created_at = int(time.time())
+        self.shaper = ResponseShaper(req.model, True, None, plan)
+
+    def body(self, status: str, output: list[dict], usage: dict | None = None, *, error: dict | None = None) -> dict:
+        req = self.req
+        return {
+            "id": self.id, "object": "response", "created_at": self.created_at, "status": status,
+            "completed_at": int(time.time()) if status == "completed" else None,
+            "error": error, "incomplete_details": {"reason": "max_output_tokens"} if status == "incomplete" else None,
+            "instructions": req.instructions, "max_output_tokens": req.max_output_tokens, "metadata": req.metadata or {},
+            "model": req.model, "output": output, "parallel_tool_calls": req.parallel_tool_calls is not False,
+            "previous_response_id": req.previous_response_id, "reasoning": None, "store": self.stored,
+            "temperature": req.temperature, "text": {"format": (req.text or {}).get("format") or {"type": "text"}},
+            "tool_choice": req.tool_choice or ("auto" if req.tools else "none"), "tools": req.tools or [],
+            "top_p": req.top_p, "truncation": "disabled", "usage": usage, "user": req.user,
+        }
+
+    def message_item(self, text: str, status: str, item_id: str | None = None) -> dict:
+        return {"id": item_id or _hex_id("msg"), "type": "message", "role": "assistant", "status": status,
+                "content": [] if text is None else [self.text_part(text)]}
+
+    @staticmethod
+    def text_part(text: str) -> dict:
+        return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
+
+    def output_items(self, text: str, finish: str) -> list[dict]:
+        """The whole answer -> output items: the chat path's message (text and/or tool calls)."""
+        message, _ = self.shaper.message(text, finish)
+        status = "incomplete" if finish == "length" else "completed"
+        items = []
+        if message.get("content") is not None or not message.get("tool_calls"):
+            items.append(self.message_item(message.get("content") or "", status))
+        for call in message.get("tool_calls") or ():
+            function = call["function"]
+            items.append({"id": _hex_id("fc"), "type": "function_call", "call_id": call["id"],
+                          "name": function["name"], "arguments": function["arguments"], "status": "completed"})
+        return items
+
+
+def _status(finish: str) -> str:
+    return "incomplete" if finish == "length" else "completed"
+
+
+class EventWriter:
+    """SSE events as OpenAI sends them: `event: <type>` and its JSON, numbered."""
+
+    def __init__(self) -> None:
+        self.sequence = 0
+
+    def __call__(self, type_: str, **fields) -> str:
+        data = {"type": type_, "sequence_number": self.sequence, **fields}
+        self.sequence += 1
+        return f"event: {type_}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
+
+
+def _item_events(emit: EventWriter, index: int, item: dict) -> list[str]:
+    """A whole output item's events, from added to done (tool calls and buffered text)."""
+    if item["type"] == "function_call":
+        return [emit("response.output_item.added", output_index=index,
+                     item=item | {"arguments": "", "status": "in_progress"}),
+                emit("response.function_call_arguments.delta", item_id=item["id"], output_index=index,
+                     delta=item["arguments"]),
+                emit("response.function_call_arguments.done", item_id=item["id"], output_index=index,
+                     name=item["name"], arguments=item["arguments"]),
+                emit("response.output_item.done", output_index=index, item=item)]
+    text = item["content"][0]["text"]
+    return [*_message_opening(emit, index, item["id"]),
+            *([emit("response.output_text.delta", item_id=item["id"], output_index=index, content_index=0,
+                    delta=text, logprobs=[])] if text else []),
+            *_message_closing(emit, index, item)]
+
+
+def _message_opening(emit: EventWriter, index: int, item_id: str) -> list[str]:
+    return [emit("response.output_item.added", output_index=index,
+                 item={"id": item_id, "type": "message", "role": "assistant", "status": "in_progress", "content": []}),
+            emit("response.content_part.added", item_id=item_id, output_index=index, content_index=0,
+                 part=ResponseBuilder.text_part(""))]
+
+
+def _message_closing(emit: EventWriter, index: int, item: dict) -> list[str]:
+    part = item["content"][0]
+    return [emit("response.output_text.done", item_id=item["id"], output_index=index, content_index=0,
+                 text=part["text"], logprobs=[]),
+            emit("response.content_part.done", item_id=item["id"], output_index=index, content_index=0, part=part),
+            emit("response.output_item.done", output_index=index, item=item)]
+
+
+# --- the routes -----------------------------------------------------------------------------
+def register(app: FastAPI, *, store_settings: StoreSettings, client: Callable[[], object],
+             check_model: Callable[[str, SamplingParams], Awaitable[SamplingParams]],
+             authorized: Callable, request_timeout_s: float | None) -> ResponseStore:
+    """POST /v1/responses, GET and DELETE /v1/responses/{id} on `app` (create_app calls this
+    with its client, model check and authentication)."""
+    from openai_front.app import DISCONNECT_CHECK_S, ClosingStreamingResponse  # app imports this module
+
+    store = ResponseStore(store_settings)
+
+    def history_of(previous: str | None) -> tuple[dict, ...]:
+        if previous is None:
+            return ()
+        if not store.enabled:
+            raise ApiError(400, f"'previous_response_id' cannot be honoured: {OFF_REASON}; send the whole "
+                                "conversation in 'input' instead", param="previous_response_id",
+                           code="response_store_disabled")
+        found = store.get(previous)
+        if found is None:
+            raise ApiError(400, f"Previous response with id {previous!r} not found (this server keeps responses "
+                                f"stored with store: true for {store.settings.ttl_s:g} s, the latest "
+                                f"{store.settings.max_entries} at most)", param="previous_response_id",
+                           code="previous_response_not_found")
+        return found.conversation
+
+    def keep(builder: ResponseBuilder, body: dict, history: tuple[dict, ...], items: list[dict]) -> None:
+        if builder.stored:
+            store.put(builder.id, body, (*history, *items, *body["output"]))
+
+    @app.post(ROUTE, dependencies=[Depends(authorized)])
+    async def create_response(req: ResponseCreateRequest, request: Request):
+        history = history_of(req.previous_response_id)
+        items, messages, sampling, plan = translate(req, history)
+        sampling = await check_model(req.model, with_priority_header(sampling, request.headers.get(PRIORITY_HEADER)))
+        builder = ResponseBuilder(req, plan, stored=req.store and store.enabled)
+        engine = client()
+        if not req.stream:
+            try:
+                result = (await engine.generate_n(messages, sampling, timeout_s=request_timeout_s))[0]
+            except ClientError as e:
+                raise engine_error(e) from None
+            finish = result.finish_reason or "stop"
+            body = builder.body(_status(finish), builder.output_items(result.text, finish),
+                                _usage(result.prompt_tokens, result.completion_tokens))
+            keep(builder, body, history, items)
+            return body
+        chunks = engine.stream(messages, sampling, timeout_s=request_timeout_s, request_id=new_id("req"))
+        try:
+            first = await chunks.__anext__()  # errors before the first byte become HTTP errors
+        except StopAsyncIteration:
+            first = None
+        except ClientError as e:
+            raise engine_error(e) from None
+        events = _events(request, builder, first, chunks, lambda body: keep(builder, body, history, items))
+        return ClosingStreamingResponse(events, media_type="text/event-stream")
+
+    async def _events(request: Request, builder: ResponseBuilder, first, chunks: AsyncIterator, done: Callable):
+        """Text streams as it comes; a tool call (any request with a tool plan) goes out whole
+        at the end, as on the chat route."""
+        emit = EventWriter()
+        yield emit("response.created", response=builder.body("in_progress", []))
+        yield emit("response.in_progress", response=builder.body("in_progress", []))
+        streaming_text = builder.plan is None
+        item_id = _hex_id("msg")
+        if streaming_text:
+            for event in _message_opening(emit, 0, item_id):
+                yield event
+        texts: list[str] = []
+        finish, last = "", None
+        next_check = time.monotonic() + DISCONNECT_CHECK_S
+        try:
+            pending = [first] if first is not None else []
+            while True:
+                chunk = pending.pop() if pending else await chunks.__anext__()
+                last = chunk
+                if time.monotonic() >= next_check:
+                    if await request.is_disconnected():  # uvicorn drops writes to a closed connection silently
+                        return
+                    next_check = time.monotonic() + DISCONNECT_CHECK_S
+                if finish:
+                    continue
+                finish = chunk.finish_reason or ""
+                if chunk.text:
+                    texts.append(chunk.text)
+                    if streaming_text:
+                        yield emit("response.output_text.delta", item_id=item_id, output_index=0, content_index=0,
+                                   delta=chunk.text, logprobs=[])
+        except StopAsyncIteration:
+            pass
+        except ClientError as e:
+            error = engine_error(e)
+            yield emit("error", code=error.code or error.type, message=error.message, param=error.param)
+            yield emit("response.failed", response=builder.body(
+                "failed", [], error={"code": "server_error" if error.status >= 500 else "invalid_prompt",
+                                     "message": error.message}))
+            return
+        finally:
+            await chunks.aclose()  # on a client disconnect this cancels the request on the server
+        finish = finish or "stop"
+        text = "".join(texts)
+        if streaming_text:
+            output = [builder.message_item(text, _status(finish), item_id)]
+            for event in _message_closing(emit, 0, output[0]):
+                yield event
+        else:
+            output = builder.output_items(text, finish)
+            for index, item in enumerate(output):
+                for event in _item_events(emit, index, item):
+                    yield event
+        usage = _usage(last.num_input_tokens, last.num_output_tokens) if last else _usage(0, 0)
+        body = builder.body(_status(finish), output, usage)
+        done(body)
+        yield emit("response.completed" if body["status"] == "completed" else "response.incomplete", response=body)
+
+    def not_found(response_id: str) -> ApiError:
+        why = OFF_REASON if not store.enabled else (
+            f"responses are kept only when created with store: true, for {store.settings.ttl_s:g} s, the latest "
+            f"{store.settings.max_entries} at most")
+        return ApiError(404, f"Response with id {response_id!r} not found: {why}", param="response_id",
+                        code="response_not_found")
+
+    @app.get(ROUTE + "/{response_id}", dependencies=[Depends(authorized)])
+    async def retrieve_response(response_id: str):
+        found = store.get(response_id)
+        if found is None:
+            raise not_found(response_id)
+        return found.response
+
+    @app.delete(ROUTE + "/{response_id}", dependencies=[Depends(authorized)])
+    async def delete_response(response_id: str):
+        if not store.delete(response_id):
+            raise not_found(response_id)
+        return JSONResponse({"id": response_id, "object": "response", "deleted": True})
+
+    return store
