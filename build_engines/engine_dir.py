@@ -12,6 +12,7 @@ from build_engines.checkpoint import CheckpointInfo, inspect_checkpoint
 from build_engines.process import BuildError
 from build_engines.spec import BuildSpec
 from build_engines.spec_base import EngineBackend
+from contract import tool_formats
 from contract.build_record import BuildRecord
 
 
@@ -32,6 +33,16 @@ def staging_dir(engine_dir: Path) -> Path:
     return staging
 
 
+def tool_call_format(engine_dir: Path) -> str:
+    """The tool-call format of the chat template the engine directory carries (beside the engine,
+    or in the subdirectory a GPU flow keeps the tokenizer in)."""
+    for directory in (engine_dir, *sorted(p for p in engine_dir.iterdir() if p.is_dir())):
+        template = tool_formats.read_chat_template(directory)
+        if template is not None:
+            return tool_formats.detect(template)
+    return tool_formats.detect(None)
+
+
 def finish_engine(staging: Path, engine_dir: Path, spec: BuildSpec, info: CheckpointInfo, digest: str,
                   versions: dict[str, str], started: float) -> BuildRecord:
     """Write build.json into the staging directory, then swap it in for `engine_dir`."""
@@ -43,6 +54,7 @@ def finish_engine(staging: Path, engine_dir: Path, spec: BuildSpec, info: Checkp
         built_at=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         build_seconds=round(time.monotonic() - started, 1),
         artifacts={str(p.relative_to(staging)): p.stat().st_size for p in sorted(staging.rglob("*")) if p.is_file()},
+        tool_call_format=tool_call_format(staging),
     )
     record.write(staging)
     if engine_dir.exists():

@@ -57,7 +57,10 @@ class BuildRecord:
     # count, reference, host, PPL, KLD, top-1, greedy agreement, gate); {} when not measured.
     fidelity: dict[str, Any] = field(default_factory=dict)
     compression: dict[str, Any] = field(default_factory=dict)  # int4: NNCF recipe and version
-    fusion: dict[str, Any] = field(default_factory=dict)  # CPU engine: fused projections (openvino_fusion.py)
+    fusion: dict[str, Any] = field(default_factory=dict)  # CPU engine: fused projections (openvino/fusion.py)
+    # How the checkpoint's chat template writes tool calls (contract/tool_formats.py), read at
+    # build time as the chat template is; "" in records older than the field (the front detects).
+    tool_call_format: str = ""
 
     def write(self, engine_dir: Path) -> Path:
         path = engine_dir / BUILD_RECORD_FILE
