@@ -5,9 +5,10 @@ shared by both sides, in a JSON file named by SUPERVISION_FILE_ENV in the server
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from contract.records import write_record
 
 SUPERVISION_FILE_ENV = "KIT_SUPERVISION_FILE"
 
@@ -21,10 +22,7 @@ class SupervisionRecord:
     wedges: dict[str, int] = field(default_factory=dict)  # entry model (or "openai") -> times found wedged
 
     def write(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}")
-        tmp.write_text(json.dumps(asdict(self)) + "\n")
-        tmp.replace(path)  # readers never see half a record
+        write_record(path, asdict(self))
 
     @classmethod
     def read(cls, path: Path) -> "SupervisionRecord":

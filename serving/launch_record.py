@@ -8,9 +8,10 @@ something behind, the tritonserver it recorded and that server's leftover stubs.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+from contract.records import write_record
 
 PID_FILE = Path("build/tritonserver.pid")
 
@@ -27,10 +28,7 @@ class LaunchRecord:
     ready: bool = False
 
     def write(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}")
-        tmp.write_text(json.dumps(asdict(self)) + "\n")
-        tmp.replace(path)  # readers never see half a record
+        write_record(path, asdict(self))
 
     @classmethod
     def read(cls, path: Path) -> "LaunchRecord":
