@@ -3,10 +3,8 @@
 A request becomes a chat completion request (openai_front.schemas.ChatCompletionRequest) and
 goes through the chat path's own translation (openai_front.translate.chat_input: the chat
 template, sampling, guided decoding for `text.format` and for function tools, the model and
-LoRA check, the priority header), then to the ensemble like a chat completion; the answer is
-shaped by the chat path's ResponseShaper.message (text or tool calls) and then as Responses
-output items.  The answer itself comes from the chat path's openai_front/tool_responses.py
-ToolTurn (text, or tool calls the model chose or was forced to make), whose chat deltas become
+LoRA check, the priority header), then to the ensemble like a chat completion.  The answer
+comes from the chat path's openai_front/tool_responses.py ToolTurn (text, or tool calls the model chose or was forced to make), whose chat deltas become
 Responses output items and events here; openai_front/streaming.py holds what both routes do
 while streaming.
 
