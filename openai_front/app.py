@@ -13,7 +13,7 @@ from typing import AsyncIterator
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse
 
 from client import AsyncLlmClient
 from client.errors import ClientError, InvalidRequestError, RequestTimeout, ServerUnavailable
@@ -24,6 +24,8 @@ from openai_front.metrics import FrontMetrics, MetricsMiddleware
 from openai_front import responses
 from openai_front.response_store import StoreSettings
 from openai_front.schemas import ChatCompletionRequest, CompletionRequest
+from openai_front.streaming import (DISCONNECT_CHECK_S, ClosingStreamingResponse, Disconnected, first_of,
+                                     watched)
 from openai_front.tool_responses import ToolTurn
 from openai_front.translate import (PRIORITY_HEADER, ResponseShaper, chat_input, chat_tool_plan, completion_input,
                                     new_id, with_priority_header)
@@ -61,21 +63,6 @@ class BodyLimit:
             response = JSONResponse(ApiError(413, f"request body over {self.limit} bytes").body(), status_code=413)
             return await response(scope, receive, send)
         return await self.app(scope, receive, send)
-
-
-DISCONNECT_CHECK_S = 0.2
-
-
-class ClosingStreamingResponse(StreamingResponse):
-    """Closes its generator however the response ends.  When the client goes away,
-    Starlette stops iterating but leaves the generator to the garbage collector, so the
-    request would go on generating on the server; closing it cancels the request."""
-
-    async def __call__(self, scope, receive, send) -> None:
-        try:
-            await super().__call__(scope, receive, send)
-        finally:
-            await self.body_iterator.aclose()
 
 
 def _sse(data: dict | str) -> str:
@@ -236,32 +223,20 @@ def create_app(settings: FrontSettings) -> FastAPI:
             except ClientError as e:
                 raise _client_error(e, True) from None
         events = turn.events()
-        try:
-            first = await events.__anext__()  # errors before the first byte become HTTP errors
-        except StopAsyncIteration:
-            first = None
-        except ClientError as e:
-            raise _client_error(e, True) from None
+        first = await first_of(events, lambda e: _client_error(e, True))
 
         async def sse():
             for opening in shaper.first_chunks(turn.sampling.n):
                 yield _sse(opening)
-            next_check = time.monotonic() + DISCONNECT_CHECK_S
             try:
-                if first is not None:
-                    yield _sse(turn.chunk(shaper, *first))
-                async for event in events:
-                    if time.monotonic() >= next_check:
-                        if await request.is_disconnected():
-                            return
-                        next_check = time.monotonic() + DISCONNECT_CHECK_S
+                async for event in watched(request, first, events):
                     yield _sse(turn.chunk(shaper, *event))
+            except Disconnected:
+                return
             except ClientError as e:
                 yield _sse(_client_error(e, True).body())
                 yield _sse("[DONE]")
                 return
-            finally:
-                await events.aclose()  # cancels the request on the server when the client went away
             if include_usage:
                 yield _sse(shaper._envelope("chat.completion.chunk", [], usage=turn.usage()))
             yield _sse("[DONE]")
@@ -284,5 +259,6 @@ def create_app(settings: FrontSettings) -> FastAPI:
                              tools=chat_tool_plan(req, tool_format=tool_format, model=settings.model_name))
 
     responses.register(app, store_settings=settings.response_store, client=lambda: state["client"],
-                       check_model=check_model, authorized=authorized, request_timeout_s=settings.request_timeout_s)
+                       check_model=check_model, authorized=authorized, request_timeout_s=settings.request_timeout_s,
+                       tool_format=tool_format, model_name=settings.model_name)
     return app

@@ -3,17 +3,17 @@
 A request becomes a chat completion request (openai_front.schemas.ChatCompletionRequest) and
 goes through the chat path's own translation (openai_front.translate.chat_input: the chat
 template, sampling, guided decoding for `text.format` and for function tools, the model and
-LoRA check, the priority header), then to the ensemble like a chat completion; the answer is
-shaped by the chat path's ResponseShaper.message (text or tool calls) and then as Responses
-output items.  So what the chat path learns (automatic tool calls, parameter policy) reaches
-this route without a change here.
+LoRA check, the priority header), then to the ensemble like a chat completion.  The answer
+comes from the chat path's openai_front/tool_responses.py ToolTurn (text, or tool calls the model chose or was forced to make), whose chat deltas become
+Responses output items and events here; openai_front/streaming.py holds what both routes do
+while streaming.
 
 - `input`: a string, or items: messages (roles system, developer, user, assistant; content a
   string or input_text/output_text parts), function_call and function_call_output items.
 - `instructions` (a system message first; not carried over by `previous_response_id`),
   `max_output_tokens`, `temperature`, `top_p`, `text.format` (json_object, json_schema),
-  `tools` (function tools) with `tool_choice` none, required or a named function (what the
-  chat path accepts: "auto" is refused there today), `metadata`, `store`,
+  `tools` (function tools) with `tool_choice` auto (the default with tools: the model decides,
+  in the served model's tool format), none, required or a named function, `metadata`, `store`,
   `previous_response_id` (openai_front.response_store), streaming with OpenAI's events.
 - Refused with a 400 naming the parameter: other input kinds (images, files, reasoning and
   item references), hosted tools, `include`, `reasoning`, `background`, `conversation`,
@@ -26,7 +26,7 @@ import json
 import re
 import time
 import uuid
-from typing import AsyncIterator, Awaitable, Callable
+from typing import Awaitable, Callable
 
 import pydantic
 from fastapi import Depends, FastAPI, Request
@@ -34,13 +34,15 @@ from fastapi.responses import JSONResponse
 
 from client.errors import ClientError, InvalidRequestError, RequestTimeout, ServerUnavailable
 from client.types import ChatMessage, SamplingParams
-from contract import names
+from contract import names, tool_formats
 from openai_front.errors import ApiError, invalid, param_of, unsupported
 from openai_front.response_store import OFF_REASON, ResponseStore, StoreSettings
 from openai_front.responses_schemas import ResponseCreateRequest
 from openai_front.schemas import ChatCompletionRequest
-from openai_front.tools import ToolPlan, tool_plan
-from openai_front.translate import PRIORITY_HEADER, ResponseShaper, chat_input, new_id, with_priority_header
+from openai_front.streaming import ClosingStreamingResponse, Disconnected, first_of, watched
+from openai_front.tool_responses import ToolTurn
+from openai_front.tools import ToolPlan
+from openai_front.translate import PRIORITY_HEADER, chat_input, chat_tool_plan, with_priority_header
 
 ROUTE = "/v1/responses"
 MAX_METADATA_KEYS, MAX_METADATA_KEY, MAX_METADATA_VALUE = 16, 64, 512  # OpenAI's bounds
@@ -236,8 +238,8 @@ def _refusals(req: ResponseCreateRequest) -> None:
                               f"{MAX_METADATA_VALUE}; {key[:MAX_METADATA_KEY]!r} is longer", "metadata")
 
 
-def translate(req: ResponseCreateRequest, history: tuple[dict, ...]
-              ) -> tuple[list[dict], list[ChatMessage], SamplingParams, ToolPlan | None]:
+def translate(req: ResponseCreateRequest, history: tuple[dict, ...], *, tool_format: str = tool_formats.JSON,
+              model: str = "the model") -> tuple[list[dict], list[ChatMessage], SamplingParams, ToolPlan | None]:
     """-> (this request's input items, the chat messages, sampling, tool plan), through the
     chat path's own translation; its errors come back in this request's parameter names."""
     _refusals(req)
@@ -256,8 +258,8 @@ def translate(req: ResponseCreateRequest, history: tuple[dict, ...]
                   "user": req.user}
         chat = ChatCompletionRequest.model_validate(  # only what was sent: the chat path's defaults stay its own
             {"model": req.model, "messages": messages} | {k: v for k, v in fields.items() if v is not None})
-        prompt, sampling = chat_input(chat)
-        plan = tool_plan(chat.tools, chat.tool_choice)
+        prompt, sampling = chat_input(chat, tool_format=tool_format, model=model)
+        plan = chat_tool_plan(chat, tool_format=tool_format, model=model)
     except ApiError as e:
         raise _renamed(e) from None
     except pydantic.ValidationError as e:
@@ -281,11 +283,10 @@ def _hex_id(prefix: str) -> str:
 class ResponseBuilder:
     """One response's id, echoed request fields and output items."""
 
-    def __init__(self, req: ResponseCreateRequest, plan: ToolPlan | None, stored: bool) -> None:
-        self.req, self.plan, self.stored = req, plan, stored
+    def __init__(self, req: ResponseCreateRequest, stored: bool) -> None:
+        self.req, self.stored = req, stored
         self.id = _hex_id("resp")
         self.created_at = int(time.time())
-        self.shaper = ResponseShaper(req.model, True, None, plan)
 
     def body(self, status: str, output: list[dict], usage: dict | None = None, *, error: dict | None = None) -> dict:
         req = self.req
@@ -301,30 +302,38 @@ class ResponseBuilder:
             "top_p": req.top_p, "truncation": "disabled", "usage": usage, "user": req.user,
         }
 
-    def message_item(self, text: str, status: str, item_id: str | None = None) -> dict:
+    @staticmethod
+    def message_item(text: str, status: str, item_id: str | None = None) -> dict:
         return {"id": item_id or _hex_id("msg"), "type": "message", "role": "assistant", "status": status,
-                "content": [] if text is None else [self.text_part(text)]}
+                "content": [ResponseBuilder.text_part(text)]}
+
+    @staticmethod
+    def call_item(call_id: str, name: str, arguments: str, status: str, item_id: str | None = None) -> dict:
+        return {"id": item_id or _hex_id("fc"), "type": "function_call", "call_id": call_id, "name": name,
+                "arguments": arguments, "status": status}
 
     @staticmethod
     def text_part(text: str) -> dict:
         return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
 
-    def output_items(self, text: str, finish: str) -> list[dict]:
-        """The whole answer -> output items: the chat path's message (text and/or tool calls)."""
-        message, _ = self.shaper.message(text, finish)
-        status = "incomplete" if finish == "length" else "completed"
+    def output_items(self, message: dict, finish: str) -> list[dict]:
+        """The chat path's whole assistant message (text and/or tool calls) -> output items."""
+        status = _status(finish)
         items = []
         if message.get("content") is not None or not message.get("tool_calls"):
             items.append(self.message_item(message.get("content") or "", status))
         for call in message.get("tool_calls") or ():
             function = call["function"]
-            items.append({"id": _hex_id("fc"), "type": "function_call", "call_id": call["id"],
-                          "name": function["name"], "arguments": function["arguments"], "status": "completed"})
+            items.append(self.call_item(call["id"], function["name"], function["arguments"], status))
         return items
 
 
 def _status(finish: str) -> str:
     return "incomplete" if finish == "length" else "completed"
+
+
+def _response_usage(chat_usage: dict) -> dict:
+    return _usage(chat_usage["prompt_tokens"], chat_usage["completion_tokens"])
 
 
 class EventWriter:
@@ -337,23 +346,6 @@ class EventWriter:
         data = {"type": type_, "sequence_number": self.sequence, **fields}
         self.sequence += 1
         return f"event: {type_}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
-
-
-def _item_events(emit: EventWriter, index: int, item: dict) -> list[str]:
-    """A whole output item's events, from added to done (tool calls and buffered text)."""
-    if item["type"] == "function_call":
-        return [emit("response.output_item.added", output_index=index,
-                     item=item | {"arguments": "", "status": "in_progress"}),
-                emit("response.function_call_arguments.delta", item_id=item["id"], output_index=index,
-                     delta=item["arguments"]),
-                emit("response.function_call_arguments.done", item_id=item["id"], output_index=index,
-                     name=item["name"], arguments=item["arguments"]),
-                emit("response.output_item.done", output_index=index, item=item)]
-    text = item["content"][0]["text"]
-    return [*_message_opening(emit, index, item["id"]),
-            *([emit("response.output_text.delta", item_id=item["id"], output_index=index, content_index=0,
-                    delta=text, logprobs=[])] if text else []),
-            *_message_closing(emit, index, item)]
 
 
 def _message_opening(emit: EventWriter, index: int, item_id: str) -> list[str]:
@@ -371,13 +363,72 @@ def _message_closing(emit: EventWriter, index: int, item: dict) -> list[str]:
             emit("response.output_item.done", output_index=index, item=item)]
 
 
+class OutputEvents:
+    """The chat path's deltas of one answer (ToolTurn.events) -> Responses events, as they come:
+    text streams into a message item (response.output_text.delta), each tool call into a
+    function_call item (response.function_call_arguments.delta); `output` holds the items done."""
+
+    def __init__(self, emit: EventWriter) -> None:
+        self.emit = emit
+        self.output: list[dict] = []
+        self._open: dict | None = None  # the item being streamed: its id, kind and text so far
+
+    def delta(self, delta: dict) -> list[str]:
+        emit, events = self.emit, []
+        if delta.get("content"):
+            if self._open is None or self._open["type"] != "message":
+                events += self._close("completed")
+                self._open = {"type": "message", "id": _hex_id("msg"), "text": ""}
+                events += _message_opening(emit, len(self.output), self._open["id"])
+            self._open["text"] += delta["content"]
+            events.append(emit("response.output_text.delta", item_id=self._open["id"], output_index=len(self.output),
+                               content_index=0, delta=delta["content"], logprobs=[]))
+        for call in delta.get("tool_calls") or ():
+            function = call.get("function") or {}
+            if call.get("id"):  # a new call: its id and name come first
+                events += self._close("completed")
+                self._open = {"type": "function_call", "id": _hex_id("fc"), "call_id": call["id"],
+                              "name": function.get("name") or "", "arguments": ""}
+                item = ResponseBuilder.call_item(call["id"], self._open["name"], "", "in_progress", self._open["id"])
+                events.append(emit("response.output_item.added", output_index=len(self.output), item=item))
+            if function.get("arguments") and self._open is not None:
+                self._open["arguments"] += function["arguments"]
+                events.append(emit("response.function_call_arguments.delta", item_id=self._open["id"],
+                                   output_index=len(self.output), delta=function["arguments"]))
+        return events
+
+    def _close(self, status: str) -> list[str]:
+        opened, index = self._open, len(self.output)
+        if opened is None:
+            return []
+        self._open = None
+        if opened["type"] == "message":
+            item = ResponseBuilder.message_item(opened["text"], status, opened["id"])
+            events = _message_closing(self.emit, index, item)
+        else:
+            item = ResponseBuilder.call_item(opened["call_id"], opened["name"], opened["arguments"], status,
+                                             opened["id"])
+            events = [self.emit("response.function_call_arguments.done", item_id=item["id"], output_index=index,
+                                name=item["name"], arguments=item["arguments"]),
+                      self.emit("response.output_item.done", output_index=index, item=item)]
+        self.output.append(item)
+        return events
+
+    def finish(self, finish: str) -> list[str]:
+        events = self._close(_status(finish))
+        if not self.output:  # nothing generated: an empty message, as a whole response has
+            self._open = {"type": "message", "id": _hex_id("msg"), "text": ""}
+            events += _message_opening(self.emit, 0, self._open["id"]) + self._close(_status(finish))
+        return events
+
+
 # --- the routes -----------------------------------------------------------------------------
 def register(app: FastAPI, *, store_settings: StoreSettings, client: Callable[[], object],
              check_model: Callable[[str, SamplingParams], Awaitable[SamplingParams]],
-             authorized: Callable, request_timeout_s: float | None) -> ResponseStore:
+             authorized: Callable, request_timeout_s: float | None, tool_format: str = tool_formats.JSON,
+             model_name: str = "the model") -> ResponseStore:
     """POST /v1/responses, GET and DELETE /v1/responses/{id} on `app` (create_app calls this
-    with its client, model check and authentication)."""
-    from openai_front.app import DISCONNECT_CHECK_S, ClosingStreamingResponse  # app imports this module
+    with its client, model check, authentication and the served model's tool-call format)."""
 
     store = ResponseStore(store_settings)
 
@@ -403,63 +454,42 @@ def register(app: FastAPI, *, store_settings: StoreSettings, client: Callable[[]
     @app.post(ROUTE, dependencies=[Depends(authorized)])
     async def create_response(req: ResponseCreateRequest, request: Request):
         history = history_of(req.previous_response_id)
-        items, messages, sampling, plan = translate(req, history)
+        items, messages, sampling, plan = translate(req, history, tool_format=tool_format, model=model_name)
         sampling = await check_model(req.model, with_priority_header(sampling, request.headers.get(PRIORITY_HEADER)))
-        builder = ResponseBuilder(req, plan, stored=req.store and store.enabled)
-        engine = client()
+        builder = ResponseBuilder(req, stored=req.store and store.enabled)
+        turn = ToolTurn(client(), messages, sampling, plan, request_timeout_s)  # the chat path's answer
         if not req.stream:
             try:
-                result = (await engine.generate_n(messages, sampling, timeout_s=request_timeout_s))[0]
+                answers, finishes = await turn.messages()
             except ClientError as e:
                 raise engine_error(e) from None
-            finish = result.finish_reason or "stop"
-            body = builder.body(_status(finish), builder.output_items(result.text, finish),
-                                _usage(result.prompt_tokens, result.completion_tokens))
+            finish = finishes.get(0, "stop")
+            body = builder.body(_status(finish), builder.output_items(answers[0], finish),
+                                _response_usage(turn.usage()))
             keep(builder, body, history, items)
             return body
-        chunks = engine.stream(messages, sampling, timeout_s=request_timeout_s, request_id=new_id("req"))
-        try:
-            first = await chunks.__anext__()  # errors before the first byte become HTTP errors
-        except StopAsyncIteration:
-            first = None
-        except ClientError as e:
-            raise engine_error(e) from None
-        events = _events(request, builder, first, chunks, lambda body: keep(builder, body, history, items))
-        return ClosingStreamingResponse(events, media_type="text/event-stream")
+        events = turn.events()
+        first = await first_of(events, engine_error)  # errors before the first byte become HTTP errors
+        stream = _events(request, builder, turn, first, events, lambda body: keep(builder, body, history, items))
+        return ClosingStreamingResponse(stream, media_type="text/event-stream")
 
-    async def _events(request: Request, builder: ResponseBuilder, first, chunks: AsyncIterator, done: Callable):
-        """Text streams as it comes; a tool call (any request with a tool plan) goes out whole
-        at the end, as on the chat route."""
+    async def _events(request: Request, builder: ResponseBuilder, turn: ToolTurn, first, events, done: Callable):
+        """Text and tool calls stream as the chat path yields them (a call the model chose is
+        recognised in its first characters; openai_front/tools.py)."""
         emit = EventWriter()
         yield emit("response.created", response=builder.body("in_progress", []))
         yield emit("response.in_progress", response=builder.body("in_progress", []))
-        streaming_text = builder.plan is None
-        item_id = _hex_id("msg")
-        if streaming_text:
-            for event in _message_opening(emit, 0, item_id):
-                yield event
-        texts: list[str] = []
-        finish, last = "", None
-        next_check = time.monotonic() + DISCONNECT_CHECK_S
+        output = OutputEvents(emit)
+        finish = "stop"
         try:
-            pending = [first] if first is not None else []
-            while True:
-                chunk = pending.pop() if pending else await chunks.__anext__()
-                last = chunk
-                if time.monotonic() >= next_check:
-                    if await request.is_disconnected():  # uvicorn drops writes to a closed connection silently
-                        return
-                    next_check = time.monotonic() + DISCONNECT_CHECK_S
-                if finish:
-                    continue
-                finish = chunk.finish_reason or ""
-                if chunk.text:
-                    texts.append(chunk.text)
-                    if streaming_text:
-                        yield emit("response.output_text.delta", item_id=item_id, output_index=0, content_index=0,
-                                   delta=chunk.text, logprobs=[])
-        except StopAsyncIteration:
-            pass
+            async for _, delta, reason in watched(request, first, events):
+                if delta is not None:
+                    for event in output.delta(delta):
+                        yield event
+                if reason is not None:
+                    finish = reason
+        except Disconnected:
+            return
         except ClientError as e:
             error = engine_error(e)
             yield emit("error", code=error.code or error.type, message=error.message, param=error.param)
@@ -467,21 +497,9 @@ def register(app: FastAPI, *, store_settings: StoreSettings, client: Callable[[]
                 "failed", [], error={"code": "server_error" if error.status >= 500 else "invalid_prompt",
                                      "message": error.message}))
             return
-        finally:
-            await chunks.aclose()  # on a client disconnect this cancels the request on the server
-        finish = finish or "stop"
-        text = "".join(texts)
-        if streaming_text:
-            output = [builder.message_item(text, _status(finish), item_id)]
-            for event in _message_closing(emit, 0, output[0]):
-                yield event
-        else:
-            output = builder.output_items(text, finish)
-            for index, item in enumerate(output):
-                for event in _item_events(emit, index, item):
-                    yield event
-        usage = _usage(last.num_input_tokens, last.num_output_tokens) if last else _usage(0, 0)
-        body = builder.body(_status(finish), output, usage)
+        for event in output.finish(finish):
+            yield event
+        body = builder.body(_status(finish), output.output, _response_usage(turn.usage()))
         done(body)
         yield emit("response.completed" if body["status"] == "completed" else "response.incomplete", response=body)
 

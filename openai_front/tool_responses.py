@@ -1,5 +1,6 @@
 """One chat answer with tools: the engine's stream -> OpenAI deltas (content or tool calls),
-whole or streamed.  With tool_choice auto, a call the model starts is regenerated under guided
+whole or streamed.  /v1/responses (openai_front/responses.py) answers through it too, with or
+without tools (no plan: content deltas only).  With tool_choice auto, a call the model starts is regenerated under guided
 decoding (openai_front/tools.py says why); the usage counts the answer returned."""
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from openai_front.translate import ResponseShaper, new_id, usage
 
 
 class ToolTurn:
-    def __init__(self, client, prompt, sampling: SamplingParams, plan: ToolPlan, timeout_s: float | None) -> None:
+    def __init__(self, client, prompt, sampling: SamplingParams, plan: ToolPlan | None,
+                 timeout_s: float | None) -> None:
         self.client, self.prompt, self.sampling, self.plan, self.timeout_s = client, prompt, sampling, plan, timeout_s
         self.prompt_tokens = 0
         self.completion_tokens: dict[int, int] = {}
@@ -25,7 +27,8 @@ class ToolTurn:
     async def events(self) -> AsyncIterator[tuple[int, dict | None, str | None]]:
         """(choice index, delta or None, finish_reason or None), in the engine's order."""
         n = self.sampling.n
-        calls = {i: CallStream(self.plan, call_mode(self.plan)) for i in range(n)}
+        mode = call_mode(self.plan) if self.plan is not None else "content"
+        calls = {i: CallStream(self.plan, mode) for i in range(n)}
         finished: set[int] = set()
         chunks = self._open(self.sampling)
         try:
@@ -69,7 +72,8 @@ class ToolTurn:
     def usage(self) -> dict:
         return usage(self.prompt_tokens, sum(self.completion_tokens.values()))
 
-    async def whole(self, shaper: ResponseShaper) -> dict:
+    async def messages(self) -> tuple[dict[int, dict], dict[int, str]]:
+        """The whole answer: each choice's assistant message and finish reason."""
         deltas: dict[int, list[dict]] = {}
         finish: dict[int, str] = {}
         async for index, delta, reason in self.events():
@@ -77,7 +81,11 @@ class ToolTurn:
                 deltas.setdefault(index, []).append(delta)
             if reason is not None:
                 finish[index] = reason
-        choices = [{"index": i, "message": assemble(deltas.get(i, [])), "finish_reason": finish.get(i, "stop"),
+        return {i: assemble(deltas.get(i, [])) for i in range(self.sampling.n)}, finish
+
+    async def whole(self, shaper: ResponseShaper) -> dict:
+        messages, finish = await self.messages()
+        choices = [{"index": i, "message": messages[i], "finish_reason": finish.get(i, "stop"),
                     "logprobs": None} for i in range(self.sampling.n)]
         return shaper._envelope("chat.completion", choices, usage=self.usage())
 

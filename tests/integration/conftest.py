@@ -105,6 +105,18 @@ def layout_client(layout_server):
 
 
 @pytest.fixture(scope="session")
+def agent_front(server, default_engine, tmp_path_factory):
+    """The OpenAI front as agents and client libraries meet it: on the default model, with its
+    tokenizer (logprobs, the tool-call format); shared by test_openai_agents.py and
+    test_client_compat.py."""
+    from tests.integration.openai_front_process import running_front
+
+    with running_front(server.settings.grpc_url, tmp_path_factory.mktemp("agent-front-log"),
+                       "--tokenizer", str(default_engine)) as base:
+        yield base
+
+
+@pytest.fixture(scope="session")
 def client(server):
     with LlmClient(server.settings.grpc_url) as c:
         yield c

@@ -23,10 +23,8 @@ ASK = [{"role": "user", "content": "What is the weather in Paris?"}]
 
 
 @pytest.fixture(scope="module")
-def front(server, default_engine, tmp_path_factory):
-    with running_front(server.settings.grpc_url, tmp_path_factory.mktemp("front-log"),
-                       "--tokenizer", str(default_engine)) as base:
-        yield base
+def front(agent_front):
+    return agent_front
 
 
 @pytest.fixture

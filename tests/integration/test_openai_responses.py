@@ -89,18 +89,42 @@ def test_function_tool_round_trip_with_previous_response_id(oai):
     call = first.output[0]
     assert call.type == "function_call" and call.name == "get_weather"
     assert set(json.loads(call.arguments)) == {"city"}
+    result = [{"type": "function_call_output", "call_id": call.call_id,
+               "output": json.dumps({"temperature_c": 12, "sky": "rain"})}]
     second = oai.responses.create(model=MODEL, previous_response_id=first.id, tools=[WEATHER], tool_choice="none",
-                                  input=[{"type": "function_call_output", "call_id": call.call_id,
-                                          "output": json.dumps({"temperature_c": 12, "sky": "rain"})}],
-                                  max_output_tokens=32, temperature=0)
+                                  input=result, max_output_tokens=32, temperature=0)
     assert second.output[0].type == "message" and second.output_text
     assert second.previous_response_id == first.id
-    assert second.usage.input_tokens > first.usage.input_tokens  # the first turn and the call went in
+    alone = oai.responses.create(model=MODEL, input=result, max_output_tokens=1, temperature=0)
+    assert second.usage.input_tokens > alone.usage.input_tokens + 10  # the first turn and the call went in
     streamed = list(oai.responses.create(model=MODEL, input="Weather in Rome?", tools=[WEATHER],
                                          tool_choice="required", max_output_tokens=32, temperature=0, stream=True))
     types = [e.type for e in streamed]
     assert "response.function_call_arguments.done" in types and types[-1] == "response.completed"
     assert streamed[-1].response.output[0].name == "get_weather"
+
+
+def test_auto_tool_call_whole_streamed_and_answered(oai):
+    """tool_choice auto (the default with tools), as on the chat route: the model chooses the
+    call; streamed, its arguments arrive in function_call_arguments.delta events."""
+    kw = dict(model=MODEL, input="What is the weather in Paris?", tools=[WEATHER], max_output_tokens=60,
+              temperature=0)
+    whole = oai.responses.create(**kw)
+    assert whole.tool_choice == "auto" and [o.type for o in whole.output] == ["function_call"]
+    call = whole.output[0]
+    assert call.name == "get_weather" and json.loads(call.arguments) == {"city": "Paris"}
+    events = list(oai.responses.create(stream=True, **kw))
+    types = [e.type for e in events]
+    assert types[2] == "response.output_item.added" and events[2].item.type == "function_call"
+    assert types.count("response.function_call_arguments.delta") >= 2  # streamed as generated
+    assert types[-3:] == ["response.function_call_arguments.done", "response.output_item.done",
+                          "response.completed"]
+    assert "".join(e.delta for e in events if e.type == "response.function_call_arguments.delta") == call.arguments
+    answer = oai.responses.create(model=MODEL, previous_response_id=whole.id, tools=[WEATHER], max_output_tokens=60,
+                                  temperature=0, input=[{"type": "function_call_output", "call_id": call.call_id,
+                                                         "output": json.dumps({"city": "Paris", "temperature_c": 18,
+                                                                               "sky": "sunny"})}])
+    assert [o.type for o in answer.output] == ["message"] and answer.output_text
 
 
 def test_retrieve_and_delete(oai):
@@ -116,7 +140,7 @@ def test_retrieve_and_delete(oai):
 
 @pytest.mark.parametrize("kwargs,param", [
     ({"temperature": 5}, "temperature"),
-    ({"tools": [WEATHER]}, "tool_choice"),  # auto
+    ({"tools": [WEATHER], "tool_choice": {"type": "function", "name": "nope"}}, "tool_choice"),
     ({"text": {"format": {"type": "yaml"}}}, "text.format"),
     ({"previous_response_id": "resp_nope"}, "previous_response_id"),
     ({"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}]}, "input[0].content[0]"),

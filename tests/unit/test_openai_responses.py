@@ -42,6 +42,8 @@ class ScriptedEngine:
         type(self).calls.append((prompt, sampling))
         if "fail" in prompt[-1].content:
             raise InvalidRequestError("'text_input' is too long for the engine")
+        if sampling.guide is None and "Oslo?" in prompt[-1].content and "get_weather" in prompt[-1].content:
+            return ['{"name": "get_', 'weather", "parameters": {"city": "Oslo"}}']  # tool_choice auto: a call
         if sampling.guide is not None:
             schema = json.loads(sampling.guide.guide)
             if "anyOf" in schema:
@@ -155,6 +157,33 @@ def test_function_call_round_trip(oai, tool_choice):
     assert prompt[2].content == "12 C, rain" and "get_weather" in prompt[1].content
 
 
+def test_auto_lets_the_model_choose_a_call_or_text(oai):
+    first = oai.responses.create(model=MODEL, input="Weather in Oslo?", tools=[WEATHER])  # auto: the default
+    assert first.tool_choice == "auto"
+    call = first.output[0]
+    assert [o.type for o in first.output] == ["function_call"] and call.name == "get_weather"
+    assert json.loads(call.arguments) == {"city": "Oslo"}
+    prompts = [p for p, _ in ScriptedEngine.calls[-2:]]
+    assert "get_weather" in prompts[0][-1].content  # the functions were described to the model
+    assert ScriptedEngine.calls[-1][1].guide is not None  # the call it started was regenerated guided
+    text = oai.responses.create(model=MODEL, input="Say hi", tools=[WEATHER], tool_choice="auto")
+    assert text.output_text == "Hello there, 日本 friend." and [o.type for o in text.output] == ["message"]
+    events = list(oai.responses.create(model=MODEL, input="Weather in Oslo?", tools=[WEATHER], stream=True))
+    types = [e.type for e in events]
+    assert types[:3] == ["response.created", "response.in_progress", "response.output_item.added"]
+    assert set(types[3:-3]) == {"response.function_call_arguments.delta"}
+    assert types[-3:] == ["response.function_call_arguments.done", "response.output_item.done",
+                          "response.completed"]
+    deltas = "".join(e.delta for e in events if e.type == "response.function_call_arguments.delta")
+    assert json.loads(deltas) == json.loads(events[-3].arguments) == {"city": "Oslo"}
+    assert events[-1].response.output[0].call_id == events[2].item.call_id
+    with oai.responses.stream(model=MODEL, input="Weather in Oslo?", tools=[WEATHER]) as stream:
+        final = stream.get_final_response()
+    assert final.output[0].type == "function_call" and json.loads(final.output[0].arguments) == {"city": "Oslo"}
+    none = oai.responses.create(model=MODEL, input="Weather in Oslo?", tools=[WEATHER], tool_choice="none")
+    assert [o.type for o in none.output] == ["message"] and "get_weather" not in ScriptedEngine.calls[-1][0][-1].content
+
+
 def test_streamed_function_call_events(oai):
     events = list(oai.responses.create(model=MODEL, input="Weather?", tools=[WEATHER], tool_choice="required",
                                        stream=True))
@@ -214,7 +243,7 @@ def test_store_off_refuses_previous_response_id_saying_why(monkeypatch):
 @pytest.mark.parametrize("kwargs,status,param", [
     ({"temperature": 5}, 400, "temperature"),
     ({"max_output_tokens": 0}, 400, "max_output_tokens"),
-    ({"tools": [WEATHER]}, 400, "tool_choice"),  # auto: refused by the chat path (no tool-call parser yet)
+    ({"tools": [WEATHER], "tool_choice": "auto", "max_output_tokens": 0}, 400, "max_output_tokens"),
     ({"tools": [WEATHER], "tool_choice": {"type": "function", "name": "nope"}}, 400, "tool_choice"),
     ({"tools": [{"type": "web_search"}], "tool_choice": "required"}, 400, "tools[0].type"),
     ({"text": {"format": {"type": "yaml"}}}, 400, "text.format"),
