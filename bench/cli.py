@@ -113,7 +113,7 @@ def soak(repository: Path, layouts: tuple[str, ...], duration_s: float, concurre
 
         side = SidePlan(nvidia_client, genai_perf_venv=ensure_venv("bench-tools", ROOT / "requirements" / "bench-tools.lock"),
                         tokenizer=engine)
-    runs = [(Layout(name), out / name) for name in layouts] or [(None, out)]
+    runs: list[tuple[Layout | None, Path]] = [(Layout(name), out / name) for name in layouts] or [(None, out)]
     failed = False
     for layout, layout_out in runs:
         environment: tuple[tuple[str, str], ...] = ()
@@ -123,7 +123,7 @@ def soak(repository: Path, layouts: tuple[str, ...], duration_s: float, concurre
             served, environment = rendered.repository, rendered.environment
         settings = ServerSettings.on_free_ports(served, layout_out / "tritonserver.log", environment=environment)
         with TritonServer(settings) as server:
-            report = run_soak(settings.grpc_url, server.process.pid, duration_s, concurrency, log_file=settings.log_file,
+            report = run_soak(settings.grpc_url, server.pid, duration_s, concurrency, log_file=settings.log_file,
                               side=side, hang_s=hang_s, out=layout_out)
         path = write_report(report, layout_out, layout.value if layout else str(repository))
         click.echo(path.read_text())
@@ -187,7 +187,7 @@ def stress(repository: Path, layout: str | None, models: tuple[str, ...], rounds
     end = time.monotonic() + minutes * 60
     failed, hung, i = False, 0, 0
     with TritonServer(settings) as server:
-        watch = ServerWatch.of(server.process.pid, settings.log_file)
+        watch = ServerWatch.of(server.pid, settings.log_file)
         while (i < rounds) if not minutes else (time.monotonic() < end):
             plan = StressPlan(models, requests, concurrency, abandon_share=abandon_share, max_tokens=max_tokens,
                               samples_share=samples_share, stop_share=stop_share, seed=i, deadline_s=deadline_s)
@@ -195,14 +195,14 @@ def stress(repository: Path, layout: str | None, models: tuple[str, ...], rounds
             try:
                 report = run_stress(settings.grpc_url, plan)
             except StressStuck as e:
-                stuck = deadlocked_bls_stubs(server.process.pid)
+                stuck = deadlocked_bls_stubs(server.pid)
                 hung += 1
                 click.echo(f"round {i}: HUNG ({e}); BLS deadlock in: {', '.join(stuck) or 'none found'}")
                 failed = True
                 server.stop(drain=False)
                 server.start()
                 server.wait_ready()
-                watch = ServerWatch.of(server.process.pid, settings.log_file)
+                watch = ServerWatch.of(server.pid, settings.log_file)
                 continue
             problems = watch.problems()
             click.echo(f"round {i}: {dict(sorted((f'{m}/{o}', n) for (m, o), n in report.outcomes.items()))}"
@@ -234,7 +234,7 @@ def postprocessing_cost(repository: Path, served: bool, out: Path) -> None:
 
         settings = ServerSettings.on_free_ports(repository, out.parent / "postprocessing-tritonserver.log")
         with TritonServer(settings) as server:
-            rows += [pc.served(settings.grpc_url, server.process.pid, s, n) for s in (1, 16) for n in (64, 1024)]
+            rows += [pc.served(settings.grpc_url, server.pid, s, n) for s in (1, 16) for n in (64, 1024)]
     for r in rows:
         click.echo(f"{r.where:10} {r.streams:>2} streams x {r.tokens_per_stream:>4} tokens: {r.us_per_token:7.2f} us/token")
     for where in {r.where for r in rows}:
@@ -353,5 +353,5 @@ def pipeline_tax_command(repository: Path, concurrency: int, output_tokens: int,
     settings = ServerSettings.on_free_ports(repository, Path("build/bench/pipeline-tax-tritonserver.log"))
     with TritonServer(settings) as server:
         pairs = pipeline_tax.measure(settings.grpc_url, params, concurrency, output_tokens, rounds, progress=click.echo,
-                                     server_pid=server.process.pid)
+                                     server_pid=server.pid)
     click.echo(pipeline_tax.summary(pairs))

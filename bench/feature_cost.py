@@ -20,6 +20,7 @@ import asyncio
 import json
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import click
 
@@ -58,7 +59,7 @@ async def _throughput(url: str, side: Side, concurrency: int, requests: int) -> 
 
 
 def comparisons(max_tokens: int) -> list[tuple[Side, Side]]:
-    base = dict(max_tokens=max_tokens, min_tokens=max_tokens, temperature=1.0, seed=1)
+    base: dict[str, Any] = dict(max_tokens=max_tokens, min_tokens=max_tokens, temperature=1.0, seed=1)
     return [
         (Side("n=1", SamplingParams(**base)), Side("n=4", SamplingParams(**base, n=4))),
         (Side("free text", SamplingParams(**base)),

@@ -30,6 +30,7 @@ async def _one(client: openai.AsyncOpenAI, model: str, prompt: str, max_tokens: 
     end = time.monotonic()
     if first is None:
         return float("nan"), 0.0, end - t0, tokens
+    assert last is not None  # set with first
     itl = (last - first) / (tokens - 1) if tokens > 1 else 0.0
     return first - t0, itl, end - t0, tokens
 

@@ -48,6 +48,7 @@ async def _conversation(client: AsyncLlmClient, user: int, seed: int, turns: int
         question = QUESTIONS[turn % len(QUESTIONS)].format(topic=topic)
         messages.append(ChatMessage("user", f"[user {seed}-{user}] {question}" if turn == 0 else question))
         result = await client.generate(list(messages), sampling)
+        assert result.ttft_s is not None  # streamed
         out.append(TurnTiming(user, turn, sum(len(m.content) for m in messages), result.ttft_s))
         messages.append(ChatMessage("assistant", result.text))
     return out

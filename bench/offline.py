@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -35,7 +36,7 @@ def run_offline(params: OpenVinoEngineParameters, prompts: list[list[int]], outp
     backend.warm_up()
     pipe = backend.base_pipeline  # the very pipeline object the served engine steps
     queue = list(enumerate(prompts))
-    active: dict[int, tuple[object, float, list[float]]] = {}
+    active: dict[int, tuple[Any, float, list[float]]] = {}  # an openvino_genai GenerationHandle (untyped)
     ttfts, itls, tokens = [], [], 0
 
     def admit():

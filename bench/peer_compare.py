@@ -28,7 +28,7 @@ class Peer(str, enum.Enum):
     TRANSFORMERS = "transformers"
 
 
-OURS = {"ignore_eos": True}  # our front's fixed-length answers (min_tokens = max_tokens)
+OURS: dict[str, object] = {"ignore_eos": True}  # our front's fixed-length answers (min_tokens = max_tokens)
 
 
 @dataclass(frozen=True)
@@ -66,7 +66,8 @@ def shown(command: tuple[str, ...], root: Path | None = None) -> str:
     """A peer's command as the report prints it: paths inside the repository (or its build/, which
     may be a link) relative to it, since a reader's clone has none of this machine's paths."""
     if root is None:
-        from bench.environments import ROOT as root
+        from bench.environments import ROOT
+        root = ROOT
     prefixes = {f"{root}/": "", f"{root.resolve()}/": "", f"{(root / 'build').resolve()}/": "build/"}
     def relative(arg: str) -> str:
         for prefix, instead in prefixes.items():

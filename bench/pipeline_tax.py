@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import statistics
 from dataclasses import dataclass
+from typing import cast
 
 from bench.cpu_account import CpuAccount
 from bench.offline import OfflineResult, run_offline
@@ -37,19 +38,22 @@ def measure(grpc_url: str, params: OpenVinoEngineParameters, concurrency: int, o
     """`rounds` pairs; each round sends new prompts (no prefix-cache hits), 2 per stream.
     With `server_pid`, each served run's CPU is accounted per server process and for the
     client itself (bench/cpu_account.py)."""
-    from transformers import AutoTokenizer
+    from transformers import AutoTokenizer, BatchEncoding
 
     tok = AutoTokenizer.from_pretrained(str(params.engine_dir))
     pairs = []
     for r in range(rounds):
         jobs = fixed_length_jobs(2 * concurrency, output_tokens, seed=500 + r)
-        prompts = [tok.apply_chat_template([{"role": m.role, "content": m.content} for m in job.messages],
-                                           add_generation_prompt=True, tokenize=True, return_dict=True)["input_ids"]
-                   for job in jobs]
-        account = CpuAccount(server_pid, in_process=True) if server_pid else contextlib.nullcontext()
+        # return_dict=True makes it a BatchEncoding; transformers' annotation does not narrow on it.
+        prompts: list[list[int]] = [
+            cast(BatchEncoding, tok.apply_chat_template([{"role": m.role, "content": m.content} for m in job.messages],
+                                                        add_generation_prompt=True, tokenize=True,
+                                                        return_dict=True))["input_ids"]
+            for job in jobs]
+        account = CpuAccount(server_pid, in_process=True) if server_pid else None
 
         def serve() -> ThroughputResult:
-            with account:
+            with account if account is not None else contextlib.nullcontext():
                 return asyncio.run(run_closed_loop(grpc_url, jobs, concurrency))
 
         if r % 2 == 0:
@@ -58,10 +62,10 @@ def measure(grpc_url: str, params: OpenVinoEngineParameters, concurrency: int, o
         else:
             offline = run_offline(params, prompts, output_tokens, concurrency)
             served = serve()
-        pairs.append(TaxPair(served, offline, account if server_pid else None))
+        pairs.append(TaxPair(served, offline, account))
         progress(f"  pipeline tax c{concurrency} round {r}: served {served.output_tokens_per_s:.1f} tok/s, "
                  f"in-process {offline.output_tokens_per_s:.1f} tok/s -> {pairs[-1].ratio:.2f}x"
-                 + (f"; served run's CPU: {account.summary(8)}" if server_pid else ""))
+                 + (f"; served run's CPU: {account.summary(8)}" if account is not None else ""))
     return pairs
 
 

@@ -64,6 +64,7 @@ async def _interactive(client: AsyncLlmClient, phase: Phase, until: float, w: Wo
     async def one(i: int) -> None:
         question = [ChatMessage("user", f"[{seed}-{i}] In one sentence, what is {rng.choice(TOPICS)}?")]
         result = await client.generate(question, sampling)
+        assert result.ttft_s is not None  # streamed
         phase.interactive_ttft_s.append(result.ttft_s)
 
     tasks, i = [], 0

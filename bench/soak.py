@@ -173,7 +173,7 @@ def _nvidia_command(script: Path, grpc_url: str, rng: random.Random):
     return command
 
 
-def _genai_perf_command(side: SidePlan, grpc_url: str, out: Path):
+def _genai_perf_command(venv: Path, tokenizer: Path, grpc_url: str, out: Path):
     from bench.genai_perf import Endpoint, Load, Target, Workload, command, tool_env
 
     counter = iter(range(10**6))
@@ -181,7 +181,7 @@ def _genai_perf_command(side: SidePlan, grpc_url: str, out: Path):
     def make():
         target = Target(names.LLM_BLS, Endpoint.TRITON, grpc_url, names.LLM_BLS)
         workload = Workload("soak", input_tokens_mean=32, output_tokens_mean=24, num_prompts=16)
-        return command(side.genai_perf_venv, target, workload, Load("concurrency", 4), side.tokenizer,
+        return command(venv, target, workload, Load("concurrency", 4), tokenizer,
                        out / f"genai-perf-{next(counter)}"), tool_env()
     return make
 
@@ -208,9 +208,9 @@ def run_soak(grpc_url: str, server_pid: int, duration_s: float, concurrency: int
             "end_to_end_grpc_client.py", report.nvidia_client, _nvidia_command(side.nvidia_client, grpc_url, rng),
             side.nvidia_period_s, hang_s, deadline, stop)))
     if side.genai_perf_venv is not None and side.tokenizer is not None:
+        make = _genai_perf_command(side.genai_perf_venv, side.tokenizer, grpc_url, out)
         threads.append(threading.Thread(target=_side_loop, daemon=True, args=(
-            "genai-perf", report.genai_perf, _genai_perf_command(side, grpc_url, out), side.genai_perf_period_s,
-            max(hang_s, 600.0), deadline, stop)))
+            "genai-perf", report.genai_perf, make, side.genai_perf_period_s, max(hang_s, 600.0), deadline, stop)))
     for thread in threads:
         thread.start()
 

@@ -57,12 +57,14 @@ class SpecRun:
 
 def run_engine(params: OpenVinoEngineParameters, prompts: list[list[int]], max_tokens: int, concurrency: int) -> SpecRun:
     """Closed loop at `concurrency`, greedy, through the CPU engine's backend (OpenVinoBackend)."""
-    from model_repository.engines.openvino.openvino_backend import OpenVinoBackend
+    from model_repository.engines.openvino.openvino_backend import OpenVinoBackend, OpenVinoHandle
 
     backend = OpenVinoBackend(params)
     backend.warm_up()
     queue = list(enumerate(prompts))
-    active, answers, steps = {}, {}, 0
+    active: dict[int, OpenVinoHandle] = {}
+    answers: dict[int, list[int]] = {}
+    steps = 0
     t0 = time.monotonic()
     while queue or active:
         while queue and len(active) < concurrency:

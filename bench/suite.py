@@ -89,7 +89,7 @@ def run_suite(config: SuiteConfig) -> Path:
                             (("min_tokens", config.output_tokens),))
             before = _server_counters(settings.metrics_url)
             for c in config.concurrency:  # ascending: the account kept is the top level's
-                with CpuAccount(server.process.pid) as account:
+                with CpuAccount(server.pid) as account:
                     measure(triton, fixed, Load("concurrency", c))
             for rate in config.request_rates:
                 measure(triton, fixed, Load("request-rate", rate))
@@ -101,7 +101,7 @@ def run_suite(config: SuiteConfig) -> Path:
             ours_http = http(config, "ours-openai-front", front.url + "/v1", served_model_name(config.repository), texts, chat)
             results.append(ours_http)
             tax = pipeline_tax.measure(settings.grpc_url, params, max(config.concurrency), config.output_tokens,
-                                       server_pid=server.process.pid)
+                                       server_pid=server.pid)
         finally:
             front.stop()
 
@@ -124,13 +124,13 @@ def run_suite(config: SuiteConfig) -> Path:
         "two servers (caching on / off) from this repository, 2 rounds each, alternating (details: multiturn/).", "",
         *multiturn.markdown(*multiturn.run(config.repository, config.out / "multiturn", 4, 4, 32, 2))]))
 
-    mixed = priorities.Workload()
+    priority_mix = priorities.Workload()
     sections.append(("Request priorities: interactive beside batch", [
         "One server (max_num_seqs 8), batch clients keeping more long generations in flight than it runs, interactive "
         "chats at random times; phases with priorities (interactive 0.9, batch 0.1) and without, alternating, 2 each "
         "(`python -m bench priorities`; details: priorities/).", "",
-        *priorities.markdown(priorities.run(config.repository, config.out / "priorities", mixed, 2, 8), config.slo.ttft_s,
-                             mixed, 8)]))
+        *priorities.markdown(priorities.run(config.repository, config.out / "priorities", priority_mix, 2, 8),
+                             config.slo.ttft_s, priority_mix, 8)]))
 
     spec_pairs = speculative.measure(params, _tokenizer(engine_dir), (1, top), config.output_tokens, 2)
     sections.append(("Speculative decoding: prompt lookup", [

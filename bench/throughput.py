@@ -53,7 +53,8 @@ async def run_closed_loop(url: str, jobs: list[Job], concurrency: int, model: st
         elapsed = time.monotonic() - t0
     tokens = sum(r.completion_tokens for r in results)
     itls = [x for r in results for x in r.inter_token_latencies_s]
-    ttfts = [r.ttft_s for r in results]
+    ttfts = [r.ttft_s for r in results if r.ttft_s is not None]
+    assert len(ttfts) == len(results)  # generate() streams, and a streamed result has its TTFT
     return ThroughputResult(
         concurrency=concurrency, requests=len(results), output_tokens=tokens, seconds=round(elapsed, 3),
         output_tokens_per_s=round(tokens / elapsed, 1), requests_per_s=round(len(results) / elapsed, 3),

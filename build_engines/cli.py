@@ -9,6 +9,7 @@ import dataclasses
 import json
 import logging
 from pathlib import Path
+from typing import NoReturn
 
 import click
 
@@ -44,7 +45,7 @@ def resolve_checkpoint(checkpoint: Path | None) -> Path:
     return default_model.prepare_default_checkpoint(DEFAULT_CHECKPOINT_DIR)
 
 
-def _fail(e: Exception) -> None:
+def _fail(e: Exception) -> NoReturn:
     raise click.ClickException(str(e)) from None
 
 

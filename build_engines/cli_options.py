@@ -258,6 +258,7 @@ def resolve_gpu(name: str | None, count: int | None, sm: int | None, memory_gib:
     if (sm is None) != (memory_gib is None):
         raise GpuError("give both --gpu-sm and --gpu-memory-gib for an unlisted GPU")
     if sm is not None:
+        assert memory_gib is not None  # both or neither, checked above
         return GpuTarget(name or f"SM{sm}", sm, memory_gib, count or world_size)
     if name is not None:
         return known_gpu(name, count or world_size)

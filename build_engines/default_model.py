@@ -62,7 +62,8 @@ def prepare_default_checkpoint(out_dir: Path, *, force: bool = False) -> Path:
     model = AutoModelForCausalLM.from_pretrained(str(gguf_path.parent), gguf_file=gguf_path.name)
     # The GGUF loader dequantizes to plain layers but leaves the quantizer attached, which
     # makes save_pretrained refuse ("quantized with gguf and is not serializable").
-    model.hf_quantizer = None
+    # (transformers annotates hf_quantizer as never None: a gap of its typing, not of this code)
+    model.hf_quantizer = None  # type: ignore[assignment]
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
     model.save_pretrained(str(out_dir))

@@ -8,6 +8,7 @@ the ensemble are the same for both engines; only the engine step differs.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Sequence
 
 from build_engines.pytorch.repository import MODEL_SUBDIR, pytorch_engine_model
 from build_engines.render import RenderedModel, ensemble_config, python_model_config, write_repository
@@ -44,6 +45,10 @@ from contract.tensors import (
     PREPROCESSING_OUTPUTS,
 )
 
+if TYPE_CHECKING:
+    from build_engines.pytorch.spec import PyTorchServing
+    from build_engines.trtllm.options import TrtLlmServing
+
 
 def engine_features(spec: BuildSpec, lora: bool = False) -> EngineFeatures:
     """What the engine behind the ensemble honours (contract/features.py)."""
@@ -53,8 +58,8 @@ def engine_features(spec: BuildSpec, lora: bool = False) -> EngineFeatures:
         engine = pytorch_engine(spec.pytorch.trtllm_version)
     else:
         engine = CPU_ENGINE
-    serving = {EngineBackend.TENSORRT_LLM: spec.trtllm.serving,
-               EngineBackend.TENSORRT_LLM_PYTORCH: spec.pytorch.serving}
+    serving: dict[EngineBackend, TrtLlmServing | PyTorchServing] = {
+        EngineBackend.TENSORRT_LLM: spec.trtllm.serving, EngineBackend.TENSORRT_LLM_PYTORCH: spec.pytorch.serving}
     if spec.backend in serving and serving[spec.backend].guided_decoding_backend.parameter:
         engine = with_guided_decoding(engine)
     if spec.backend == EngineBackend.OPENVINO and spec.openvino.top_logprobs:
@@ -95,7 +100,7 @@ def text_models(tokenizer_dir: Path, spec: BuildSpec, served: dict[str, int] | N
     ]
 
 
-def openvino_engine_model(engine_dir: Path, spec: BuildSpec, adapters: list[LoraAdapter] = (),
+def openvino_engine_model(engine_dir: Path, spec: BuildSpec, adapters: Sequence[LoraAdapter] = (),
                           fusion: dict | None = None, repository: Path | None = None) -> RenderedModel:
     """`fusion`: the engine's fused projections (build.json); adapters of fused modules are
     rewritten for them into the engine model's directory of `repository` (build_engines/openvino/fused_lora.py)."""
@@ -103,6 +108,7 @@ def openvino_engine_model(engine_dir: Path, spec: BuildSpec, adapters: list[Lora
     if adapters and fusion and fusion.get("fused_modules"):
         from build_engines.openvino.fused_lora import for_fused_engine
 
+        assert repository is not None, "adapters of a fused engine are rewritten into the repository"
         adapters, files = for_fused_engine(list(adapters), fusion, repository.resolve() / names.OPENVINO_ENGINE)
     params = OpenVinoEngineParameters(
         engine_dir=engine_dir,
@@ -158,8 +164,8 @@ def render_repository(engine_dir: Path, out_dir: Path, *, relay: bool = False, d
         engines = trtllm_engine_models(engine_dir, spec, tokenizer_dir, decoupled)
     else:  # an engine model that serves the contract itself (CPU engine, PyTorch backend)
         pytorch = spec.backend == EngineBackend.TENSORRT_LLM_PYTORCH
-        engine = (pytorch_engine_model(engine_dir, spec, adapters,
-                                       trtllm_lora.lora_options(lora_dir).max_rank if adapters else 0)
+        max_rank = trtllm_lora.lora_options(lora_dir).max_rank if adapters and lora_dir is not None else 0
+        engine = (pytorch_engine_model(engine_dir, spec, adapters, max_rank)
                   if pytorch else openvino_engine_model(engine_dir, spec, adapters, record.fusion, out_dir))
         engines = [engine] + ([relay_model(engine_dir, engine.config.name, batch, decoupled)] if relay else [])
         tokenizer_dir, target = (engine_dir / MODEL_SUBDIR if pytorch else engine_dir), engine.config.name

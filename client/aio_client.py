@@ -11,7 +11,7 @@ import asyncio
 import dataclasses
 import time
 import uuid
-from typing import AsyncIterator, Sequence
+from typing import AsyncGenerator, Sequence
 
 import grpc
 import tritonclient.grpc.aio as grpcclient
@@ -90,15 +90,16 @@ class AsyncLlmClient:
     # --- generation -----------------------------------------------------------------------
     async def stream(self, prompt: Prompt, sampling: SamplingParams = SamplingParams(), *,
                      timeout_s: float | None = None, stream: bool = True,
-                     request_id: str | None = None) -> AsyncIterator[StreamChunk]:
+                     request_id: str | None = None) -> AsyncGenerator[StreamChunk, None]:
         """Yield text deltas as the server produces them.  Leaving the loop early (break,
         exception, task cancellation) or passing `timeout_s` cancels the request on the
         server."""
         inputs = build_inputs(prompt, sampling, stream)
         echo = prompt if sampling.echo and isinstance(prompt, str) else ""
+        request_id = request_id or uuid.uuid4().hex
         request = {
             "model_name": self.model, "inputs": inputs, "outputs": requested_outputs(),
-            "request_id": request_id or uuid.uuid4().hex,
+            "request_id": request_id,
             "parameters": {"triton_enable_empty_final_response": True},
         }
 
@@ -145,7 +146,7 @@ class AsyncLlmClient:
                 # Triton's ensemble does not pass a cancellation on to the engine step that
                 # is already running (contract/tensors.py, STOP), so also ask the model we
                 # called to stop this request id; every step forwards it to the engine.
-                task = asyncio.get_running_loop().create_task(self._stop_on_server(request["request_id"]))
+                task = asyncio.get_running_loop().create_task(self._stop_on_server(request_id))
                 self._stopping.add(task)
                 task.add_done_callback(self._stopping.discard)
 

@@ -51,7 +51,7 @@ def _text_or_file(value: str) -> str:
 
 
 def _guide(kwargs: dict) -> Guide | None:
-    given = {k: kwargs.get(k) for k in ("json_schema", "json_object", "regex", "grammar") if kwargs.get(k)}
+    given = {k: kwargs[k] for k in ("json_schema", "json_object", "regex", "grammar") if kwargs.get(k)}
     if len(given) > 1:
         raise click.UsageError(f"give one of --json-schema, --json-object, --regex, --grammar; got {sorted(given)}")
     if "json_schema" in given:

@@ -61,7 +61,7 @@ def check(rendered: list[RenderedTemplate], versions: tuple[str, ...] | None = N
 
 def check_object(doc: dict[str, Any], versions: tuple[str, ...]) -> list[str]:
     messages = _check_name(doc)
-    custom = CUSTOM_KINDS.get((doc.get("apiVersion"), doc.get("kind")))
+    custom = CUSTOM_KINDS.get((doc.get("apiVersion", ""), doc.get("kind", "")))
     if custom is not None:
         return messages + custom(doc)
     for version in versions:

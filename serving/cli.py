@@ -267,6 +267,7 @@ def _run_until_done_or_stopped(command: list[str], signals: StopSignals, grace_s
     while child.poll() is None and not signals.event.wait(0.2):
         pass
     if child.poll() is None:
+        assert signals.received is not None  # set with the event that ended the wait
         child.send_signal(signals.received)
         try:
             child.wait(grace_s)

@@ -38,8 +38,9 @@ from serving.triton_install import TritonInstall, prepare_install
 
 DEFAULT_SERVER_DIR = Path("build/tritonserver")
 # What "in flight" means for drain(): Triton's queues, our engines' batches, TensorRT-LLM's.
-IN_FLIGHT_METRICS = (("nv_inference_pending_request_count", {}), ("llm_requests_running", {}),
-                     ("llm_requests_waiting", {}), ("nv_trt_llm_request_metrics", {"request_type": "active"}))
+IN_FLIGHT_METRICS: tuple[tuple[str, dict[str, str]], ...] = (
+    ("nv_inference_pending_request_count", {}), ("llm_requests_running", {}),
+    ("llm_requests_waiting", {}), ("nv_trt_llm_request_metrics", {"request_type": "active"}))
 
 
 class ServerFailed(RuntimeError):
@@ -175,6 +176,13 @@ class TritonServer:
         if self.settings.record_file and self.identity:
             LaunchRecord(os.getpid(), self.identity.pid, self.identity.created, ready).write(self.settings.record_file)
 
+    @property
+    def pid(self) -> int:
+        """The tritonserver process's pid; the server must have been started."""
+        if self.process is None:
+            raise RuntimeError("tritonserver has not been started")
+        return self.process.pid
+
     def is_running(self) -> bool:
         return self.process is not None and self.process.poll() is None
 
@@ -182,7 +190,7 @@ class TritonServer:
         """Pids of this server's Python-backend stubs."""
         if not self.is_running():
             return set()
-        found = stubs.stubs_of(self.process.pid)
+        found = stubs.stubs_of(self.pid)
         self._shm_regions.update(stub.shm_region for stub in found.values())
         return set(found)
 

@@ -94,7 +94,8 @@ def command_line(pid: int, proc: Path = PROC) -> str:
 
 def holders(inodes: Iterable[int], proc: Path = PROC) -> list[Holder]:
     """Processes (readable by us) with an fd on one of these sockets."""
-    wanted, found = set(inodes), []
+    wanted = set(inodes)
+    found: list[Holder] = []
     if not wanted:
         return found
     for entry in proc.iterdir():
@@ -150,7 +151,8 @@ def ensure_free(host: str, ports: Sequence[NamedPort], proc: Path = PROC) -> Non
     """Raise PortUnavailable naming every port (of those not 0) that a server cannot bind,
     and the processes holding them."""
     ports = [p for p in ports if p.port]
-    problems, seen = [], {}
+    problems: list[str] = []
+    seen: dict[int, Holder] = {}
     for i, p in enumerate(ports):
         twin = next((q for q in ports[:i] if q.port == p.port), None)
         if twin:

@@ -10,6 +10,11 @@ from __future__ import annotations
 import shutil
 import signal
 import threading
+from types import FrameType
+from typing import Any, Callable
+
+# What signal.signal() takes and returns: a handler, SIG_DFL / SIG_IGN, or None (not set from Python).
+_Handler = Callable[[int, FrameType | None], Any] | int | None
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -30,7 +35,7 @@ class StopSignals:
     def __init__(self) -> None:
         self.event = SignalSafeEvent()
         self.received: signal.Signals | None = None
-        self._previous: dict[signal.Signals, object] = {}
+        self._previous: dict[signal.Signals, _Handler] = {}
 
     def _handle(self, signum: int, _frame) -> None:
         if self.received is None:

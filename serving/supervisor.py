@@ -158,6 +158,7 @@ class Supervisor:
                 self.restart(why)
 
     def _canary_loop(self, stop: threading.Event) -> None:
+        assert self.canary is not None  # started only with a canary
         while not stop.wait(self.canary.settings.period_s):
             try:
                 self.check_canary()

@@ -14,7 +14,9 @@ class TorchReference:
 
         self._torch = torch
         self.device = device
-        self.model = AutoModelForCausalLM.from_pretrained(str(checkpoint), dtype=torch.float32).to(device).eval()
+        model = AutoModelForCausalLM.from_pretrained(str(checkpoint), dtype=torch.float32)
+        # transformers types PreTrainedModel.to (a wrapped nn.Module.to) as taking the model itself: its typing gap
+        self.model = model.to(device).eval()  # type: ignore[arg-type]
         self.describe = {"engine": "torch", "dtype": "float32", "device": device, "torch": torch.__version__}
 
     def logits(self, ids: list[int], first: int) -> np.ndarray:

@@ -116,7 +116,7 @@ def _engine_facts(spec: BuildSpec) -> tuple[bool, tuple[int, str] | None]:
         chunked = t.serving.enable_chunked_context
     bound = None
     if t.speculative_decoding == SpeculativeDecoding.EAGLE:
-        rule = load_build_table(t.trtllm_version).rule(EAGLE_LIMITS)
+        rule = load_build_table(t.trtllm_version).required_rule(EAGLE_LIMITS)
         bound = (rule.params["max_batch_size"], f"trtllm-build refuses more for EAGLE (row {EAGLE_LIMITS})")
     return chunked, bound
 
@@ -146,6 +146,7 @@ def _seq_len(f: SizingFacts) -> tuple[int, str]:
 
 
 def _tuned(f: SizingFacts) -> tuple[float, int, int]:
+    assert f.kv_tokens is not None  # callers size from the KV cache only where there is one
     requests = f.kv_tokens / (DESIGN_INPUT_LEN + DESIGN_OUTPUT_LEN)
     return (requests, *f.upstream.bench.tune(requests, DESIGN_INPUT_LEN, DESIGN_OUTPUT_LEN, f.pp_size))
 
@@ -203,7 +204,12 @@ def sized_spec(spec: BuildSpec, given: dict[str, int | None]) -> BuildSpec:
     facts = sizing_facts(spec, inspect_checkpoint(spec.checkpoint))
     if facts is None:
         return spec
-    limits = size_limits(facts, lambda name, sized: sized if given.get(name) is None else given[name])
+
+    def choose(name: str, sized: int) -> int:
+        value = given.get(name)
+        return sized if value is None else value
+
+    limits = size_limits(facts, choose)
     return replace(spec, limits=replace(spec.limits, **{limit.name: limit.value for limit in limits}))
 
 

@@ -151,7 +151,7 @@ def check_gpu_image(release: str, dockerfile: Path = GPU_DOCKERFILE, repo: Path 
     if not installs:
         verdict.problems.append(f"{dockerfile} has no pip install line")
     final = {name: row.version for name, row in image.packages.items()}
-    no_deps_metadata = []
+    no_deps_metadata: list[dict] = []
     with tempfile.TemporaryDirectory() as tmp:
         constraints = Path(tmp) / "base-packages.txt"
         constraints.write_text("\n".join(image.constraints()) + "\n")

@@ -37,7 +37,8 @@ def stacked_adapter(weights: Path, fusion: dict, name: str) -> bytes | None:
     tensors = load(Path(weights).read_bytes())
     if not any((m := _LORA_MODULE.search(key)) and m.group(1) in fused for key in tensors):
         return None
-    out, parts = {}, {}
+    out: dict[str, torch.Tensor] = {}
+    parts: dict[tuple[str, str], dict[str, dict[str, torch.Tensor]]] = {}  # (prefix, group) -> module -> A/B
     for key, tensor in tensors.items():
         m = _PEFT_TENSOR.match(key)
         if m is None and any(f".{module}." in key for module in fused):

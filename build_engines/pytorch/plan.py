@@ -46,7 +46,7 @@ def quantize_step(spec: BuildSpec, table: ModelOptTable, out_dir: Path, examples
     """hf_ptq.py for this spec, checked against the table (a flag it lacks is a bug of this kit)."""
     p, fmt = spec.pytorch, table.format(spec.precision.value)
     kv = table.kv_formats["fp8"]["kv_cache_qformat"] if p.kv_cache_dtype == KvCacheDtype.FP8 else "none"
-    argv = ("python3", str(examples / table.tool_path.removeprefix("examples/")),
+    argv: tuple[str, ...] = ("python3", str(examples / table.tool_path.removeprefix("examples/")),
             "--pyt_ckpt_path", str(spec.checkpoint), "--qformat", fmt.qformat,
             "--kv_cache_qformat", kv,  # said even for none: it defaults to fp8 (rule kv_default_fp8)
             "--dataset", str(p.calib_dataset), "--calib_size", str(p.calib_size), "--batch_size", "0")

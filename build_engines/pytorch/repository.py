@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Sequence
 
 from build_engines.checkpoint_quant import read_quantization
 from build_engines.render import RenderedModel, python_model_config
@@ -35,7 +36,7 @@ def llm_dtype(spec: BuildSpec, model_dir: Path) -> str:
 
 
 def pytorch_parameters(engine_dir: Path, spec: BuildSpec, model_dir: Path | None = None,
-                       adapters: list[LoraAdapter] = (), lora_max_rank: int = 0) -> PyTorchEngineParameters:
+                       adapters: Sequence[LoraAdapter] = (), lora_max_rank: int = 0) -> PyTorchEngineParameters:
     """The engine model's parameters; its KV-cache dtype is what the served checkpoint says."""
     model_dir = model_dir or engine_dir / MODEL_SUBDIR
     quant = read_quantization(model_dir) if (model_dir / "config.json").is_file() else None
@@ -54,7 +55,7 @@ def pytorch_parameters(engine_dir: Path, spec: BuildSpec, model_dir: Path | None
         lora_adapters=lora.to_parameter(list(adapters)) if adapters else "", lora_max_rank=lora_max_rank)
 
 
-def pytorch_engine_model(engine_dir: Path, spec: BuildSpec, adapters: list[LoraAdapter] = (),
+def pytorch_engine_model(engine_dir: Path, spec: BuildSpec, adapters: Sequence[LoraAdapter] = (),
                          lora_max_rank: int = 0) -> RenderedModel:
     params = pytorch_parameters(engine_dir, spec, adapters=adapters, lora_max_rank=lora_max_rank)
     config = python_model_config(names.PYTORCH_ENGINE, ENGINE_INPUTS, ENGINE_OUTPUTS,

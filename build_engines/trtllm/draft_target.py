@@ -60,7 +60,8 @@ def draft_target_problems(table: TrtllmBuildTable, o: "TrtLlmOptions", precision
     """Every rule a draft-target build breaks, each naming its fields (`eff`: the target's
     effective configuration, whose switches the draft engine shares)."""
     d, errors = o.draft_target, []
-    matrix, requirements = table.rule(DRAFT_TARGET_MATRIX).params, table.rule(DRAFT_TARGET_REQUIREMENTS).params
+    matrix, requirements = (table.required_rule(DRAFT_TARGET_MATRIX).params,
+                            table.required_rule(DRAFT_TARGET_REQUIREMENTS).params)
     try:
         draft = read_draft(d)
     except CheckpointError as e:

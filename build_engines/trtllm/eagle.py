@@ -67,7 +67,7 @@ def tree_problems(e: EagleOptions) -> list[str]:
 def eagle_problems(table: TrtllmBuildTable, e: EagleOptions, precision: str, kv_cache_dtype: str, pp_size: int,
                    max_batch_size: int) -> list[str]:
     """Every upstream rule an EAGLE build breaks, each naming its fields."""
-    matrix, limits = table.rule(EAGLE_MATRIX).params, table.rule(EAGLE_LIMITS).params
+    matrix, limits = table.required_rule(EAGLE_MATRIX).params, table.required_rule(EAGLE_LIMITS).params
     errors = []
     heads = Path(e.heads_dir) if e.heads_dir else None
     if heads is None:

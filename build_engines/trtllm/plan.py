@@ -115,7 +115,7 @@ def checkpoint_step(spec: BuildSpec, info: CheckpointInfo, paths: BuildPaths, dr
     common = ("--model_dir", str(model_dir), "--output_dir", str(paths.checkpoint_and_engine(draft)[0]),
               "--dtype", model_dtype(spec, info), "--tp_size", str(t.tp_size), "--pp_size", str(t.pp_size))
     if uses_modelopt(spec):
-        argv = ("python3", str(paths.examples_dir / QUANTIZE_SCRIPT), *common,
+        argv: tuple[str, ...] = ("python3", str(paths.examples_dir / QUANTIZE_SCRIPT), *common,
                 "--qformat", QFORMAT[spec.precision],
                 "--calib_dataset", str(t.calib_dataset), "--calib_size", str(t.calib_size),
                 "--calib_max_seq_length", str(t.calib_max_seq_length))
@@ -146,7 +146,7 @@ def engine_step(spec: BuildSpec, paths: BuildPaths, draft: bool = False) -> Step
     t, limits, p = spec.trtllm, spec.limits, spec.trtllm.plugins
     eff = effective(spec.precision.value, t, limits)
     checkpoint_dir, engine_dir = paths.checkpoint_and_engine(draft)
-    argv = (TRTLLM_BUILD, "--checkpoint_dir", str(checkpoint_dir), "--output_dir", str(engine_dir),
+    argv: tuple[str, ...] = (TRTLLM_BUILD, "--checkpoint_dir", str(checkpoint_dir), "--output_dir", str(engine_dir),
             "--max_batch_size", str(limits.max_batch_size), "--max_input_len", str(limits.max_input_len),
             "--max_seq_len", str(limits.max_seq_len), "--max_num_tokens", str(limits.max_num_tokens),
             "--max_beam_width", "1", "--kv_cache_type", "paged" if t.paged_kv_cache else "continuous",

@@ -21,6 +21,7 @@ from contract.upstream.trtllm_build import load_build_table, supported_versions
 
 if TYPE_CHECKING:
     from build_engines.checkpoint import CheckpointInfo
+    from build_engines.pytorch.spec import PyTorchOptions
 
 
 # Formats whose scales come from running calibration data through the model (ModelOpt PTQ).
@@ -83,7 +84,7 @@ def trtllm_problems(precision: str, o: TrtLlmOptions, limits, info: "CheckpointI
     return errors
 
 
-def parallelism_problems(o: TrtLlmOptions, info: "CheckpointInfo | None") -> list[str]:
+def parallelism_problems(o: TrtLlmOptions | PyTorchOptions, info: "CheckpointInfo | None") -> list[str]:
     """TP/PP against the checkpoint and the GPUs (also for the PyTorch backend's options, which
     carry the same fields)."""
     if o.tp_size < 1 or o.pp_size < 1:
@@ -97,7 +98,7 @@ def parallelism_problems(o: TrtLlmOptions, info: "CheckpointInfo | None") -> lis
     return errors
 
 
-def gpu_problems(precision: str, o: TrtLlmOptions) -> list[str]:
+def gpu_problems(precision: str, o: TrtLlmOptions | PyTorchOptions) -> list[str]:
     gpu = o.gpu
     if gpu.sm < MIN_SM:
         return [f"'gpu' {gpu.name} is SM {gpu.sm / 10:.1f} ({gpu.architecture}); TensorRT-LLM {o.trtllm_version} needs "

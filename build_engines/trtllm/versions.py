@@ -81,6 +81,7 @@ def resolve_target(image: str | None = None, version: str | None = None, environ
             if version is not None and version != shipped:
                 raise TrtllmTargetError(f"{where}: Triton {release} ships TensorRT-LLM {shipped}, not {version}")
             return TrtllmTarget(release, shipped)
+        assert version is not None  # neither given was refused above
         return TrtllmTarget(load_build_table(version).newest_image.release, version)
     except UpstreamTableError as e:
         raise TrtllmTargetError(f"{where}: {e}") from None

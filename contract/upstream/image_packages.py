@@ -101,7 +101,7 @@ def load_image_packages(release: str) -> ImagePackageSet:
     table = load_table(TABLE_PREFIX + release)
     unknown = {row.get("kind") for row in table.rows} - {"image", "package", "absent"}
     if unknown:
-        raise UpstreamTableError(f"{table.name}: unknown row kinds {sorted(unknown)}")
+        raise UpstreamTableError(f"{table.name}: unknown row kinds {sorted(unknown, key=str)}")
     (image,) = _rows(table, "image")
     packages: dict[str, ImagePackage] = {}
     for row in _rows(table, "package"):

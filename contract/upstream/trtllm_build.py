@@ -113,6 +113,13 @@ class TrtllmBuildTable:
     def rule(self, rule_id: str) -> BuildRule | None:
         return self.rules.get(rule_id)
 
+    def required_rule(self, rule_id: str) -> BuildRule:
+        """A rule the kit relies on: every supported version's table has it."""
+        rule = self.rules.get(rule_id)
+        if rule is None:
+            raise UpstreamTableError(f"TensorRT-LLM {self.version}: no rule {rule_id!r} in the build table")
+        return rule
+
     def check_argv(self, tool: str, argv: Sequence[str]) -> list[str]:
         """Every flag of `argv` (after the program) that the pinned `tool` does not define or accept."""
         if tool not in self.tools:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Any, Mapping
 
 import numpy as np
 
@@ -40,23 +40,23 @@ class GenerationOptions:
         """Raises ValueError naming the input on a malformed or unknown value (the ranges:
         contract/params.py, InvalidParameter).  Called at each entry: preprocessing and the
         engine models."""
-        values: dict[str, object] = {}
+        values: dict[str, Any] = {}
         for f in dataclasses.fields(cls):
             if f.name in arrays and np.asarray(arrays[f.name]).size:
                 item = np.asarray(arrays[f.name]).reshape(-1)[0]
-                kind = {"str": DType.STRING, "float": DType.FP32}.get(f.type, DType.INT32)
+                kind = {"str": DType.STRING, "float": DType.FP32}.get(str(f.type), DType.INT32)
                 values[f.name] = _scalar_value(f.name, kind, item)
         options = cls(**values)
         for name in ("priority", "num_return_sequences", "top_logprobs"):
             if name in values:
                 params.check(name, values[name])
-        kind = options.guided_decoding_guide_type
-        if kind and kind not in GUIDE_TYPES:
+        guide_type = options.guided_decoding_guide_type
+        if guide_type and guide_type not in GUIDE_TYPES:
             raise params.InvalidParameter("guided_decoding_guide_type",
-                                          f"{kind!r} is not supported; allowed: {list(GUIDE_TYPES)}")
-        if kind and kind != "json" and not options.guided_decoding_guide:
-            raise params.InvalidParameter("guided_decoding_guide", f"empty; guide type {kind!r} needs one")
-        if options.guided_decoding_guide and not kind:
+                                          f"{guide_type!r} is not supported; allowed: {list(GUIDE_TYPES)}")
+        if guide_type and guide_type != "json" and not options.guided_decoding_guide:
+            raise params.InvalidParameter("guided_decoding_guide", f"empty; guide type {guide_type!r} needs one")
+        if options.guided_decoding_guide and not guide_type:
             raise params.InvalidParameter("guided_decoding_guide", "needs 'guided_decoding_guide_type'")
         return options
 
@@ -172,8 +172,8 @@ def stack(rows: list[EngineInputs]) -> dict[str, np.ndarray]:
     return out
 
 
-def _row_values(row: Mapping[str, np.ndarray]) -> dict[str, object]:
-    values: dict[str, object] = {}
+def _row_values(row: Mapping[str, np.ndarray]) -> dict[str, Any]:
+    values: dict[str, Any] = {}
     for name, item in row.items():
         if name in _WORD_LISTS:
             try:
@@ -196,7 +196,8 @@ def _row_values(row: Mapping[str, np.ndarray]) -> dict[str, object]:
     return values
 
 
-def _scalar_value(name: str, kind: DType, value: object):
+def _scalar_value(name: str, kind: DType, value: Any) -> bool | float | str | int:
+    """`value`: a numpy scalar (np.bool_, np.float32, np.int32, np.bytes_/bytes, ...)."""
     if kind == DType.BOOL:
         return bool(value)
     if kind == DType.FP32:

@@ -15,7 +15,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Protocol, Sequence
+from typing import AbstractSet, Protocol, Sequence
 
 from model_repository.engine_step.alternatives import AlternativesSink, Scorer, TopLogprobs
 from model_repository.engine_step.admission import DEFAULT_AGING_PER_S, DEFAULT_PRIORITY, AgingQueue
@@ -255,11 +255,12 @@ class EngineRunner:
                     recover()
         self._fail_all("the engine is shutting down")
 
-    def run_once(self, incoming: list[tuple[EngineInputs, ResponseSink, float, str]], stops: set[str] = frozenset()) -> None:
+    def run_once(self, incoming: list[tuple[EngineInputs, ResponseSink, float, str]],
+                 stops: AbstractSet[str] = frozenset()) -> None:
         """Drop cancelled requests (running, then waiting), admit waiting ones by priority, advance
         the batch one step, deliver tokens."""
-        for entry in incoming:
-            self._waiting.push(entry, entry[2], entry[0].options.priority)
+        for request in incoming:
+            self._waiting.push(request, request[2], request[0].options.priority)
         self._drop_cancelled(stops)  # first: the seats it frees go to waiting requests in this step
         self._drop_cancelled_waiting(stops)
         now = self._clock()
@@ -306,7 +307,7 @@ class EngineRunner:
                                     sequences=[SampleState() for _ in range(n)],
                                     multi_token_stops=multi_token_stops(request) if n == 1 else ())
 
-    def _drop_cancelled_waiting(self, stops: set[str]) -> None:
+    def _drop_cancelled_waiting(self, stops: AbstractSet[str]) -> None:
         """Requests still waiting for admission: stopped (an empty final per sequence, as a
         cancelled request ends in the engine), cancelled by the client, or past the queue timeout."""
         now = self._clock()
@@ -322,7 +323,7 @@ class EngineRunner:
             else:  # its client cancelled (asked once: each ask is a round trip to the server)
                 sink.fail("cancelled before it started", FailCode.CANCELLED)
 
-    def _drop_cancelled(self, stops: set[str]) -> None:
+    def _drop_cancelled(self, stops: AbstractSet[str]) -> None:
         now = self._clock()
         for key, a in list(self._active.items()):
             if a.request_id and a.request_id in stops:

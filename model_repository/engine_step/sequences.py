@@ -31,7 +31,7 @@ def read_sequences(handle, n: int) -> dict[int, tuple[list[int], list[float]]]:
     """New ids and log probs per sequence index (backends with n > 1 have read_sequences())."""
     if n == 1:
         return {0: handle.read()}
-    return handle.read_sequences()  # type: ignore[attr-defined]
+    return handle.read_sequences()
 
 
 class SequenceView:

@@ -124,7 +124,7 @@ class Preprocessor:
 
         end_ids = (req.end_id,) if req.end_id is not None else self.defaults.eos_ids
         # TensorRT-LLM takes one end_id; the other EOS ids stop generation as stop words.
-        stop_rows = [(e,) for e in end_ids[1:]]
+        stop_rows: list[tuple[int, ...]] = [(e,) for e in end_ids[1:]]
         for word in req.stop_words:
             stop_rows += [v for v in self.word_variants(word) if v not in stop_rows]
         bad_rows = [v for word in req.bad_words for v in self.word_variants(word)]

@@ -18,7 +18,7 @@ import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Callable, Sequence, TypeVar
 
 from contract.finish import FinishReason
 from model_repository.text.detokenizer import Detokenizer
@@ -119,12 +119,8 @@ class StreamPostprocessor:
         return StepOutput(text, finish, n_in, n_out)
 
     def _evict(self, now: float) -> None:
-        for table in (self._live, self._ended):
-            while table:
-                key, value = next(iter(table.items()))
-                if now - value[-1] <= self._ttl:
-                    break
-                del table[key]
+        _evict_older(self._live, now, self._ttl)
+        _evict_older(self._ended, now, self._ttl)
 
 
 def _stream_id(params_json: str | bytes) -> str:
@@ -136,3 +132,15 @@ def _stream_id(params_json: str | bytes) -> str:
         if end > 0:
             return text[len(prefix):end]
     return PostprocessParams.from_json(text).stream_id
+
+
+_Entry = TypeVar("_Entry", bound=tuple)
+
+
+def _evict_older(table: OrderedDict[str, _Entry], now: float, ttl: float) -> None:
+    """Drop the oldest entries (last item: when last used) that are more than `ttl` old."""
+    while table:
+        key, value = next(iter(table.items()))
+        if now - value[-1] <= ttl:
+            break
+        del table[key]

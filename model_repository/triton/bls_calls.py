@@ -189,7 +189,7 @@ class RelayModel:
     engines: EngineStreams
     decoupled: bool  # false: NVIDIA's decoupled_mode false (one response per request)
     recorder: MetricsRecorder | None = None  # the llm_* metrics, in front of TensorRT-LLM
-    publisher: object = None
+    publisher: TritonMetricsPublisher | None = None
 
     def shutdown(self) -> None:
         if self.publisher is not None:

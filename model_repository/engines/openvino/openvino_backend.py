@@ -8,12 +8,13 @@ per request, token ids in and out.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
 from contract import lora
 from contract.model_configs import OpenVinoEngineParameters
+from model_repository.engine_step.alternatives import Scorer
 from model_repository.engine_step.runner import HandleStatus
 from model_repository.engine_step.engine_inputs import EngineInputs
 from model_repository.engine_step.prefix_hits import PrefixHitEstimator
@@ -171,10 +172,11 @@ class OpenVinoBackend:
         self._adapters = {a.task_id: a for a in lora.from_parameter(params.lora_adapters)}
         # top_logprobs: the pipeline computes one log prob per position (GenerationConfig.logprobs
         # above 1 acts as 1), so the IR is compiled again, same numerics, to score those requests.
-        self.scorer = IrScorer(params.engine_dir, engine_properties(params)) if params.top_logprobs else None
+        self.scorer: Scorer | None = (IrScorer(params.engine_dir, engine_properties(params)) if params.top_logprobs
+                                      else None)
         self._make = lambda extra=None: og.ContinuousBatchingPipeline(str(Path(params.engine_dir)), scheduler, "CPU",
                                                                       {**properties, **(extra or {})})
-        self._pipes: dict[int, object] = {}
+        self._pipes: dict[int, Any] = {}  # openvino_genai.ContinuousBatchingPipeline (untyped)
         self._make_all()
 
     def _make_all(self) -> None:
@@ -222,7 +224,8 @@ class OpenVinoBackend:
 
     def add(self, request_id: int, request: EngineInputs) -> OpenVinoHandle:
         task_id = request.options.lora_task_id
-        if self._prefix is not None and request_id != WARM_UP_REQUEST_ID and task_id == 0:
+        if (self._prefix is not None and self._on_prefix_lookup is not None  # both or neither
+                and request_id != WARM_UP_REQUEST_ID and task_id == 0):
             self._on_prefix_lookup(*self._prefix.lookup(request.input_ids))
         ids = self._ov.Tensor(np.asarray([request.input_ids], dtype=np.int64))
         pipe = self._pipes[task_id]  # the engine model refused unknown ids

@@ -184,9 +184,11 @@ class LlmEngine:
                     raise ValueError("this LLM has no guided decoding backend")
                 kwargs["guided_decoding"] = self._guided_params(**guide)
             task = r.request.options.lora_task_id  # 0: the base model
-            if task and self._lora_request is None:
-                raise ValueError("this LLM serves no LoRA adapters")
-            adapter = {"lora_request": self._lora_request(task)} if task else {}
+            adapter = {}
+            if task:
+                if self._lora_request is None:
+                    raise ValueError("this LLM serves no LoRA adapters")
+                adapter = {"lora_request": self._lora_request(task)}
             params = self._sampling_params(**kwargs)
             r.output = self._llm.generate_async(list(r.request.input_ids), sampling_params=params, streaming=True,
                                                 **adapter)

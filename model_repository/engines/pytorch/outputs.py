@@ -19,8 +19,13 @@ def token_log_prob(entry: Any, token: int) -> float:
         if found is None:
             raise ValueError(f"the LLM returned no log prob for the chosen token {token} (its top "
                              f"{len(entry)}: {sorted(entry)[:5]}; row result.logprobs.top_k)")
-        return float(getattr(found, "logprob", found))
+        return _log_prob(found)
     return float(entry)
+
+
+def _log_prob(value: Any) -> float:
+    """A Logprob(logprob, rank)'s log prob, or the number itself."""
+    return float(value.logprob if hasattr(value, "logprob") else value)
 
 
 def alternatives(entry: Any, k: int) -> tuple[list[int], list[float]]:
@@ -30,8 +35,8 @@ def alternatives(entry: Any, k: int) -> tuple[list[int], list[float]]:
     if not isinstance(entry, dict) or len(entry) < k:
         raise ValueError(f"the LLM returned {len(entry) if isinstance(entry, dict) else 0} alternatives for a "
                          f"position; top_logprobs asked {k}")
-    ranked = sorted(entry.items(), key=lambda item: (-float(getattr(item[1], "logprob", item[1])), item[0]))[:k]
-    return [int(t) for t, _ in ranked], [float(getattr(lp, "logprob", lp)) for _, lp in ranked]
+    ranked = sorted(entry.items(), key=lambda item: (-_log_prob(item[1]), item[0]))[:k]
+    return [int(t) for t, _ in ranked], [_log_prob(lp) for _, lp in ranked]
 
 
 def read_tokens(ids: Sequence[int], entries: Sequence[Any], k: int = 0

@@ -162,7 +162,7 @@ def response_arrays(result: LoopResult, engine: Mapping[str, np.ndarray]) -> dic
     """The loop's answer as one engine response (TensorRT-LLM's shapes: output_ids [1, 1, n],
     sequence_length [1, 1]); log probs when asked, the draft counts with return_perf_metrics."""
     n = len(result.tokens)
-    out = {"output_ids": np.asarray(result.tokens, np.int32).reshape(1, 1, n),
+    out: dict[str, np.ndarray] = {"output_ids": np.asarray(result.tokens, np.int32).reshape(1, 1, n),
            "sequence_length": np.array([[n]], np.int32)}
     if bool(first_value(engine, "return_log_probs", False)):
         out["output_log_probs"] = np.asarray(result.log_probs, np.float32).reshape(1, 1, -1)

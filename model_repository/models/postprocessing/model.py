@@ -42,8 +42,8 @@ class TritonPythonModel:
             ids = arrays["output_ids"]  # [1, beam, tokens]
             count = int(arrays["sequence_length"].reshape(-1)[0])
             tokens = ids.reshape(-1, ids.shape[-1])[0, :count].tolist() if ids.size else []
-            sequence = arrays.get("sequence_index")
-            sequence = int(sequence.reshape(-1)[0]) if sequence is not None and sequence.size else 0
+            index = arrays.get("sequence_index")
+            sequence = int(index.reshape(-1)[0]) if index is not None and index.size else 0
             out = self.streams.process(arrays["detokenize_params"].reshape(-1)[0], tokens, sequence)
         except Exception as e:
             triton_io.logger().log_error(f"postprocessing failed: {e!r}")

@@ -8,6 +8,7 @@ wires them.  tensorrt_llm is imported in initialize(), after the MPI environment
 import json
 import os
 from pathlib import Path
+from typing import Any, Callable
 
 from contract import features, lora, metrics
 from contract.build_record import BuildRecord, check_runtime
@@ -47,14 +48,19 @@ class TritonPythonModel:
 
         adapters = {a.task_id: a for a in lora.from_parameter(params.lora_adapters)}
         self.adapter_names = {task_id: a.name for task_id, a in adapters.items()}  # for request_problems
-        lora_config = lora_request = None
+        lora_config: Any = None  # tensorrt_llm's LoraConfig class when serving adapters
+        lora_request: Callable[[int], Any] | None = None
         if adapters:  # row llm.lora (module paths unconfirmed at the tag)
             from tensorrt_llm.executor.request import LoRARequest
-            from tensorrt_llm.lora_helper import LoraConfig as lora_config
+            from tensorrt_llm.lora_helper import LoraConfig
 
-            def lora_request(task_id):
+            lora_config = LoraConfig
+
+            def adapter_request(task_id: int) -> Any:
                 adapter = adapters[task_id]
                 return LoRARequest(adapter.name, task_id, str(Path(adapter.weights).parent))
+
+            lora_request = adapter_request
         kwargs = llm_kwargs(params, KvCacheConfig, lambda name, **fields: getattr(llmapi, name)(**fields), lora_config)
         if place.role == mpi_world.Role.LEADER:
             kwargs["_mpi_session"] = mpi_world.leader_session(place.size)
@@ -66,9 +72,11 @@ class TritonPythonModel:
             queue_timeout_s=params.queue_timeout_s or None, cancel_period_s=params.cancel_check_period_ms / 1000,
             stats_period_s=params.stats_period_s)
         self.features = features.PYTORCH_ENGINE
-        guided = None
+        guided: Any = None  # tensorrt_llm's GuidedDecodingParams class with a guided decoding backend
         if params.guided_decoding_backend:
-            from tensorrt_llm.sampling_params import GuidedDecodingParams as guided
+            from tensorrt_llm.sampling_params import GuidedDecodingParams
+
+            guided = GuidedDecodingParams
 
             self.features = features.with_guided_decoding(self.features)
         if adapters:
@@ -100,6 +108,7 @@ class TritonPythonModel:
                 + lora.request_problems(row.options.lora_task_id, self.adapter_names))
 
     def _gauges(self):
+        assert self.engine is not None  # the publisher starts after the engine
         running, waiting = self.engine.counts()
         return {metrics.REQUESTS_RUNNING.name: running, metrics.REQUESTS_WAITING.name: waiting,
                 metrics.KV_CACHE_USAGE.name: self.engine.kv_cache_usage}
