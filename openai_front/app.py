@@ -9,13 +9,14 @@ import time
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import AsyncIterator
+from typing import AsyncGenerator
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from client import AsyncLlmClient
+from client.types import StreamChunk
 from client.errors import ClientError, InvalidRequestError, RequestTimeout, ServerUnavailable
 from contract import lora, names, tool_formats
 from openai_front.errors import ApiError, api_message, unsupported, validation_error_body
@@ -82,6 +83,7 @@ def _client_error(e: ClientError, chat: bool) -> ApiError:
 
 def create_app(settings: FrontSettings) -> FastAPI:
     state: dict[str, AsyncLlmClient] = {}
+    served_adapters: list[dict[str, int]] = []  # read once
     token_texts = TokenTexts(settings.tokenizer_dir) if settings.tokenizer_dir else None
     tool_format = settings.resolved_tool_call_format()
 
@@ -113,10 +115,10 @@ def create_app(settings: FrontSettings) -> FastAPI:
 
     async def adapters() -> dict[str, int]:
         """`<model>:<adapter>` -> lora_task_id of the adapters the engine serves (read once)."""
-        if "adapters" not in state:
+        if not served_adapters:
             served = await state["client"].lora_adapters()
-            state["adapters"] = {f"{settings.model_name}{lora.SEPARATOR}{name}": i for name, i in served.items()}
-        return state["adapters"]
+            served_adapters.append({f"{settings.model_name}{lora.SEPARATOR}{name}": i for name, i in served.items()})
+        return served_adapters[0]
 
     async def check_model(model: str, sampling):
         """The sampling with the model's LoRA adapter, or 404 naming what is served."""
@@ -169,14 +171,14 @@ def create_app(settings: FrontSettings) -> FastAPI:
         events = _events(request, shaper, first, chunks, include_usage, chat, sampling.n)
         return ClosingStreamingResponse(events, media_type="text/event-stream")
 
-    async def _events(request: Request, shaper: ResponseShaper, first, chunks: AsyncIterator, include_usage: bool,
+    async def _events(request: Request, shaper: ResponseShaper, first, chunks: AsyncGenerator, include_usage: bool,
                       chat: bool, n: int):
         """SSE of n interleaved choices: each chunk is one choice's delta (its `index` is the
         engine's sequence_index); each choice gets one finish_reason; usage sums the choices."""
         for opening in shaper.first_chunks(n):
             yield _sse(opening)
         finish: dict[int, str] = {}
-        last: dict[int, object] = {}
+        last: dict[int, StreamChunk] = {}
         next_check = time.monotonic() + DISCONNECT_CHECK_S
         failed = False
         try:

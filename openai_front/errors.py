@@ -58,9 +58,10 @@ def api_message(message: str, chat: bool) -> tuple[str, str | None]:
         return text, param_of(text, chat)
     name, detail = found.groups()
     param = param_of(f"'{name}'", chat)
-    for internal, public in (("text_input", param), ("'messages'", "'messages'")):
+    public_name = param or name  # a field the API does not name: the engine's own
+    for internal, public in (("text_input", public_name), ("'messages'", "'messages'")):
         detail = detail.replace(internal, public)
-    return f"Invalid '{param}': {detail}", param
+    return f"Invalid '{public_name}': {detail}", param
 
 
 def validation_error_body(error: dict) -> ApiError:

@@ -5,7 +5,7 @@ cancels its request when the client goes away, the first event awaited before an
 from __future__ import annotations
 
 import time
-from typing import AsyncIterator, Callable
+from typing import AsyncGenerator, AsyncIterator, Callable
 
 from fastapi import Request
 from fastapi.responses import StreamingResponse
@@ -25,7 +25,7 @@ class ClosingStreamingResponse(StreamingResponse):
         try:
             await super().__call__(scope, receive, send)
         finally:
-            await self.body_iterator.aclose()
+            await self.body_iterator.aclose()  # type: ignore[attr-defined]  # Starlette types it as an AsyncIterable; ours are generators
 
 
 class Disconnected(Exception):
@@ -43,7 +43,7 @@ async def first_of(events: AsyncIterator, error: Callable[[ClientError], ApiErro
         raise error(e) from None
 
 
-async def watched(request: Request, first, events: AsyncIterator) -> AsyncIterator:
+async def watched(request: Request, first, events: AsyncGenerator) -> AsyncIterator:
     """`first` (unless None), then the rest of `events`; raises Disconnected when the client
     went away (uvicorn drops writes to a closed connection silently: ask) and closes `events`
     however it ends, which cancels the request on the server.  Engine errors pass through."""

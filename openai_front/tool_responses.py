@@ -6,7 +6,7 @@ decoding (openai_front/tools.py says why); the usage counts the answer returned.
 from __future__ import annotations
 
 import dataclasses
-from typing import AsyncIterator
+from typing import AsyncGenerator, AsyncIterator
 
 from client.types import SamplingParams
 from openai_front.tools import CallStream, ToolPlan, assemble, call_mode
@@ -21,10 +21,10 @@ class ToolTurn:
         self.completion_tokens: dict[int, int] = {}
         self.regenerated = False
 
-    def _open(self, sampling: SamplingParams) -> AsyncIterator:
+    def _open(self, sampling: SamplingParams) -> AsyncGenerator:
         return self.client.stream(self.prompt, sampling, timeout_s=self.timeout_s, request_id=new_id("req"))
 
-    async def events(self) -> AsyncIterator[tuple[int, dict | None, str | None]]:
+    async def events(self) -> AsyncGenerator[tuple[int, dict | None, str | None], None]:
         """(choice index, delta or None, finish_reason or None), in the engine's order."""
         n = self.sampling.n
         mode = call_mode(self.plan) if self.plan is not None else "content"
@@ -47,6 +47,7 @@ class ToolTurn:
                     yield index, delta, None
                 if stream.started_call and not self.regenerated and n == 1:
                     # The model began a call: ask again with the call guided (the same prompt).
+                    assert self.plan is not None  # a call starts only where tools were given
                     self.regenerated = True
                     await chunks.aclose()
                     several = stream.text.lstrip().removeprefix("<|python_tag|>").lstrip().startswith("[")

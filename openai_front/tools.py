@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
+from typing import Any
 from dataclasses import dataclass, field
 
 from client.types import ChatMessage, Guide
@@ -235,6 +236,9 @@ _CALL_HEAD = re.compile(r'\s*(?:<\|python_tag\|>)?\s*\{\s*"name"\s*:\s*"((?:[^"\
                         r'"(?:parameters|arguments)"\s*:\s*')
 
 
+
+NO_TOOLS = ToolPlan(functions={}, named=None)  # a plain answer: nothing to call
+
 class CallStream:
     """Text pieces of one choice in, OpenAI deltas out ({"content": ...} or {"tool_calls": [...]}).
 
@@ -242,13 +246,18 @@ class CallStream:
     object, its arguments streamed as they come), "buffer" (calls parsed when the answer ends),
     "auto" (text or a call: decided from the first characters), "content"."""
 
-    def __init__(self, plan: ToolPlan, mode: str) -> None:
-        self.plan, self.mode = plan, mode
+    def __init__(self, plan: ToolPlan | None, mode: str) -> None:
+        """`plan` None: no tools (mode "content", the text passes through)."""
+        self.plan, self.mode = plan or NO_TOOLS, mode
         self.text = ""  # everything fed
         self.calls = 0  # tool calls sent so far
         self.started_call = False  # auto: the model began a call (the caller may regenerate it guided)
         self._args_from: int | None = None  # object mode: where the arguments start in self.text
         self._sent = 0  # object mode: argument characters sent (from _args_from)
+
+    def _named(self) -> str:
+        assert self.plan.named is not None, "arguments mode is a named call's"
+        return self.plan.named
 
     def _call_head(self, name: str) -> dict:
         self.calls += 1
@@ -273,7 +282,7 @@ class CallStream:
             self.mode = "content"
             return [{"content": self.text}]
         if self.mode == "arguments":
-            out = [self._call_head(self.plan.named)] if self.calls == 0 else []
+            out = [self._call_head(self._named())] if self.calls == 0 else []
             return out + ([self._fragment(piece)] if piece else [])
         if self.mode == "object":
             out = []
@@ -304,7 +313,7 @@ class CallStream:
         if self.mode == "auto":  # undecided to the end: text
             return ([{"content": self.text}] if self.text else []), reason
         if self.mode == "arguments":
-            out = [self._call_head(self.plan.named)] if self.calls == 0 else []
+            out = [self._call_head(self._named())] if self.calls == 0 else []
             return out, "tool_calls" if reason == "stop" else reason
         if self.mode == "object" and self._args_from is not None:
             rest = self.text[self._args_from:]
@@ -336,7 +345,7 @@ def call_mode(plan: ToolPlan) -> str:
 
 def assemble(deltas: list[dict]) -> dict:
     """A whole assistant message from one choice's deltas."""
-    content, calls = "", {}
+    content, calls = "", {}  # type: str, dict[int, dict[str, Any]]
     for d in deltas:
         content += d.get("content") or ""
         for c in d.get("tool_calls", []):
@@ -344,7 +353,7 @@ def assemble(deltas: list[dict]) -> dict:
             call["id"] = c.get("id") or call["id"]
             call["function"]["name"] += c.get("function", {}).get("name") or ""
             call["function"]["arguments"] += c.get("function", {}).get("arguments") or ""
-    message = {"role": "assistant", "content": content or None}
+    message: dict[str, Any] = {"role": "assistant", "content": content or None}
     if calls:
         message["tool_calls"] = [calls[i] for i in sorted(calls)]
     elif message["content"] is None:

@@ -91,7 +91,7 @@ def completion_input(req: CompletionRequest) -> tuple[str, SamplingParams]:
             raise unsupported("prompt", "send one prompt per request (a list of one string is fine)")
         prompt = prompt[0]
     log_probs = req.logprobs is not None and req.logprobs is not False
-    top = int(req.logprobs) if log_probs else 0
+    top = int(req.logprobs or 0) if log_probs else 0
     if not 0 <= top <= MAX_COMPLETION_LOGPROBS:
         raise invalid(f"'logprobs' must be in [0, {MAX_COMPLETION_LOGPROBS}], got {top}", "logprobs")
     if log_probs and req.echo:  # OpenAI would score the prompt too (lm-eval's loglikelihood requests)
@@ -157,7 +157,9 @@ def chat_tool_plan(req: ChatCompletionRequest, *, tool_format: str = tool_format
 def _response_format(fmt: dict | None) -> Guide | None:
     """OpenAI response_format -> guided decoding: json_object = any JSON object; json_schema =
     the schema (strict or not, the engine constrains every token, so it always validates)."""
-    kind = (fmt or {}).get("type")
+    if fmt is None:
+        return None
+    kind = fmt.get("type")
     if kind in (None, "text"):
         return None
     if kind == "json_object":
