@@ -8,7 +8,14 @@ with a round trip, streaming helpers, the Responses API, errors.
 The client x feature table is printed and written to build/client-compat-report/table.md, with the
 LangChain agent loop's transcript (the model chooses the tool, the tool runs, the model answers
 from its result) in build/client-compat-report/agent-loop.md.  The first run makes the two
-environments (about a minute, both at once); later runs reuse them while the locks stand."""
+environments (about a minute, both at once); later runs reuse them while the locks stand.
+
+By default the front is the one over the CPU layout (`agent_front`).  KIT_COMPAT_LAYOUTS, a comma-
+separated list of tests/integration/conftest.py LAYOUTS (e.g. `server,pytorch_server`), runs the
+same checks through a front over each listed layout instead, with the tokenizer the layout's
+preprocessing uses (as `make serve` starts it); opt-in, so `make test` pays for the CPU layout
+only.  A layout other than the CPU one writes its table to build/client-compat-report/
+table-<layout>.md."""
 
 from __future__ import annotations
 
@@ -23,7 +30,8 @@ import pytest
 
 from bench.environments import BUILD, ROOT, ensure_venv
 from tests.integration.client_compat import FEATURES
-from tests.integration.openai_front_process import MODEL
+from tests.integration.conftest import LAYOUTS
+from tests.integration.openai_front_process import MODEL, running_front
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]
 
@@ -34,6 +42,17 @@ LIBRARIES = {"openai": "client-compat", "langchain-openai": "client-compat", "li
              "instructor": "client-compat-instructor"}
 RUN_TIMEOUT_S = 300
 OUT = BUILD / "client-compat-report"
+LAYOUTS_ENV = "KIT_COMPAT_LAYOUTS"
+CPU_LAYOUT = "server"
+
+
+def compat_layouts() -> tuple[str, ...]:
+    """The layouts KIT_COMPAT_LAYOUTS names (the CPU one when unset)."""
+    chosen = tuple(name.strip() for name in os.environ.get(LAYOUTS_ENV, CPU_LAYOUT).split(",") if name.strip())
+    unknown = [name for name in chosen if name not in LAYOUTS]
+    if unknown or not chosen:
+        raise ValueError(f"{LAYOUTS_ENV}={os.environ.get(LAYOUTS_ENV)!r}: expected a comma-separated list of {LAYOUTS}")
+    return chosen
 
 
 @pytest.fixture(scope="module")
@@ -45,40 +64,58 @@ def environments() -> dict[str, Path]:
     return venvs
 
 
+@pytest.fixture(scope="module", params=compat_layouts())
+def front(request, tmp_path_factory):
+    """(layout, base URL): the shared `agent_front` for the CPU layout, else a front of its own
+    over the layout's server, with the tokenizer its preprocessing uses."""
+    if request.param == CPU_LAYOUT:
+        yield request.param, request.getfixturevalue("agent_front")
+        return
+    from serving.openai_process import served_tokenizer_dir
+
+    server = request.getfixturevalue(request.param)
+    tokenizer = served_tokenizer_dir(server.settings.repository) or request.getfixturevalue("default_engine")
+    with running_front(server.settings.grpc_url, tmp_path_factory.mktemp(f"compat-front-{request.param}"),
+                       "--tokenizer", str(tokenizer)) as base:
+        yield request.param, base
+
+
 @pytest.fixture(scope="module")
 def table(request):
-    """library -> {feature: result}; written out (and printed) when the module's tests end."""
-    rows: dict[str, dict[str, str]] = {}
-    yield rows
-    if not rows:
-        return
-    lines = ["| client | " + " | ".join(FEATURES) + " |", "|---" * (len(FEATURES) + 1) + "|"]
-    for library, results in rows.items():
-        cells = [results.get(f, "not run").split(":")[0] for f in FEATURES]
-        lines.append(f"| {library} | " + " | ".join(cells) + " |")
-    OUT.mkdir(parents=True, exist_ok=True)
-    (OUT / "table.md").write_text("\n".join(lines) + "\n")
+    """layout -> library -> {feature: result}; each layout's table written out (and printed) when
+    the module's tests end."""
+    tables: dict[str, dict[str, dict[str, str]]] = {}
+    yield tables
     capture = request.config.pluginmanager.get_plugin("capturemanager")
-    with capture.global_and_fixture_disabled():  # shown whatever the capture mode
-        print(f"\nclient-compat ({OUT / 'table.md'}):\n" + "\n".join(lines), flush=True)
+    for layout, rows in tables.items():
+        lines = ["| client | " + " | ".join(FEATURES) + " |", "|---" * (len(FEATURES) + 1) + "|"]
+        for library, results in rows.items():
+            cells = [results.get(f, "not run").split(":")[0] for f in FEATURES]
+            lines.append(f"| {library} | " + " | ".join(cells) + " |")
+        path = OUT / ("table.md" if layout == CPU_LAYOUT else f"table-{layout}.md")
+        OUT.mkdir(parents=True, exist_ok=True)
+        path.write_text("\n".join(lines) + "\n")
+        with capture.global_and_fixture_disabled():  # shown whatever the capture mode
+            print(f"\nclient-compat, {layout} ({path}):\n" + "\n".join(lines), flush=True)
 
 
 def _run(venv: Path, library: str, base: str) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env |= {"LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_TELEMETRY": "False", "NO_PROXY": "127.0.0.1,localhost"}
     done = subprocess.run([str(venv / "bin" / "python"), str(SCRIPT), library, base, MODEL], capture_output=True,
-                          text=True, timeout=RUN_TIMEOUT_S, env=env)
+                          text=True, timeout=RUN_TIMEOUT_S, env=env, check=False)
     assert done.returncode == 0, done.stderr[-4000:]
     return json.loads(done.stdout.strip().splitlines()[-1]) | {"stderr": done.stderr}
 
 
 @pytest.mark.parametrize("library", list(LIBRARIES))
-def test_client_library(library, environments, agent_front, table):
+def test_client_library(library, environments, front, table):
+    layout, base = front
     started = time.monotonic()
-    report = _run(environments[LIBRARIES[library]], library, agent_front)
-    print(f"\n{library}: {time.monotonic() - started:.1f} s")
-    table[library] = report["results"]
-    if report["transcript"]:
+    report = _run(environments[LIBRARIES[library]], library, base)
+    print(f"\n{layout} {library}: {time.monotonic() - started:.1f} s")
+    table.setdefault(layout, {})[library] = report["results"]
+    if report["transcript"] and layout == CPU_LAYOUT:
         OUT.mkdir(parents=True, exist_ok=True)
         (OUT / "agent-loop.md").write_text("\n".join(f"- {line}" for line in report["transcript"]) + "\n")
     failed = {f: r for f, r in report["results"].items() if r.startswith("fail")}
