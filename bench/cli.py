@@ -102,9 +102,11 @@ def aiperf_sweep(repository, http_url, openai_url, levels, requests_per_stream, 
               help="USD per instance-hour: the report adds $/1M output tokens per load level and at the SLO-meeting load.")
 @click.option("--gpus-per-replica", type=int, default=1, show_default=True, help="GPUs one replica uses (TP x PP).")
 @click.option("--gpus-per-instance", type=int, default=1, show_default=True, help="GPUs the priced instance has.")
+@click.option("--aiperf/--no-aiperf", "with_aiperf", default=True, show_default=True,
+              help="AIPerf sweeps of the HTTP streaming entry points (front chat, generate_stream of ensemble and BLS).")
 def suite(repository, out, slo_ttft_ms, slo_itl_ms, input_tokens, output_tokens, levels, rates, peer,
-          price_per_hour, gpus_per_replica, gpus_per_instance):
-    """Sweeps with genai-perf/perf_analyzer, the baselines side by side, a Markdown report with plots."""
+          price_per_hour, gpus_per_replica, gpus_per_instance, with_aiperf):
+    """Sweeps with perf_analyzer (gRPC) and AIPerf (HTTP), the baselines side by side, a Markdown report with plots."""
     from bench.cost import Pricing
     from bench.genai_perf import Slo
     from bench.suite import SuiteConfig, run_suite
@@ -115,7 +117,8 @@ def suite(repository, out, slo_ttft_ms, slo_itl_ms, input_tokens, output_tokens,
         raise click.BadParameter(str(e)) from None
     config = SuiteConfig(repository=repository, out=out, slo=Slo(slo_ttft_ms / 1000, slo_itl_ms / 1000),
                          input_tokens=input_tokens, output_tokens=output_tokens, concurrency=tuple(sorted(levels)),
-                         request_rates=tuple(rates), peers=tuple(Peer) if peer else (), pricing=pricing)
+                         request_rates=tuple(rates), peers=tuple(Peer) if peer else (), pricing=pricing,
+                         aiperf=with_aiperf)
     click.echo(f"report: {run_suite(config)}")
 
 
