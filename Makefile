@@ -56,7 +56,7 @@ help:
 	@echo "make serve         build, then run Triton in the foreground (Ctrl-C stops it)"
 	@echo "make serve-detached / make stop   the same in the background"
 	@echo "make client PROMPT='...'          stream a completion from a running server"
-	@echo "make bench         genai-perf sweeps + baselines (offline engine, one-at-a-time, transformers serve): build/bench/report"
+	@echo "make bench         gRPC (perf_analyzer) and HTTP (AIPerf) sweeps + baselines (offline engine, one-at-a-time, transformers serve): build/bench/report"
 	@echo "                   [PRICE_PER_HOUR=usd GPUS_PER_REPLICA=n GPUS_PER_INSTANCE=n] adds \$$/1M output tokens"
 	@echo "make bench-throughput          output tok/s at concurrency 1 and 16 (in-flight batching speed-up)"
 	@echo "make chart-check   [VALUES='a.yaml b.yaml'] [ENGINE_DIR=...] helm lint + render + Kubernetes schema check"

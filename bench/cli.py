@@ -50,6 +50,42 @@ def throughput(url: str, levels: tuple[int, ...], requests_per_level: int | None
     click.echo(f"wrote {out}")
 
 
+@main.command("aiperf")
+@click.option("--repository", type=click.Path(exists=True, file_okay=False, path_type=Path), default=Path("build/repository"),
+              show_default=True, help="For the served model's name and its tokenizer (the checkpoint directory).")
+@click.option("--http-url", default=f"http://{names.DEFAULT_HOST}:{names.DEFAULT_HTTP_PORT}", show_default=True,
+              help="Triton's HTTP endpoint (generate_stream of the ensemble and the BLS).")
+@click.option("--openai-url", default=None, help="The OpenAI front (http://host:port); left out: no chat target.")
+@click.option("--concurrency", "levels", multiple=True, type=int, default=(1, 4, 16), show_default=True)
+@click.option("--requests-per-stream", type=int, default=4, show_default=True, help="Requests per concurrent stream.")
+@click.option("--min-requests", type=int, default=8, show_default=True)
+@click.option("--input-tokens", type=int, default=128, show_default=True)
+@click.option("--output-tokens", type=int, default=128, show_default=True)
+@click.option("--slo-ttft-ms", type=float, default=1000.0, show_default=True, help="Goodput: time to first token at most.")
+@click.option("--slo-itl-ms", type=float, default=60.0, show_default=True, help="Goodput: inter-token latency at most.")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("build/bench/aiperf"), show_default=True)
+def aiperf_sweep(repository, http_url, openai_url, levels, requests_per_stream, min_requests, input_tokens, output_tokens,
+                 slo_ttft_ms, slo_itl_ms, out):
+    """AIPerf sweeps against a running server: the OpenAI front's streaming chat and Triton's HTTP
+    generate_stream of the ensemble and tensorrt_llm_bls, at each concurrency (bench/aiperf.py)."""
+    from bench import aiperf
+    from bench.environments import aiperf_venv
+    from bench.genai_perf import Slo
+    from bench.suite import engine_dir_of
+    from serving.openai_process import served_model_name
+
+    run_targets = aiperf.targets(openai_url, http_url, served_model_name(repository), (names.ENSEMBLE, names.LLM_BLS))
+    if openai_url is None:
+        run_targets = run_targets[1:]
+    sweep = aiperf.Sweep(input_tokens, output_tokens, requests_per_stream, min_requests)
+    slo = Slo(slo_ttft_ms / 1000, slo_itl_ms / 1000)
+    results = aiperf.sweep_targets(aiperf_venv(), run_targets, sweep, tuple(levels), engine_dir_of(repository), out, slo)
+    path = aiperf.write_report(out, results, [
+        f"Load generator: {aiperf.GENERATOR} (streaming), workload {sweep.workload}, goodput SLO: TTFT <= "
+        f"{slo_ttft_ms:g} ms and ITL <= {slo_itl_ms:g} ms."])
+    click.echo(f"wrote {path}")
+
+
 @main.command()
 @click.option("--repository", type=click.Path(exists=True, file_okay=False, path_type=Path), default=Path("build/repository"),
               show_default=True)
@@ -66,9 +102,11 @@ def throughput(url: str, levels: tuple[int, ...], requests_per_level: int | None
               help="USD per instance-hour: the report adds $/1M output tokens per load level and at the SLO-meeting load.")
 @click.option("--gpus-per-replica", type=int, default=1, show_default=True, help="GPUs one replica uses (TP x PP).")
 @click.option("--gpus-per-instance", type=int, default=1, show_default=True, help="GPUs the priced instance has.")
+@click.option("--aiperf/--no-aiperf", "with_aiperf", default=True, show_default=True,
+              help="AIPerf sweeps of the HTTP streaming entry points (front chat, generate_stream of ensemble and BLS).")
 def suite(repository, out, slo_ttft_ms, slo_itl_ms, input_tokens, output_tokens, levels, rates, peer,
-          price_per_hour, gpus_per_replica, gpus_per_instance):
-    """Sweeps with genai-perf/perf_analyzer, the baselines side by side, a Markdown report with plots."""
+          price_per_hour, gpus_per_replica, gpus_per_instance, with_aiperf):
+    """Sweeps with perf_analyzer (gRPC) and AIPerf (HTTP), the baselines side by side, a Markdown report with plots."""
     from bench.cost import Pricing
     from bench.genai_perf import Slo
     from bench.suite import SuiteConfig, run_suite
@@ -79,7 +117,8 @@ def suite(repository, out, slo_ttft_ms, slo_itl_ms, input_tokens, output_tokens,
         raise click.BadParameter(str(e)) from None
     config = SuiteConfig(repository=repository, out=out, slo=Slo(slo_ttft_ms / 1000, slo_itl_ms / 1000),
                          input_tokens=input_tokens, output_tokens=output_tokens, concurrency=tuple(sorted(levels)),
-                         request_rates=tuple(rates), peers=tuple(Peer) if peer else (), pricing=pricing)
+                         request_rates=tuple(rates), peers=tuple(Peer) if peer else (), pricing=pricing,
+                         aiperf=with_aiperf)
     click.echo(f"report: {run_suite(config)}")
 
 

@@ -1,5 +1,5 @@
 """The side environments a benchmark needs, made from pinned lock files inside build/:
-genai-perf (needs numpy 2, so not in the project's venv), the peer server (transformers
+genai-perf (needs numpy 2, so not in the project's venv), AIPerf (its successor), the peer server (transformers
 serve, a newer transformers than optimum-intel allows), and the shared libraries that the
 perf_analyzer of tritonclient 2.51 links against."""
 
@@ -27,6 +27,11 @@ def ensure_venv(name: str, lock: Path) -> Path:
     subprocess.run(pip + ["--no-deps", "-r", str(lock)], check=True)
     stamp.write_text(lock.read_text())
     return venv
+
+
+def aiperf_venv() -> Path:
+    """build/aiperf: AIPerf 0.13.0 (requirements/aiperf.lock), the load generator of the HTTP sweeps."""
+    return ensure_venv("aiperf", ROOT / "requirements" / "aiperf.lock")
 
 
 def perf_analyzer_libs() -> Path:

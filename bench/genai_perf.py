@@ -81,6 +81,7 @@ class RunResult:
     latency_s: dict[str, float] = field(default_factory=dict)
     ttfts_s: list[float] = field(default_factory=list)  # every request, for the CDF
     artifacts: str = ""
+    generator: str = ""  # the load generator that produced these figures (the report says so)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -224,7 +225,7 @@ def parse_export(export: dict, target: Target, workload: Workload, load: Load, t
         requests_per_s=round(count / seconds, 3) if seconds else 0.0,
         goodput_rps=round(met / seconds, 3) if seconds else 0.0, slo_met_fraction=round(met / count, 3) if count else 0.0,
         ttft_s=percentiles(ttfts), itl_s=percentiles(itls), latency_s=percentiles(latencies),
-        ttfts_s=sorted(round(t, 4) for t in ttfts), artifacts=artifacts,
+        ttfts_s=sorted(round(t, 4) for t in ttfts), artifacts=artifacts, generator="genai-perf + perf_analyzer",
     )
 
 

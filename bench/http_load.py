@@ -70,5 +70,5 @@ def run_http(name: str, base_url: str, model: str, prompts: list[str], max_token
         output_tokens=tokens, output_tokens_per_s=round(tokens / seconds, 1), requests_per_s=round(len(results) / seconds, 3),
         goodput_rps=round(met / seconds, 3), slo_met_fraction=round(met / len(results), 3) if results else 0.0,
         ttft_s=percentiles(ttfts), itl_s=percentiles(itls), latency_s=percentiles([r[2] for r in results]),
-        ttfts_s=sorted(round(t, 4) for t in ttfts),
+        ttfts_s=sorted(round(t, 4) for t in ttfts), generator="bench.http_load (OpenAI SDK, in-process)",
     )

@@ -15,10 +15,10 @@ def _ms(x: float) -> str:
 
 def results_table(results: list[RunResult], pricing: Pricing | None = None) -> list[str]:
     cost_head, cost_rule = (" $/1M out tok | $/1M good out tok |", "---:|---:|") if pricing else ("", "")
-    lines = ["| target | workload | load | out tok/s | req/s | goodput req/s | SLO met | TTFT p50/p99 ms | ITL p50/p99 ms | latency p50/p99 ms |" + cost_head,
-             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|" + cost_rule]
+    lines = ["| target | generator | workload | load | out tok/s | req/s | goodput req/s | SLO met | TTFT p50/p99 ms | ITL p50/p99 ms | latency p50/p99 ms |" + cost_head,
+             "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|" + cost_rule]
     for r in results:
-        line = (f"| {r.target} | {r.workload} | {r.load} | {r.output_tokens_per_s:.0f} | {r.requests_per_s:.2f} | "
+        line = (f"| {r.target} | {r.generator or '-'} | {r.workload} | {r.load} | {r.output_tokens_per_s:.0f} | {r.requests_per_s:.2f} | "
                 f"{r.goodput_rps:.2f} | {r.slo_met_fraction:.0%} | {_ms(r.ttft_s['p50'])} / {_ms(r.ttft_s['p99'])} | "
                 f"{_ms(r.itl_s['p50'])} / {_ms(r.itl_s['p99'])} | {_ms(r.latency_s['p50'])} / {_ms(r.latency_s['p99'])} |")
         if pricing:
@@ -121,7 +121,8 @@ def write(out: Path, summary: dict, results: list[RunResult], notes: list[str], 
         lines += ["![cost per token](cost_per_token.png)", ""]
     if notes:
         lines += ["## Notes", ""] + [f"- {n}" for n in notes] + [""]
-    lines += ["Raw per-run data: results.json; genai-perf / perf_analyzer artifacts: the `runs/` folders."]
+    lines += ["Raw per-run data: results.json; genai-perf / perf_analyzer and AIPerf artifacts: the `runs/` folders "
+              "(the generator column says which tool produced each row)."]
     path = out / "report.md"
     path.write_text("\n".join(lines) + "\n")
     return path

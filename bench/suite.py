@@ -13,11 +13,11 @@ from pathlib import Path
 from serving import prometheus
 from bench.cost import Pricing
 from bench.cpu_account import CpuAccount
-from bench.environments import BUILD, ROOT, ensure_venv
-from bench.genai_perf import Endpoint, Load, RunResult, Slo, Target, Workload, run
+from bench.environments import BUILD, aiperf_venv
+from bench.genai_perf import Endpoint, Load, RunResult, Slo, Target, Workload
 from bench.http_load import run_http
 from bench.offline import engine_parameters, run_offline
-from bench import multiturn, peer_compare, pipeline_tax, priorities, speculative
+from bench import aiperf, multiturn, perf_analyzer, peer_compare, pipeline_tax, priorities, speculative
 from bench.report import write
 from build_engines.render import read_config
 from contract import metrics, names
@@ -37,6 +37,7 @@ class SuiteConfig:
     request_rates: tuple[float, ...] = (1.0, 2.0, 4.0)
     peers: tuple[peer_compare.Peer, ...] = tuple(peer_compare.Peer)  # () : no peer comparison
     pricing: Pricing | None = None  # $/1M output tokens in the report when set
+    aiperf: bool = True  # AIPerf sweeps of the HTTP streaming entry points (bench/aiperf.py)
     notes: list[str] = field(default_factory=list)
 
 
@@ -58,7 +59,7 @@ def _ratio(a: float, b: float) -> float:
 
 def run_suite(config: SuiteConfig) -> Path:
     t_start = time.monotonic()
-    tools = ensure_venv("bench-tools", ROOT / "requirements" / "bench-tools.lock")
+    tools = aiperf_venv()  # AIPerf, and the corpus of perf_analyzer's prompts
     engine_dir = engine_dir_of(config.repository)
     record = BuildRecord.read(engine_dir)
     params = engine_parameters(config.repository)
@@ -71,7 +72,7 @@ def run_suite(config: SuiteConfig) -> Path:
     results: list[RunResult] = []
 
     def measure(target: Target, workload: Workload, load: Load) -> RunResult:
-        result = run(tools, target, workload, load, engine_dir, runs_dir / f"{target.name}-{workload.name}-{load.label}",
+        result = perf_analyzer.run(tools, target, workload, load, engine_dir, runs_dir / f"{target.name}-{workload.name}-{load.label}",
                      config.slo)
         results.append(result)
         print(f"  {target.name:18} {workload.name:16} {load.label:>4}: {result.output_tokens_per_s:7.1f} tok/s  "
@@ -102,6 +103,8 @@ def run_suite(config: SuiteConfig) -> Path:
             results.append(ours_http)
             tax = pipeline_tax.measure(settings.grpc_url, params, max(config.concurrency), config.output_tokens,
                                        server_pid=server.pid)
+            aiperf_runs = _aiperf_sweeps(config, front.url, settings.http_url, engine_dir, runs_dir)
+            results += aiperf_runs
         finally:
             front.stop()
 
@@ -111,6 +114,13 @@ def run_suite(config: SuiteConfig) -> Path:
     print(f"  {'offline engine':18} {fixed.name:16} {'c%d' % top:>4}: {offline.output_tokens_per_s:7.1f} tok/s", flush=True)
 
     sections = []
+    if aiperf_runs:
+        sections.append((f"HTTP streaming sweeps ({aiperf.GENERATOR})", [
+            f"Every figure in this table is {aiperf.GENERATOR}'s own (its profile_export_aiperf.json): the OpenAI front's "
+            "/v1/chat/completions and Triton's HTTP generate_stream of the ensemble and the BLS (AIPerf's template "
+            f"endpoint), streaming, {fixed.name}, goodput against the SLO above. The gRPC rows of the table below come "
+            "from perf_analyzer, the front's in-process row from bench.http_load: see its generator column.",
+            "", *aiperf.markdown(aiperf_runs)]))
     if config.peers:
         peer_pairs, _ = peer_compare.run(config.repository, config.out / "peers", config.peers, (1, top),
                                          config.output_tokens, 2, config.slo)
@@ -141,7 +151,7 @@ def run_suite(config: SuiteConfig) -> Path:
 
     ratios = [
         pipeline_tax.summary(tax) + "; target >= 0.9",
-        f"served / offline engine at concurrency {top}, genai-perf + perf_analyzer as the load generator: "
+        f"served / offline engine at concurrency {top}, perf_analyzer as the load generator: "
         f"{_ratio(served.output_tokens_per_s, offline.output_tokens_per_s)}x "
         f"({served.output_tokens_per_s:.0f} vs {offline.output_tokens_per_s:.0f} output tok/s: the tools take CPU the engine "
         f"needs on a small host); CPU during the served run: {account.summary()} (the in-process engine has the whole machine)",
@@ -161,6 +171,14 @@ def run_suite(config: SuiteConfig) -> Path:
         "seconds": round(time.monotonic() - t_start, 1), "sections": sections,
     }
     return write(config.out, summary, results, config.notes, config.pricing)
+
+
+def _aiperf_sweeps(config: SuiteConfig, openai_url: str, http_url: str, engine_dir: Path, runs_dir: Path) -> list[RunResult]:
+    if not config.aiperf:
+        return []
+    run_targets = aiperf.targets(openai_url, http_url, served_model_name(config.repository), (names.ENSEMBLE, names.LLM_BLS))
+    return aiperf.sweep_targets(aiperf_venv(), run_targets, aiperf.Sweep(config.input_tokens, config.output_tokens),
+                                config.concurrency, engine_dir, runs_dir, config.slo)
 
 
 def http(config: SuiteConfig, name: str, base_url: str, model: str, texts: list[str], workload: Workload) -> RunResult:
@@ -190,6 +208,6 @@ def _tokenizer(engine_dir: Path):
 
 
 def _prompts(artifacts: Path, engine_dir: Path) -> list[list[int]]:
-    """The exact prompts genai-perf sent, tokenized as preprocessing does."""
+    """The exact prompts perf_analyzer sent, tokenized as preprocessing does."""
     tok = _tokenizer(engine_dir)
     return [tok.encode(text) for text in _texts(artifacts)]
