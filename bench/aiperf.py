@@ -37,8 +37,10 @@ RECORDS = "profile_export.jsonl"
 TEMPLATE_FILE = "payload_template.json"
 # Triton's generate_stream of the ensemble / tensorrt_llm_bls (NVIDIA's tensorrtllm contract):
 # exactly max_tokens tokens (min_tokens), so every run generates the same amount of work.
-GENERATE_TEMPLATE = ('{"text_input": {{ text|tojson }}, "max_tokens": {{ max_tokens }}, '
-                     '"min_tokens": {{ max_tokens }}, "stream": {{ stream|tojson }}}')
+GENERATE_TEMPLATE = (
+    '{"text_input": {{ text|tojson }}, "max_tokens": {{ max_tokens }}, '
+    '"min_tokens": {{ max_tokens }}, "stream": {{ stream|tojson }}}'
+)
 # Environment variables that break AIPerf 0.13.0's loading of a local tokenizer directory.
 HUB_OFFLINE_VARIABLES = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
 
@@ -65,8 +67,10 @@ class Target:
 
 def targets(openai_url: str, http_url: str, served_model: str, triton_models: tuple[str, ...]) -> list[Target]:
     """The sweep's targets: the front's chat, then generate_stream of each Triton entry model."""
-    return [Target(Kind.OPENAI_CHAT, openai_url, served_model),
-            *(Target(Kind.TRITON_GENERATE, http_url, model) for model in triton_models)]
+    return [
+        Target(Kind.OPENAI_CHAT, openai_url, served_model),
+        *(Target(Kind.TRITON_GENERATE, http_url, model) for model in triton_models),
+    ]
 
 
 @dataclass(frozen=True)
@@ -85,25 +89,63 @@ class Sweep:
         return f"isl{self.input_tokens}-osl{self.output_tokens}"
 
 
-def command(venv: Path, target: Target, sweep: Sweep, concurrency: int, tokenizer: Path, out_dir: Path,
-            slo: Slo | None = None) -> list[str]:
+def command(
+    venv: Path, target: Target, sweep: Sweep, concurrency: int, tokenizer: Path, out_dir: Path, slo: Slo | None = None
+) -> list[str]:
     """The one `aiperf profile` command line of a run (out_dir must exist for the template file
     of a generate_stream target: `write_template`)."""
     out = out_dir.resolve()
-    cmd = [str(venv / "bin" / "aiperf"), "profile", "--model", target.model, "--url", target.url, "--streaming",
-           "--tokenizer", str(tokenizer.resolve()),
-           "--synthetic-input-tokens-mean", str(sweep.input_tokens), "--synthetic-input-tokens-stddev", "0",
-           "--output-tokens-mean", str(sweep.output_tokens), "--output-tokens-stddev", "0",
-           "--concurrency", str(concurrency), "--request-count", str(sweep.request_count(concurrency)),
-           "--warmup-request-count", str(concurrency), "--random-seed", str(sweep.seed),
-           "--artifact-dir", str(out), "--ui", "none", "--no-server-metrics", "--no-gpu-telemetry",
-           # one worker and one record processor: AIPerf's own processes share the host with the server
-           "--workers-max", "1", "--record-processor-service-count", "1"]
+    cmd = [
+        str(venv / "bin" / "aiperf"),
+        "profile",
+        "--model",
+        target.model,
+        "--url",
+        target.url,
+        "--streaming",
+        "--tokenizer",
+        str(tokenizer.resolve()),
+        "--synthetic-input-tokens-mean",
+        str(sweep.input_tokens),
+        "--synthetic-input-tokens-stddev",
+        "0",
+        "--output-tokens-mean",
+        str(sweep.output_tokens),
+        "--output-tokens-stddev",
+        "0",
+        "--concurrency",
+        str(concurrency),
+        "--request-count",
+        str(sweep.request_count(concurrency)),
+        "--warmup-request-count",
+        str(concurrency),
+        "--random-seed",
+        str(sweep.seed),
+        "--artifact-dir",
+        str(out),
+        "--ui",
+        "none",
+        "--no-server-metrics",
+        "--no-gpu-telemetry",
+        # one worker and one record processor: AIPerf's own processes share the host with the server
+        "--workers-max",
+        "1",
+        "--record-processor-service-count",
+        "1",
+    ]
     if target.kind == Kind.OPENAI_CHAT:
         cmd += ["--endpoint-type", "chat", "--extra-inputs", f"min_tokens:{sweep.output_tokens}"]
     else:
-        cmd += ["--endpoint-type", "template", "--endpoint", target.endpoint,
-                "--extra-inputs", f"payload_template:{out / TEMPLATE_FILE}", "--extra-inputs", "response_field:text_output"]
+        cmd += [
+            "--endpoint-type",
+            "template",
+            "--endpoint",
+            target.endpoint,
+            "--extra-inputs",
+            f"payload_template:{out / TEMPLATE_FILE}",
+            "--extra-inputs",
+            "response_field:text_output",
+        ]
     if slo is not None:
         cmd += ["--goodput", f"time_to_first_token:{slo.ttft_s * 1000:g} inter_token_latency:{slo.itl_s * 1000:g}"]
     return cmd
@@ -139,8 +181,9 @@ def read_records(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def parse_export(summary: dict, records: list[dict], target: Target, sweep: Sweep, concurrency: int,
-                 artifacts: str = "") -> RunResult:
+def parse_export(
+    summary: dict, records: list[dict], target: Target, sweep: Sweep, concurrency: int, artifacts: str = ""
+) -> RunResult:
     """One run's figures from AIPerf's own export: throughput, percentiles and goodput are the
     tool's (goodput only where the run was given SLOs), the TTFT of every request from its records."""
     if summary.get("aiperf_version") != VERSION:
@@ -152,22 +195,34 @@ def parse_export(summary: dict, records: list[dict], target: Target, sweep: Swee
         raise RuntimeError(f"AIPerf completed no request against {target.name}")
     seconds = _avg(summary, "benchmark_duration")
     has_goodput = "goodput" in summary
-    ttfts = sorted(round(r["metrics"]["time_to_first_token"]["value"] / 1000, 4) for r in records
-                   if r.get("metadata", {}).get("benchmark_phase") == "profiling" and "time_to_first_token" in r.get("metrics", {}))
+    ttfts = sorted(
+        round(r["metrics"]["time_to_first_token"]["value"] / 1000, 4)
+        for r in records
+        if r.get("metadata", {}).get("benchmark_phase") == "profiling" and "time_to_first_token" in r.get("metrics", {})
+    )
     return RunResult(
-        target=target.name, workload=sweep.workload, load=f"c{concurrency}", requests=completed, seconds=round(seconds, 3),
+        target=target.name,
+        workload=sweep.workload,
+        load=f"c{concurrency}",
+        requests=completed,
+        seconds=round(seconds, 3),
         output_tokens=int(_avg(summary, "total_output_tokens")),
         output_tokens_per_s=round(_avg(summary, "output_token_throughput"), 1),
         requests_per_s=round(_avg(summary, "request_throughput"), 3),
         goodput_rps=round(_avg(summary, "goodput"), 3) if has_goodput else float("nan"),
         slo_met_fraction=round(_avg(summary, "good_request_fraction"), 3) if has_goodput else float("nan"),
-        ttft_s=_seconds(summary.get("time_to_first_token")), itl_s=_seconds(summary.get("inter_token_latency")),
-        latency_s=_seconds(summary.get("request_latency")), ttfts_s=ttfts, artifacts=artifacts, generator=GENERATOR,
+        ttft_s=_seconds(summary.get("time_to_first_token")),
+        itl_s=_seconds(summary.get("inter_token_latency")),
+        latency_s=_seconds(summary.get("request_latency")),
+        ttfts_s=ttfts,
+        artifacts=artifacts,
+        generator=GENERATOR,
     )
 
 
-def run(venv: Path, target: Target, sweep: Sweep, concurrency: int, tokenizer: Path, out_dir: Path,
-        slo: Slo | None = None) -> RunResult:
+def run(
+    venv: Path, target: Target, sweep: Sweep, concurrency: int, tokenizer: Path, out_dir: Path, slo: Slo | None = None
+) -> RunResult:
     out_dir.mkdir(parents=True, exist_ok=True)
     if target.kind == Kind.TRITON_GENERATE:
         write_template(out_dir)
@@ -178,12 +233,25 @@ def run(venv: Path, target: Target, sweep: Sweep, concurrency: int, tokenizer: P
     if code != 0 or not summary.is_file():
         raise RuntimeError(f"aiperf failed ({code}); see {out_dir / 'aiperf.log'}")
     records = out_dir / RECORDS
-    return parse_export(json.loads(summary.read_text()), read_records(records) if records.is_file() else [],
-                        target, sweep, concurrency, str(out_dir))
+    return parse_export(
+        json.loads(summary.read_text()),
+        read_records(records) if records.is_file() else [],
+        target,
+        sweep,
+        concurrency,
+        str(out_dir),
+    )
 
 
-def sweep_targets(venv: Path, run_targets: list[Target], sweep: Sweep, levels: tuple[int, ...], tokenizer: Path,
-                  out: Path, slo: Slo | None = None) -> list[RunResult]:
+def sweep_targets(
+    venv: Path,
+    run_targets: list[Target],
+    sweep: Sweep,
+    levels: tuple[int, ...],
+    tokenizer: Path,
+    out: Path,
+    slo: Slo | None = None,
+) -> list[RunResult]:
     """Every target at every concurrency (ascending), one AIPerf run each."""
     results = []
     for target in run_targets:
@@ -191,9 +259,12 @@ def sweep_targets(venv: Path, run_targets: list[Target], sweep: Sweep, levels: t
             slug = target.name.replace(" ", "-")
             result = run(venv, target, sweep, c, tokenizer, out / f"aiperf-{slug}-c{c}", slo)
             results.append(result)
-            print(f"  {result.target:40} c{c:<3}: {result.output_tokens_per_s:7.1f} tok/s  "
-                  f"TTFT p50 {result.ttft_s['p50'] * 1000:6.0f} ms  ITL p50 {result.itl_s['p50'] * 1000:5.1f} ms  "
-                  f"goodput {result.goodput_rps:.2f} req/s ({GENERATOR})", flush=True)
+            print(
+                f"  {result.target:40} c{c:<3}: {result.output_tokens_per_s:7.1f} tok/s  "
+                f"TTFT p50 {result.ttft_s['p50'] * 1000:6.0f} ms  ITL p50 {result.itl_s['p50'] * 1000:5.1f} ms  "
+                f"goodput {result.goodput_rps:.2f} req/s ({GENERATOR})",
+                flush=True,
+            )
     return results
 
 
@@ -203,22 +274,28 @@ def _ms(x: float) -> str:
 
 def markdown(results: list[RunResult]) -> list[str]:
     """The sweep's table; every figure in it is AIPerf's."""
-    lines = [f"| target | concurrency | requests | out tok/s | req/s | goodput req/s | SLO met | TTFT p50/p99 ms | "
-             f"ITL p50/p99 ms | generator |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    lines = [
+        "| target | concurrency | requests | out tok/s | req/s | goodput req/s | SLO met | TTFT p50/p99 ms | "
+        "ITL p50/p99 ms | generator |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
     for r in results:
         good = "-" if r.goodput_rps != r.goodput_rps else f"{r.goodput_rps:.2f}"
         met = "-" if r.slo_met_fraction != r.slo_met_fraction else f"{r.slo_met_fraction:.0%}"
-        lines.append(f"| {r.target} | {r.load[1:]} | {r.requests} | {r.output_tokens_per_s:.1f} | {r.requests_per_s:.2f} | "
-                     f"{good} | {met} | {_ms(r.ttft_s['p50'])} / {_ms(r.ttft_s['p99'])} | "
-                     f"{_ms(r.itl_s['p50'])} / {_ms(r.itl_s['p99'])} | {r.generator} |")
+        lines.append(
+            f"| {r.target} | {r.load[1:]} | {r.requests} | {r.output_tokens_per_s:.1f} | {r.requests_per_s:.2f} | "
+            f"{good} | {met} | {_ms(r.ttft_s['p50'])} / {_ms(r.ttft_s['p99'])} | "
+            f"{_ms(r.itl_s['p50'])} / {_ms(r.itl_s['p99'])} | {r.generator} |"
+        )
     return lines
 
 
 def write_report(out: Path, results: list[RunResult], heading: list[str]) -> Path:
     """report.md (heading, then the table) and results.json of a standalone sweep."""
     out.mkdir(parents=True, exist_ok=True)
-    (out / "results.json").write_text(json.dumps({"generator": GENERATOR, "runs": [r.to_dict() for r in results]},
-                                                 indent=2) + "\n")
+    (out / "results.json").write_text(
+        json.dumps({"generator": GENERATOR, "runs": [r.to_dict() for r in results]}, indent=2) + "\n"
+    )
     path = out / "report.md"
     path.write_text("\n".join([*heading, "", *markdown(results), ""]) + "\n")
     return path

@@ -28,8 +28,10 @@ class Pricing:
         if self.instance_hour_usd < 0:
             raise ValueError(f"instance_hour_usd must be >= 0, got {self.instance_hour_usd}")
         if not 1 <= self.gpus_per_replica <= self.gpus_per_instance:
-            raise ValueError(f"gpus_per_replica ({self.gpus_per_replica}) must be between 1 and gpus_per_instance "
-                             f"({self.gpus_per_instance}): a replica runs on one instance")
+            raise ValueError(
+                f"gpus_per_replica ({self.gpus_per_replica}) must be between 1 and gpus_per_instance "
+                f"({self.gpus_per_instance}): a replica runs on one instance"
+            )
 
     @property
     def replica_hour_usd(self) -> float:
@@ -51,8 +53,9 @@ def usd_per_million(tokens_per_s: float, pricing: Pricing) -> float | None:
 
 def run_cost(result: RunResult, pricing: Pricing) -> RunCost:
     good_tokens_per_s = result.output_tokens_per_s * result.slo_met_fraction
-    return RunCost(result.load, usd_per_million(result.output_tokens_per_s, pricing),
-                   usd_per_million(good_tokens_per_s, pricing))
+    return RunCost(
+        result.load, usd_per_million(result.output_tokens_per_s, pricing), usd_per_million(good_tokens_per_s, pricing)
+    )
 
 
 def slo_meeting_run(results: Sequence[RunResult], attainment: float = 0.9) -> RunResult | None:
@@ -63,13 +66,17 @@ def slo_meeting_run(results: Sequence[RunResult], attainment: float = 0.9) -> Ru
 
 def summary_line(results: Sequence[RunResult], pricing: Pricing, attainment: float = 0.9) -> str:
     best = slo_meeting_run(results, attainment)
-    share = (f"{pricing.gpus_per_replica} of {pricing.gpus_per_instance} GPUs of a ${pricing.instance_hour_usd:g}/h "
-             f"instance = ${pricing.replica_hour_usd:.4g} per replica-hour")
+    share = (
+        f"{pricing.gpus_per_replica} of {pricing.gpus_per_instance} GPUs of a ${pricing.instance_hour_usd:g}/h "
+        f"instance = ${pricing.replica_hour_usd:.4g} per replica-hour"
+    )
     if best is None:
         return f"cost: no load level met the SLO for {attainment:.0%} of requests ({share})"
     cost = usd_per_million(best.output_tokens_per_s, pricing)
-    return (f"cost at the SLO-meeting load ({best.load}, {best.slo_met_fraction:.0%} of requests within the SLO, "
-            f"{best.output_tokens_per_s:.0f} output tok/s): **${cost:.4g} per 1M output tokens** ({share})")
+    return (
+        f"cost at the SLO-meeting load ({best.load}, {best.slo_met_fraction:.0%} of requests within the SLO, "
+        f"{best.output_tokens_per_s:.0f} output tok/s): **${cost:.4g} per 1M output tokens** ({share})"
+    )
 
 
 def fmt(usd: float | None) -> str:

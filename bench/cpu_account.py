@@ -57,7 +57,11 @@ class CpuAccount:
     shares: dict[str, float] = field(default_factory=dict)
 
     def __enter__(self) -> "CpuAccount":
-        self._server, self._generator, self._t0 = server_cpu_s(self.server_pid), self._generator_cpu_s(), time.monotonic()
+        self._server, self._generator, self._t0 = (
+            server_cpu_s(self.server_pid),
+            self._generator_cpu_s(),
+            time.monotonic(),
+        )
         return self
 
     def __exit__(self, *exc) -> None:
@@ -71,5 +75,7 @@ class CpuAccount:
 
     def summary(self, top: int = 5) -> str:
         ranked = sorted(self.shares.items(), key=lambda kv: -kv[1])[:top]
-        return ", ".join(f"{name} {share:.0f}%" for name, share in ranked) + \
-            f" of one core over {self.wall_s:.0f} s ({psutil.cpu_count()} cores in all)"
+        return (
+            ", ".join(f"{name} {share:.0f}%" for name, share in ranked)
+            + f" of one core over {self.wall_s:.0f} s ({psutil.cpu_count()} cores in all)"
+        )

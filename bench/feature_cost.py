@@ -29,9 +29,12 @@ from client import AsyncLlmClient, Guide, SamplingParams
 PROMPTS = [f"Describe city number {i} in a few sentences." for i in range(64)]  # distinct: no prefix reuse
 # A document longer than any answer here (the story's minLength), so every guided answer also
 # runs to max_tokens: both sides make the same number of tokens, the grammar mask is the difference.
-SCHEMA = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 20},
-                                           "story": {"type": "string", "minLength": 2000}},
-          "required": ["name", "story"], "additionalProperties": False}
+SCHEMA = {
+    "type": "object",
+    "properties": {"name": {"type": "string", "maxLength": 20}, "story": {"type": "string", "minLength": 2000}},
+    "required": ["name", "story"],
+    "additionalProperties": False,
+}
 
 
 @dataclass(frozen=True)
@@ -62,10 +65,14 @@ def comparisons(max_tokens: int) -> list[tuple[Side, Side]]:
     base: dict[str, Any] = dict(max_tokens=max_tokens, min_tokens=max_tokens, temperature=1.0, seed=1)
     return [
         (Side("n=1", SamplingParams(**base)), Side("n=4", SamplingParams(**base, n=4))),
-        (Side("free text", SamplingParams(**base)),
-         Side("json_schema", SamplingParams(**base, guide=Guide.json_schema(SCHEMA)))),
-        (Side("log probs", SamplingParams(**base, return_log_probs=True)),
-         Side("top_logprobs=5", SamplingParams(**base, top_logprobs=5))),
+        (
+            Side("free text", SamplingParams(**base)),
+            Side("json_schema", SamplingParams(**base, guide=Guide.json_schema(SCHEMA))),
+        ),
+        (
+            Side("log probs", SamplingParams(**base, return_log_probs=True)),
+            Side("top_logprobs=5", SamplingParams(**base, top_logprobs=5)),
+        ),
     ]
 
 
@@ -84,8 +91,16 @@ def main(grpc_url: str, concurrency: int, requests: int, max_tokens: int, rounds
         for r in range(rounds):
             ta = asyncio.run(_throughput(grpc_url, a, concurrency, requests))
             tb = asyncio.run(_throughput(grpc_url, b, concurrency, requests))
-            report.append({"a": a.label, "b": b.label, "round": r, "a_tok_s": round(ta, 1), "b_tok_s": round(tb, 1),
-                           "ratio_b_over_a": round(tb / ta, 3)})
+            report.append(
+                {
+                    "a": a.label,
+                    "b": b.label,
+                    "round": r,
+                    "a_tok_s": round(ta, 1),
+                    "b_tok_s": round(tb, 1),
+                    "ratio_b_over_a": round(tb / ta, 3),
+                }
+            )
             click.echo(json.dumps(report[-1]))
 
 

@@ -87,17 +87,46 @@ class RunResult:
         return asdict(self)
 
 
-def command(tool_venv: Path, target: Target, workload: Workload, load: Load, tokenizer: Path, out_dir: Path,
-            streaming: bool = True) -> list[str]:
-    cmd = [str(tool_venv / "bin" / "genai-perf"), "profile", "-m", target.model, "--endpoint-type", target.endpoint.value,
-           "-u", target.url, *(["--streaming"] if streaming else []), "--tokenizer", str(tokenizer.resolve()),
-           "--synthetic-input-tokens-mean", str(workload.input_tokens_mean),
-           "--synthetic-input-tokens-stddev", str(workload.input_tokens_stddev),
-           "--output-tokens-mean", str(workload.output_tokens_mean),
-           "--output-tokens-stddev", str(workload.output_tokens_stddev),
-           "--num-dataset-entries", str(workload.num_prompts), "--random-seed", "7",
-           "--request-count", str(load.request_count), "--artifact-dir", str(out_dir.resolve()),
-           f"--{load.mode}", str(int(load.value) if load.mode == "concurrency" else load.value)]
+def command(
+    tool_venv: Path,
+    target: Target,
+    workload: Workload,
+    load: Load,
+    tokenizer: Path,
+    out_dir: Path,
+    streaming: bool = True,
+) -> list[str]:
+    cmd = [
+        str(tool_venv / "bin" / "genai-perf"),
+        "profile",
+        "-m",
+        target.model,
+        "--endpoint-type",
+        target.endpoint.value,
+        "-u",
+        target.url,
+        *(["--streaming"] if streaming else []),
+        "--tokenizer",
+        str(tokenizer.resolve()),
+        "--synthetic-input-tokens-mean",
+        str(workload.input_tokens_mean),
+        "--synthetic-input-tokens-stddev",
+        str(workload.input_tokens_stddev),
+        "--output-tokens-mean",
+        str(workload.output_tokens_mean),
+        "--output-tokens-stddev",
+        str(workload.output_tokens_stddev),
+        "--num-dataset-entries",
+        str(workload.num_prompts),
+        "--random-seed",
+        "7",
+        "--request-count",
+        str(load.request_count),
+        "--artifact-dir",
+        str(out_dir.resolve()),
+        f"--{load.mode}",
+        str(int(load.value) if load.mode == "concurrency" else load.value),
+    ]
     if target.endpoint == Endpoint.TRITON:
         cmd += ["--backend", "tensorrtllm"]
     for key, value in target.extra_inputs:
@@ -110,7 +139,9 @@ def tool_env() -> dict[str, str]:
     the shared libraries it links against found, nothing fetched from a model hub."""
     env = dict(os.environ)
     env["PATH"] = f"{perf_analyzer().parent}{os.pathsep}{env.get('PATH', '')}"
-    env["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in (str(perf_analyzer_libs()), env.get("LD_LIBRARY_PATH", "")) if p)
+    env["LD_LIBRARY_PATH"] = os.pathsep.join(
+        p for p in (str(perf_analyzer_libs()), env.get("LD_LIBRARY_PATH", "")) if p
+    )
     env.update(HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
     return env
 
@@ -130,8 +161,16 @@ def export_cut_short(out_dir: Path) -> bool:
 CUT_SHORT_RERUNS = 2  # runs again after a cut-short export, at most
 
 
-def run(tool_venv: Path, target: Target, workload: Workload, load: Load, tokenizer: Path, out_dir: Path,
-        slo: Slo, streaming: bool = True) -> RunResult:
+def run(
+    tool_venv: Path,
+    target: Target,
+    workload: Workload,
+    load: Load,
+    tokenizer: Path,
+    out_dir: Path,
+    slo: Slo,
+    streaming: bool = True,
+) -> RunResult:
     """One genai-perf run; again (up to CUT_SHORT_RERUNS times) when perf_analyzer left its
     profile export cut short.
 
@@ -149,14 +188,25 @@ def run(tool_venv: Path, target: Target, workload: Workload, load: Load, tokeniz
         except RuntimeError:
             if attempt == CUT_SHORT_RERUNS or not export_cut_short(out_dir):
                 raise
-        warnings.warn(f"perf_analyzer wrote a cut-short profile export in {out_dir} (a perf_analyzer 2.51 bug); "
-                      "running genai-perf again")
+        warnings.warn(
+            f"perf_analyzer wrote a cut-short profile export in {out_dir} (a perf_analyzer 2.51 bug); "
+            "running genai-perf again",
+            stacklevel=2,
+        )
         shutil.rmtree(out_dir)
     raise AssertionError("unreachable")
 
 
-def _run_once(tool_venv: Path, target: Target, workload: Workload, load: Load, tokenizer: Path, out_dir: Path,
-              slo: Slo, streaming: bool) -> RunResult:
+def _run_once(
+    tool_venv: Path,
+    target: Target,
+    workload: Workload,
+    load: Load,
+    tokenizer: Path,
+    out_dir: Path,
+    slo: Slo,
+    streaming: bool,
+) -> RunResult:
     out_dir.mkdir(parents=True, exist_ok=True)
     cmd = command(tool_venv, target, workload, load, tokenizer, out_dir, streaming)
     with open(out_dir / "genai-perf.log", "w") as log:
@@ -192,8 +242,9 @@ def _response_text(output: dict) -> str:
     return "".join(text)
 
 
-def parse_export(export: dict, target: Target, workload: Workload, load: Load, tokenizer: Path, slo: Slo,
-                 artifacts: str = "") -> RunResult:
+def parse_export(
+    export: dict, target: Target, workload: Workload, load: Load, tokenizer: Path, slo: Slo, artifacts: str = ""
+) -> RunResult:
     from tokenizers import Tokenizer
 
     tok = Tokenizer.from_file(str(tokenizer / "tokenizer.json"))
@@ -205,7 +256,9 @@ def parse_export(export: dict, target: Target, workload: Workload, load: Load, t
         t0 = request["timestamp"]
         if start is not None and not start <= t0 < end:
             continue
-        stamps = [(ts, _response_text(out)) for ts, out in zip(request["response_timestamps"], request["response_outputs"])]
+        stamps = [
+            (ts, _response_text(out)) for ts, out in zip(request["response_timestamps"], request["response_outputs"])
+        ]
         with_text = [ts for ts, text in stamps if text]
         if not with_text:
             continue
@@ -220,12 +273,22 @@ def parse_export(export: dict, target: Target, workload: Workload, load: Load, t
     seconds = (end - start) / 1e9 if start is not None else max(latencies, default=0.0)
     count = len(ttfts)
     return RunResult(
-        target=target.name, workload=workload.name, load=load.label, requests=count, seconds=round(seconds, 3),
-        output_tokens=tokens, output_tokens_per_s=round(tokens / seconds, 1) if seconds else 0.0,
+        target=target.name,
+        workload=workload.name,
+        load=load.label,
+        requests=count,
+        seconds=round(seconds, 3),
+        output_tokens=tokens,
+        output_tokens_per_s=round(tokens / seconds, 1) if seconds else 0.0,
         requests_per_s=round(count / seconds, 3) if seconds else 0.0,
-        goodput_rps=round(met / seconds, 3) if seconds else 0.0, slo_met_fraction=round(met / count, 3) if count else 0.0,
-        ttft_s=percentiles(ttfts), itl_s=percentiles(itls), latency_s=percentiles(latencies),
-        ttfts_s=sorted(round(t, 4) for t in ttfts), artifacts=artifacts, generator="genai-perf + perf_analyzer",
+        goodput_rps=round(met / seconds, 3) if seconds else 0.0,
+        slo_met_fraction=round(met / count, 3) if count else 0.0,
+        ttft_s=percentiles(ttfts),
+        itl_s=percentiles(itls),
+        latency_s=percentiles(latencies),
+        ttfts_s=sorted(round(t, 4) for t in ttfts),
+        artifacts=artifacts,
+        generator="genai-perf + perf_analyzer",
     )
 
 

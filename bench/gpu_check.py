@@ -34,14 +34,31 @@ BENCH_OUT_ENV = "KIT_GPU_BENCH_OUT"  # where the benchmark test writes its numbe
 DEFAULT_CALIB_DATASET = "cnn_dailymail"
 FP8_CHECK_MIN_SM = 90  # fp8 is checked on Hopper or newer (issue 33; the kit builds fp8 from SM 8.9)
 DEFAULT_BUDGET_S = 15 * 60
-SUITE_FILES = {"tensorrt_llm": "tests/integration/test_gpu_pipeline.py",
-               "tensorrt_llm_pytorch": "tests/integration/test_gpu_pytorch.py"}
+SUITE_FILES = {
+    "tensorrt_llm": "tests/integration/test_gpu_pipeline.py",
+    "tensorrt_llm_pytorch": "tests/integration/test_gpu_pytorch.py",
+}
 # The suites the check runs, by test name: stream == whole, stop (stop words and strings, the stop
 # request), cancellation, bad input, NVIDIA's clients (tests/integration/test_nvidia_clients.py as
 # the GPU files import them) and the short benchmark.
-SUITES = ("stream_equals_whole", "stop_words", "stop_strings", "stops_within", "cancel", "bad_request",
-          "echoes_the_prompt", "nvidia_name", "streaming_chunks", "exclude_input", "return_log_probs",
-          "batch_inputs", "check_outputs", "docs_curl", "docs_generate_stream", "short_benchmark")
+SUITES = (
+    "stream_equals_whole",
+    "stop_words",
+    "stop_strings",
+    "stops_within",
+    "cancel",
+    "bad_request",
+    "echoes_the_prompt",
+    "nvidia_name",
+    "streaming_chunks",
+    "exclude_input",
+    "return_log_probs",
+    "batch_inputs",
+    "check_outputs",
+    "docs_curl",
+    "docs_generate_stream",
+    "short_benchmark",
+)
 
 
 @dataclass(frozen=True)
@@ -62,13 +79,27 @@ def precisions(sm: int) -> tuple[list[str], list[str]]:
     return ["fp16"], [f"fp8: SM {sm / 10:.1f} is older than Hopper (SM {FP8_CHECK_MIN_SM / 10:.1f})"]
 
 
-def check_runs(backend: str, wanted: list[str], out: Path, calib_dataset: str = DEFAULT_CALIB_DATASET,
-               python: str = sys.executable) -> list[CheckRun]:
+def check_runs(
+    backend: str, wanted: list[str], out: Path, calib_dataset: str = DEFAULT_CALIB_DATASET, python: str = sys.executable
+) -> list[CheckRun]:
     runs = []
     for precision in wanted:
         junit, bench, log = (out / f"{precision}-junit.xml", out / f"{precision}-bench.json", out / f"{precision}.log")
-        argv = (python, "-m", "pytest", SUITE_FILES[backend], "-m", "gpu", "-k", " or ".join(SUITES),
-                f"--junitxml={junit}", "-p", "no:cacheprovider", "-q", "-rfE")
+        argv = (
+            python,
+            "-m",
+            "pytest",
+            SUITE_FILES[backend],
+            "-m",
+            "gpu",
+            "-k",
+            " or ".join(SUITES),
+            f"--junitxml={junit}",
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            "-rfE",
+        )
         env = {PRECISION_ENV: precision, BENCH_OUT_ENV: str(bench), CALIB_ENV: calib_dataset}
         runs.append(CheckRun(precision, backend, argv, env, junit, bench, log))
     return runs
@@ -85,8 +116,9 @@ def _package_version(name: str) -> str:
 
 def _nvidia_smi(query: str) -> str:
     try:
-        result = subprocess.run(["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader"], capture_output=True,
-                                text=True, timeout=30)
+        result = subprocess.run(
+            ["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader"], capture_output=True, text=True, timeout=30
+        )
     except (OSError, subprocess.TimeoutExpired):
         return "unknown"
     return result.stdout.strip().splitlines()[0] if result.returncode == 0 and result.stdout.strip() else "unknown"
@@ -94,10 +126,15 @@ def _nvidia_smi(query: str) -> str:
 
 def versions(environ=os.environ) -> dict:
     server = Path("/opt/tritonserver/TRITON_VERSION")
-    return {"tensorrt_llm": _package_version("tensorrt_llm"), "tensorrt": _package_version("tensorrt"),
-            "nvidia-modelopt": _package_version("nvidia-modelopt"), "triton_image": environ.get("TRITON_IMAGE", "unset"),
-            "tritonserver": server.read_text().strip() if server.is_file() else "unknown",
-            "driver": _nvidia_smi("driver_version"), "python": sys.version.split()[0]}
+    return {
+        "tensorrt_llm": _package_version("tensorrt_llm"),
+        "tensorrt": _package_version("tensorrt"),
+        "nvidia-modelopt": _package_version("nvidia-modelopt"),
+        "triton_image": environ.get("TRITON_IMAGE", "unset"),
+        "tritonserver": server.read_text().strip() if server.is_file() else "unknown",
+        "driver": _nvidia_smi("driver_version"),
+        "python": sys.version.split()[0],
+    }
 
 
 def run_one(run: CheckRun, timeout_s: float, cwd: Path) -> PrecisionRun:
@@ -107,8 +144,9 @@ def run_one(run: CheckRun, timeout_s: float, cwd: Path) -> PrecisionRun:
         stale.unlink(missing_ok=True)
     t0 = time.monotonic()
     with open(run.log, "wb") as log:
-        child = subprocess.Popen(run.argv, cwd=cwd, env=os.environ | run.env, stdout=log, stderr=subprocess.STDOUT,
-                                 start_new_session=True)
+        child = subprocess.Popen(
+            run.argv, cwd=cwd, env=os.environ | run.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
         try:
             returncode = child.wait(timeout=max(timeout_s, 1))
         except subprocess.TimeoutExpired:
@@ -118,8 +156,15 @@ def run_one(run: CheckRun, timeout_s: float, cwd: Path) -> PrecisionRun:
             log.write(f"\ngpu-check: stopped after {timeout_s:.0f} s, this precision's share of the budget\n".encode())
     bench = run.bench_file.read_text() if run.bench_file.is_file() else ""
     tail = "\n".join(run.log.read_text(errors="replace").splitlines()[-30:]) if returncode else ""
-    return PrecisionRun(run.precision, run.backend, returncode, round(time.monotonic() - t0, 1), read_junit(run.junit),
-                        json.loads(bench) if bench else {}, tail)
+    return PrecisionRun(
+        run.precision,
+        run.backend,
+        returncode,
+        round(time.monotonic() - t0, 1),
+        read_junit(run.junit),
+        json.loads(bench) if bench else {},
+        tail,
+    )
 
 
 def check(out: Path, budget_s: float, image_build_s: float | None, calib_dataset: str, cwd: Path) -> GpuCheckReport:
@@ -138,19 +183,31 @@ def check(out: Path, budget_s: float, image_build_s: float | None, calib_dataset
         share = (budget_s - (time.monotonic() - t0)) / (len(runs) - i)
         click.echo(f"gpu-check: {run.precision} on {backend.value} (up to {share:.0f} s): {' '.join(run.argv)}")
         results.append(run_one(run, share, cwd))
-    return GpuCheckReport(started, versions(), {"describe": gpu.describe(), "name": gpu.name, "sm": gpu.sm,
-                                                "memory_gib": gpu.memory_gib, "count": gpu.count},
-                          f"{backend.value}: {why}", budget_s, image_build_s, tuple(results), tuple(not_run),
-                          round(time.monotonic() - t0, 1))
+    return GpuCheckReport(
+        started,
+        versions(),
+        {"describe": gpu.describe(), "name": gpu.name, "sm": gpu.sm, "memory_gib": gpu.memory_gib, "count": gpu.count},
+        f"{backend.value}: {why}",
+        budget_s,
+        image_build_s,
+        tuple(results),
+        tuple(not_run),
+        round(time.monotonic() - t0, 1),
+    )
 
 
 @click.command()
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("build/gpu-check"),
-              show_default=True)
+@click.option(
+    "--out", type=click.Path(file_okay=False, path_type=Path), default=Path("build/gpu-check"), show_default=True
+)
 @click.option("--budget-s", type=float, default=DEFAULT_BUDGET_S, show_default=True)
 @click.option("--image-build-s", type=float, default=None, help="How long `docker compose build` took (the Makefile).")
-@click.option("--calib-dataset", default=DEFAULT_CALIB_DATASET, show_default=True,
-              help="fp8's calibration data: a dataset name both quantize.py and hf_ptq.py take (needs the network).")
+@click.option(
+    "--calib-dataset",
+    default=DEFAULT_CALIB_DATASET,
+    show_default=True,
+    help="fp8's calibration data: a dataset name both quantize.py and hf_ptq.py take (needs the network).",
+)
 def main(out: Path, budget_s: float, image_build_s: float | None, calib_dataset: str) -> None:
     """Build, serve and check the default model on this GPU; write report.json and report.md."""
     report = check(out, budget_s, image_build_s, calib_dataset, Path.cwd())

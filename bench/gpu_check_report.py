@@ -85,26 +85,37 @@ class GpuCheckReport:
 
 
 def _level(row: dict) -> str:
-    return (f"c{row['concurrency']}: {row['output_tokens_per_s']:.1f} output tok/s, TTFT p50 "
-            f"{row['ttft_p50_s'] * 1000:.1f} ms, ITL p50 {row['itl_p50_s'] * 1000:.2f} ms")
+    return (
+        f"c{row['concurrency']}: {row['output_tokens_per_s']:.1f} output tok/s, TTFT p50 "
+        f"{row['ttft_p50_s'] * 1000:.1f} ms, ITL p50 {row['itl_p50_s'] * 1000:.2f} ms"
+    )
 
 
 def markdown(report: GpuCheckReport) -> str:
     verdict = "PASS" if report.ok else "FAIL"
-    lines = [f"# GPU check: {verdict}", "",
-             f"- started {report.started}; {report.total_s:.0f} s of a {report.budget_s:.0f} s budget"
-             + ("" if report.within_budget else " (over budget)")
-             + (f"; image build {report.image_build_s:.0f} s (not in the budget)" if report.image_build_s is not None
-                else ""),
-             f"- GPU: {report.gpu.get('describe', report.gpu)}",
-             "- versions: " + ", ".join(f"{k} {v}" for k, v in sorted(report.versions.items())),
-             f"- flow: {report.backend_choice}", "",
-             "| precision | backend | result | passed | failed | skipped | time | benchmark |",
-             "| --- | --- | --- | ---: | ---: | ---: | ---: | --- |"]
+    lines = [
+        f"# GPU check: {verdict}",
+        "",
+        f"- started {report.started}; {report.total_s:.0f} s of a {report.budget_s:.0f} s budget"
+        + ("" if report.within_budget else " (over budget)")
+        + (
+            f"; image build {report.image_build_s:.0f} s (not in the budget)"
+            if report.image_build_s is not None
+            else ""
+        ),
+        f"- GPU: {report.gpu.get('describe', report.gpu)}",
+        "- versions: " + ", ".join(f"{k} {v}" for k, v in sorted(report.versions.items())),
+        f"- flow: {report.backend_choice}",
+        "",
+        "| precision | backend | result | passed | failed | skipped | time | benchmark |",
+        "| --- | --- | --- | ---: | ---: | ---: | ---: | --- |",
+    ]
     for run in report.runs:
         bench = "; ".join(_level(row) for row in run.bench.get("levels", [])) or "none"
-        lines.append(f"| {run.precision} | {run.backend} | {'pass' if run.ok else 'FAIL'} | {run.tests.passed} | "
-                     f"{run.tests.failed} | {run.tests.skipped} | {run.duration_s:.0f} s | {bench} |")
+        lines.append(
+            f"| {run.precision} | {run.backend} | {'pass' if run.ok else 'FAIL'} | {run.tests.passed} | "
+            f"{run.tests.failed} | {run.tests.skipped} | {run.duration_s:.0f} s | {bench} |"
+        )
     for item in report.not_run:
         lines.append(f"\nnot run: {item}")
     for run in (r for r in report.runs if not r.ok):

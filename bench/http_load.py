@@ -11,15 +11,22 @@ import openai
 from bench.genai_perf import RunResult, Slo, percentiles
 
 
-async def _one(client: openai.AsyncOpenAI, model: str, prompt: str, max_tokens: int,
-               extra_body: dict | None) -> tuple[float, float, float, int]:
+async def _one(
+    client: openai.AsyncOpenAI, model: str, prompt: str, max_tokens: int, extra_body: dict | None
+) -> tuple[float, float, float, int]:
     """(ttft, itl, latency, tokens) of one streamed chat completion."""
     t0 = time.monotonic()
     first = last = None
     tokens = 0
-    stream = await client.chat.completions.create(model=model, messages=[{"role": "user", "content": prompt}],
-                                                  max_tokens=max_tokens, stream=True, temperature=0,
-                                                  stream_options={"include_usage": True}, extra_body=extra_body)
+    stream = await client.chat.completions.create(
+        model=model,
+        messages=[{"role": "user", "content": prompt}],
+        max_tokens=max_tokens,
+        stream=True,
+        temperature=0,
+        stream_options={"include_usage": True},
+        extra_body=extra_body,
+    )
     async for chunk in stream:
         if chunk.choices and chunk.choices[0].delta.content:
             now = time.monotonic()
@@ -35,7 +42,9 @@ async def _one(client: openai.AsyncOpenAI, model: str, prompt: str, max_tokens: 
     return first - t0, itl, end - t0, tokens
 
 
-async def _run(base_url: str, model: str, prompts: list[str], max_tokens: int, concurrency: int, extra_body: dict | None):
+async def _run(
+    base_url: str, model: str, prompts: list[str], max_tokens: int, concurrency: int, extra_body: dict | None
+):
     # A new connection per request for every server alike: llama.cpp's server may close a
     # kept-alive connection after a stream just as the client reuses it.
     import httpx2
@@ -57,8 +66,17 @@ async def _run(base_url: str, model: str, prompts: list[str], max_tokens: int, c
     return results, time.monotonic() - t0
 
 
-def run_http(name: str, base_url: str, model: str, prompts: list[str], max_tokens: int, concurrency: int,
-             slo: Slo, workload: str, extra_body: dict | None = None) -> RunResult:
+def run_http(
+    name: str,
+    base_url: str,
+    model: str,
+    prompts: list[str],
+    max_tokens: int,
+    concurrency: int,
+    slo: Slo,
+    workload: str,
+    extra_body: dict | None = None,
+) -> RunResult:
     """`extra_body`: server-specific request fields (e.g. ignore_eos for fixed-length answers)."""
     results, seconds = asyncio.run(_run(base_url, model, prompts, max_tokens, concurrency, extra_body))
     ttfts = [r[0] for r in results if r[0] == r[0]]
@@ -66,9 +84,19 @@ def run_http(name: str, base_url: str, model: str, prompts: list[str], max_token
     tokens = sum(r[3] for r in results)
     met = sum(1 for r in results if r[0] == r[0] and r[0] <= slo.ttft_s and r[1] <= slo.itl_s)
     return RunResult(
-        target=name, workload=workload, load=f"c{concurrency}", requests=len(results), seconds=round(seconds, 3),
-        output_tokens=tokens, output_tokens_per_s=round(tokens / seconds, 1), requests_per_s=round(len(results) / seconds, 3),
-        goodput_rps=round(met / seconds, 3), slo_met_fraction=round(met / len(results), 3) if results else 0.0,
-        ttft_s=percentiles(ttfts), itl_s=percentiles(itls), latency_s=percentiles([r[2] for r in results]),
-        ttfts_s=sorted(round(t, 4) for t in ttfts), generator="bench.http_load (OpenAI SDK, in-process)",
+        target=name,
+        workload=workload,
+        load=f"c{concurrency}",
+        requests=len(results),
+        seconds=round(seconds, 3),
+        output_tokens=tokens,
+        output_tokens_per_s=round(tokens / seconds, 1),
+        requests_per_s=round(len(results) / seconds, 3),
+        goodput_rps=round(met / seconds, 3),
+        slo_met_fraction=round(met / len(results), 3) if results else 0.0,
+        ttft_s=percentiles(ttfts),
+        itl_s=percentiles(itls),
+        latency_s=percentiles([r[2] for r in results]),
+        ttfts_s=sorted(round(t, 4) for t in ttfts),
+        generator="bench.http_load (OpenAI SDK, in-process)",
     )

@@ -39,10 +39,22 @@ def pytorch_engine(checkpoint: Path) -> Path:
     from build_engines.cli_options import make_spec
     from build_engines.pytorch.build import build_pytorch_engine, engine_is_built
 
-    spec = make_spec(checkpoint, backend="tensorrt_llm_pytorch", precision=None, max_batch_size=32,
-                     max_input_len=1536, max_seq_len=2048, max_num_tokens=512, default_max_tokens=256,
-                     kv_cache_size_gb=0, prefix_caching=False, inference_threads=0, triton_image="26.07",
-                     kv_cache_reuse=False, detect=lambda: None)
+    spec = make_spec(
+        checkpoint,
+        backend="tensorrt_llm_pytorch",
+        precision=None,
+        max_batch_size=32,
+        max_input_len=1536,
+        max_seq_len=2048,
+        max_num_tokens=512,
+        default_max_tokens=256,
+        kv_cache_size_gb=0,
+        prefix_caching=False,
+        inference_threads=0,
+        triton_image="26.07",
+        kv_cache_reuse=False,
+        detect=lambda: None,
+    )
     engine_dir = ROOT / default_engine_dir(spec)
     if not (engine_is_built(engine_dir) and reuse_engine(engine_dir, spec)):
         build_pytorch_engine(spec, engine_dir)
@@ -70,4 +82,3 @@ def render_layout(layout: Layout, cpu_engine: Path, out: Path, torch_engine: Pat
         render_repository(torch_engine, out)
         return RenderedLayout(layout, out, use_standin_llmapi(out, cpu_engine))
     return RenderedLayout(layout, out)
-

@@ -25,8 +25,9 @@ class OfflineResult:
     itl_p50_s: float
 
 
-def run_offline(params: OpenVinoEngineParameters, prompts: list[list[int]], output_tokens: int,
-                concurrency: int) -> OfflineResult:
+def run_offline(
+    params: OpenVinoEngineParameters, prompts: list[list[int]], output_tokens: int, concurrency: int
+) -> OfflineResult:
     import openvino as ov
     import openvino_genai as og
 
@@ -64,8 +65,15 @@ def run_offline(params: OpenVinoEngineParameters, prompts: list[list[int]], outp
             if handle.get_status().name != "RUNNING" and not handle.can_read():
                 del active[key]
     elapsed = time.monotonic() - t0
-    return OfflineResult(concurrency, len(prompts), tokens, round(elapsed, 3), round(tokens / elapsed, 1),
-                         round(percentile(ttfts, 0.5), 4), round(percentile(itls, 0.5), 4))
+    return OfflineResult(
+        concurrency,
+        len(prompts),
+        tokens,
+        round(elapsed, 3),
+        round(tokens / elapsed, 1),
+        round(percentile(ttfts, 0.5), 4),
+        round(percentile(itls, 0.5), 4),
+    )
 
 
 def engine_parameters(repository: Path) -> OpenVinoEngineParameters:
@@ -75,5 +83,8 @@ def engine_parameters(repository: Path) -> OpenVinoEngineParameters:
     from contract.model_parameters import from_parameters
 
     config = read_config(repository / names.OPENVINO_ENGINE / "config.pbtxt")
-    return from_parameters(OpenVinoEngineParameters, config.name,
-                           {k: {"string_value": v.string_value} for k, v in config.parameters.items()})
+    return from_parameters(
+        OpenVinoEngineParameters,
+        config.name,
+        {k: {"string_value": v.string_value} for k, v in config.parameters.items()},
+    )

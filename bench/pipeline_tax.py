@@ -30,11 +30,22 @@ class TaxPair:
 
     @property
     def ratio(self) -> float:
-        return self.served.output_tokens_per_s / self.offline.output_tokens_per_s if self.offline.output_tokens_per_s else float("nan")
+        return (
+            self.served.output_tokens_per_s / self.offline.output_tokens_per_s
+            if self.offline.output_tokens_per_s
+            else float("nan")
+        )
 
 
-def measure(grpc_url: str, params: OpenVinoEngineParameters, concurrency: int, output_tokens: int, rounds: int = 2,
-            progress=print, server_pid: int | None = None) -> list[TaxPair]:
+def measure(
+    grpc_url: str,
+    params: OpenVinoEngineParameters,
+    concurrency: int,
+    output_tokens: int,
+    rounds: int = 2,
+    progress=print,
+    server_pid: int | None = None,
+) -> list[TaxPair]:
     """`rounds` pairs; each round sends new prompts (no prefix-cache hits), 2 per stream.
     With `server_pid`, each served run's CPU is accounted per server process and for the
     client itself (bench/cpu_account.py)."""
@@ -46,13 +57,20 @@ def measure(grpc_url: str, params: OpenVinoEngineParameters, concurrency: int, o
         jobs = fixed_length_jobs(2 * concurrency, output_tokens, seed=500 + r)
         # return_dict=True makes it a BatchEncoding; transformers' annotation does not narrow on it.
         prompts: list[list[int]] = [
-            cast(BatchEncoding, tok.apply_chat_template([{"role": m.role, "content": m.content} for m in job.messages],
-                                                        add_generation_prompt=True, tokenize=True,
-                                                        return_dict=True))["input_ids"]
-            for job in jobs]
+            cast(
+                BatchEncoding,
+                tok.apply_chat_template(
+                    [{"role": m.role, "content": m.content} for m in job.messages],
+                    add_generation_prompt=True,
+                    tokenize=True,
+                    return_dict=True,
+                ),
+            )["input_ids"]
+            for job in jobs
+        ]
         account = CpuAccount(server_pid, in_process=True) if server_pid else None
 
-        def serve() -> ThroughputResult:
+        def serve(account: CpuAccount | None = account, jobs: list = jobs) -> ThroughputResult:
             with account if account is not None else contextlib.nullcontext():
                 return asyncio.run(run_closed_loop(grpc_url, jobs, concurrency))
 
@@ -63,9 +81,11 @@ def measure(grpc_url: str, params: OpenVinoEngineParameters, concurrency: int, o
             offline = run_offline(params, prompts, output_tokens, concurrency)
             served = serve()
         pairs.append(TaxPair(served, offline, account))
-        progress(f"  pipeline tax c{concurrency} round {r}: served {served.output_tokens_per_s:.1f} tok/s, "
-                 f"in-process {offline.output_tokens_per_s:.1f} tok/s -> {pairs[-1].ratio:.2f}x"
-                 + (f"; served run's CPU: {account.summary(8)}" if account is not None else ""))
+        progress(
+            f"  pipeline tax c{concurrency} round {r}: served {served.output_tokens_per_s:.1f} tok/s, "
+            f"in-process {offline.output_tokens_per_s:.1f} tok/s -> {pairs[-1].ratio:.2f}x"
+            + (f"; served run's CPU: {account.summary(8)}" if account is not None else "")
+        )
     return pairs
 
 
@@ -74,7 +94,10 @@ def summary(pairs: list[TaxPair]) -> str:
     c = pairs[0].served.concurrency
     cpu = [p.cpu for p in pairs if p.cpu is not None]
     where = f"; CPU of the last served run: {cpu[-1].summary(8)}" if cpu else ""
-    return (f"served / offline engine at concurrency {c}, light in-process gRPC client (bench/pipeline_tax.py): "
-            f"**{statistics.median(p.ratio for p in pairs):.2f}x** (pairs: {ratios}; "
-            f"{', '.join(f'{p.served.output_tokens_per_s:.0f} vs {p.offline.output_tokens_per_s:.0f}' for p in pairs)} tok/s)"
-            f"{where}")
+    return (
+        f"served / offline engine at concurrency {c}, light in-process gRPC client (bench/pipeline_tax.py): "
+        f"**{statistics.median(p.ratio for p in pairs):.2f}x** (pairs: {ratios}; "
+        f"{', '.join(f'{p.served.output_tokens_per_s:.0f} vs {p.offline.output_tokens_per_s:.0f}' for p in pairs)} "
+        "tok/s)"
+        f"{where}"
+    )

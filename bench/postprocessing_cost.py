@@ -18,8 +18,10 @@ from model_repository.text.detokenizer import DetokenizerFactory
 from model_repository.text.postprocess_params import PostprocessParams
 from model_repository.text.stream_postprocessor import StreamPostprocessor
 
-SAMPLE = ("The quick brown fox jumps over the lazy dog. 日本語のテキスト、naïve café, emoji 🙂👨‍👩‍👧 and code: "
-          "def f(x):\n    return x * 2  # ✓\n")
+SAMPLE = (
+    "The quick brown fox jumps over the lazy dog. 日本語のテキスト、naïve café, emoji 🙂👨‍👩‍👧 and code: "
+    "def f(x):\n    return x * 2  # ✓\n"
+)
 
 
 @dataclass(frozen=True)
@@ -41,8 +43,17 @@ def in_process(tokenizer_dir: Path, streams: int, length: int, repeats: int = 3)
     best = float("inf")
     for _ in range(repeats):
         post = StreamPostprocessor(DetokenizerFactory(tok))
-        params = [PostprocessParams(stream_id=f"s{i}", max_tokens=length + 1, end_ids=(2,), num_input_tokens=8,
-                                    streaming=True, stop_strings=("\nUser:",)).to_json() for i in range(streams)]
+        params = [
+            PostprocessParams(
+                stream_id=f"s{i}",
+                max_tokens=length + 1,
+                end_ids=(2,),
+                num_input_tokens=8,
+                streaming=True,
+                stop_strings=("\nUser:",),
+            ).to_json()
+            for i in range(streams)
+        ]
         t0 = time.perf_counter()
         for token in text_ids:
             for p in params:
@@ -56,8 +67,11 @@ def served(grpc_url: str, server_pid: int, streams: int, length: int) -> Cost:
     time, not wall time: on a busy machine wall time mostly measures waiting for a core)."""
     import psutil
 
-    stubs = [p for p in psutil.Process(server_pid).children(recursive=True)
-             if f"{names.POSTPROCESSING}_0" in " ".join(p.cmdline())]
+    stubs = [
+        p
+        for p in psutil.Process(server_pid).children(recursive=True)
+        if f"{names.POSTPROCESSING}_0" in " ".join(p.cmdline())
+    ]
     if not stubs:
         raise RuntimeError("no postprocessing stub under the server")
 
@@ -66,9 +80,14 @@ def served(grpc_url: str, server_pid: int, streams: int, length: int) -> Cost:
 
     async def load():
         async with AsyncLlmClient(grpc_url) as c:
-            results = await asyncio.gather(*(c.generate([ChatMessage("user", f"Story {i}")],
-                                                        SamplingParams(max_tokens=length, min_tokens=length))
-                                             for i in range(streams)))
+            results = await asyncio.gather(
+                *(
+                    c.generate(
+                        [ChatMessage("user", f"Story {i}")], SamplingParams(max_tokens=length, min_tokens=length)
+                    )
+                    for i in range(streams)
+                )
+            )
         return sum(r.completion_tokens for r in results)
 
     before = compute_ns()

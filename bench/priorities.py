@@ -105,27 +105,42 @@ def rows(phases: list[Phase]) -> list[Row]:
     for on in (True, False):
         mine = [p for p in phases if p.priorities == on]
         ttft = [t for p in mine for t in p.interactive_ttft_s]
-        out.append(Row(on, len(mine), len(ttft), statistics.median(ttft) if ttft else float("nan"),
-                       percentile(ttft, 0.99) if ttft else float("nan"),
-                       statistics.mean(p.batch_tok_s for p in mine) if mine else 0.0))
+        out.append(
+            Row(
+                on,
+                len(mine),
+                len(ttft),
+                statistics.median(ttft) if ttft else float("nan"),
+                percentile(ttft, 0.99) if ttft else float("nan"),
+                statistics.mean(p.batch_tok_s for p in mine) if mine else 0.0,
+            )
+        )
     return out
 
 
 def markdown(table: list[Row], slo_ttft_s: float, w: Workload, max_num_seqs: int) -> list[str]:
-    lines = [f"{w.batch_clients} batch clients ({w.batch_tokens}-token answers, engine max_num_seqs {max_num_seqs}) "
-             f"+ interactive chats at {w.interactive_rate}/s ({w.interactive_tokens}-token answers); "
-             f"TTFT SLO {slo_ttft_s * 1000:.0f} ms.", "",
-             "| priorities | phases | interactive requests | interactive TTFT p50 ms | interactive TTFT p99 ms | "
-             "p99 within SLO | batch output tok/s |",
-             "|---|---:|---:|---:|---:|---|---:|"]
+    lines = [
+        f"{w.batch_clients} batch clients ({w.batch_tokens}-token answers, engine max_num_seqs {max_num_seqs}) "
+        f"+ interactive chats at {w.interactive_rate}/s ({w.interactive_tokens}-token answers); "
+        f"TTFT SLO {slo_ttft_s * 1000:.0f} ms.",
+        "",
+        "| priorities | phases | interactive requests | interactive TTFT p50 ms | interactive TTFT p99 ms | "
+        "p99 within SLO | batch output tok/s |",
+        "|---|---:|---:|---:|---:|---|---:|",
+    ]
     for r in table:
-        lines.append(f"| {'on (0.9 / 0.1)' if r.priorities else 'off (arrival order)'} | {r.phases} | {r.interactive} | "
-                     f"{r.ttft_p50_s * 1000:.0f} | {r.ttft_p99_s * 1000:.0f} | "
-                     f"{'yes' if r.ttft_p99_s <= slo_ttft_s else 'no'} | {r.batch_tok_s:.1f} |")
+        lines.append(
+            f"| {'on (0.9 / 0.1)' if r.priorities else 'off (arrival order)'} | {r.phases} | {r.interactive} | "
+            f"{r.ttft_p50_s * 1000:.0f} | {r.ttft_p99_s * 1000:.0f} | "
+            f"{'yes' if r.ttft_p99_s <= slo_ttft_s else 'no'} | {r.batch_tok_s:.1f} |"
+        )
     on, off = table
     if on.ttft_p99_s > 0 and off.batch_tok_s > 0:
-        lines += ["", f"Interactive TTFT p99 without / with priorities: **{off.ttft_p99_s / on.ttft_p99_s:.1f}x**; "
-                      f"batch tok/s with / without: {on.batch_tok_s / off.batch_tok_s:.2f}x."]
+        lines += [
+            "",
+            f"Interactive TTFT p99 without / with priorities: **{off.ttft_p99_s / on.ttft_p99_s:.1f}x**; "
+            f"batch tok/s with / without: {on.batch_tok_s / off.batch_tok_s:.2f}x.",
+        ]
     return lines
 
 
@@ -139,10 +154,12 @@ def run(repository: Path, out: Path, w: Workload, rounds: int, max_num_seqs: int
     phases: list[Phase] = []
     with TritonServer(ServerSettings.on_free_ports(repo, out / "tritonserver.log")) as server:
         for r in range(rounds):
-            for on in ((True, False) if r % 2 == 0 else (False, True)):
+            for on in (True, False) if r % 2 == 0 else (False, True):
                 phase = asyncio.run(run_phase(server.settings.grpc_url, on, w, seed=200 + 2 * r + on))
                 phases.append(phase)
-                progress(f"  round {r} priorities {'on ' if on else 'off'}: {len(phase.interactive_ttft_s)} interactive, "
-                         f"TTFT p99 {percentile(phase.interactive_ttft_s, 0.99) * 1000:.0f} ms, "
-                         f"batch {phase.batch_tok_s:.1f} tok/s")
+                progress(
+                    f"  round {r} priorities {'on ' if on else 'off'}: {len(phase.interactive_ttft_s)} interactive, "
+                    f"TTFT p99 {percentile(phase.interactive_ttft_s, 0.99) * 1000:.0f} ms, "
+                    f"batch {phase.batch_tok_s:.1f} tok/s"
+                )
     return rows(phases)

@@ -26,6 +26,7 @@ from client.errors import ClientError, RequestTimeout
 from contract import names
 
 STOP_WORDS = ("\n", " the", ".")
+SERVER_UNCHANGED = "the same tritonserver process throughout, no fatal signal logged"
 
 
 @dataclass(frozen=True)
@@ -72,21 +73,31 @@ class SoakReport:
         """Last quarter's mean over the second quarter's mean, minus one (warm-up excluded)."""
         values = [m for _, m in self.rss_mib]
         q = max(1, len(values) // 4)
-        early, late = values[q:2 * q] or values[:1], values[-q:]
+        early, late = values[q : 2 * q] or values[:1], values[-q:]
         return sum(late) / len(late) / (sum(early) / len(early)) - 1 if values else 0.0
 
     @property
     def failed(self) -> bool:
-        return bool(self.unexpected_errors or self.server_problems or self.hung or self.nvidia_client.failed
-                    or self.nvidia_client.hung or self.genai_perf.failed or self.genai_perf.hung
-                    or self.rss_growth > 0.05)
+        return bool(
+            self.unexpected_errors
+            or self.server_problems
+            or self.hung
+            or self.nvidia_client.failed
+            or self.nvidia_client.hung
+            or self.genai_perf.failed
+            or self.genai_perf.hung
+            or self.rss_growth > 0.05
+        )
 
     def summary(self) -> dict:
         data = asdict(self)
         data.pop("latencies_s")
-        data.update(rss_growth=round(self.rss_growth, 4), latency_p50_s=round(percentile(self.latencies_s, 0.5), 3),
-                    latency_p99_s=round(percentile(self.latencies_s, 0.99), 3),
-                    unexpected_error_count=len(self.unexpected_errors))
+        data.update(
+            rss_growth=round(self.rss_growth, 4),
+            latency_p50_s=round(percentile(self.latencies_s, 0.5), 3),
+            latency_p99_s=round(percentile(self.latencies_s, 0.99), 3),
+            unexpected_error_count=len(self.unexpected_errors),
+        )
         data["unexpected_errors"] = self.unexpected_errors[:20]
         return data
 
@@ -104,7 +115,11 @@ def server_rss_mib(server_pid: int) -> float:
 
 async def _one(client: AsyncLlmClient, report: SoakReport, rng: random.Random) -> None:
     kind = rng.random()
-    messages = [ChatMessage("user", f"Soak {rng.randrange(10**6)}: tell me about {rng.choice(['rivers', 'stars', 'bread', 'trains'])}.")]
+    messages = [
+        ChatMessage(
+            "user", f"Soak {rng.randrange(10**6)}: tell me about {rng.choice(['rivers', 'stars', 'bread', 'trains'])}."
+        )
+    ]
     stop = (rng.choice(STOP_WORDS),) if rng.random() < 0.25 else ()
     sampling = SamplingParams(max_tokens=rng.randint(4, 96), temperature=rng.choice([0.0, 0.7]), stop=stop)
     report.with_stop_words += bool(stop)
@@ -117,8 +132,11 @@ async def _one(client: AsyncLlmClient, report: SoakReport, rng: random.Random) -
         report.whole += 1
     elif kind < 0.75:  # n samples per prompt (sampling: greedy n > 1 is refused by some engines)
         n = rng.choice([2, 3])
-        await client.generate_n(messages, SamplingParams(max_tokens=rng.randint(4, 48), temperature=0.8, n=n, stop=stop),
-                                stream=rng.random() < 0.8)
+        await client.generate_n(
+            messages,
+            SamplingParams(max_tokens=rng.randint(4, 48), temperature=0.8, n=n, stop=stop),
+            stream=rng.random() < 0.8,
+        )
         report.samples_n += 1
     elif kind < 0.9:  # the client walks away mid-answer
         count = 0
@@ -134,8 +152,9 @@ async def _one(client: AsyncLlmClient, report: SoakReport, rng: random.Random) -
             report.timeouts += 1
 
 
-async def _worker(clients: list[AsyncLlmClient], report: SoakReport, deadline: float, rng: random.Random,
-                  hang_s: float) -> None:
+async def _worker(
+    clients: list[AsyncLlmClient], report: SoakReport, deadline: float, rng: random.Random, hang_s: float
+) -> None:
     while time.monotonic() < deadline:
         client = rng.choice(clients)
         t0 = time.monotonic()
@@ -149,8 +168,9 @@ async def _worker(clients: list[AsyncLlmClient], report: SoakReport, deadline: f
             report.unexpected_errors.append(f"{client.model}: {type(e).__name__}: {e}")
 
 
-def _side_loop(name: str, runs: SideRuns, command, period_s: float, timeout_s: float, deadline: float,
-               stop: threading.Event) -> None:
+def _side_loop(
+    name: str, runs: SideRuns, command, period_s: float, timeout_s: float, deadline: float, stop: threading.Event
+) -> None:
     """Run `command()` (argv, env or None) every `period_s` until the deadline."""
     while time.monotonic() < deadline and not stop.is_set():
         argv, env = command()
@@ -168,8 +188,20 @@ def _side_loop(name: str, runs: SideRuns, command, period_s: float, timeout_s: f
 def _nvidia_command(script: Path, grpc_url: str, rng: random.Random):
     def command():
         prompt = f"Soak {rng.randrange(10**6)}: what is a {rng.choice(['river', 'star', 'loaf'])}?"
-        return [sys.executable, str(script), "-u", grpc_url, "--model-name", names.LLM_BLS, "--streaming",
-                "-p", prompt, "-o", str(rng.randint(8, 32))], None
+        return [
+            sys.executable,
+            str(script),
+            "-u",
+            grpc_url,
+            "--model-name",
+            names.LLM_BLS,
+            "--streaming",
+            "-p",
+            prompt,
+            "-o",
+            str(rng.randint(8, 32)),
+        ], None
+
     return command
 
 
@@ -181,14 +213,25 @@ def _genai_perf_command(venv: Path, tokenizer: Path, grpc_url: str, out: Path):
     def make():
         target = Target(names.LLM_BLS, Endpoint.TRITON, grpc_url, names.LLM_BLS)
         workload = Workload("soak", input_tokens_mean=32, output_tokens_mean=24, num_prompts=16)
-        return command(venv, target, workload, Load("concurrency", 4), tokenizer,
-                       out / f"genai-perf-{next(counter)}"), tool_env()
+        return command(
+            venv, target, workload, Load("concurrency", 4), tokenizer, out / f"genai-perf-{next(counter)}"
+        ), tool_env()
+
     return make
 
 
-def run_soak(grpc_url: str, server_pid: int, duration_s: float, concurrency: int, seed: int = 0,
-             models: tuple[str, ...] = (names.ENSEMBLE, names.LLM_BLS), log_file: Path | None = None,
-             side: SidePlan = SidePlan(), hang_s: float = 180.0, out: Path = Path("build/soak")) -> SoakReport:
+def run_soak(
+    grpc_url: str,
+    server_pid: int,
+    duration_s: float,
+    concurrency: int,
+    seed: int = 0,
+    models: tuple[str, ...] = (names.ENSEMBLE, names.LLM_BLS),
+    log_file: Path | None = None,
+    side: SidePlan = SidePlan(),
+    hang_s: float = 180.0,
+    out: Path = Path("build/soak"),
+) -> SoakReport:
     """Mixed load through every model of `models`, and what `side` names beside it; with
     `log_file`, also whether the server survived (same process, no fatal signal logged)."""
     report = SoakReport(duration_s=duration_s, models=models)
@@ -204,21 +247,47 @@ def run_soak(grpc_url: str, server_pid: int, duration_s: float, concurrency: int
     threads = [threading.Thread(target=sample_memory, daemon=True)]
     rng = random.Random(seed)
     if side.nvidia_client is not None:
-        threads.append(threading.Thread(target=_side_loop, daemon=True, args=(
-            "end_to_end_grpc_client.py", report.nvidia_client, _nvidia_command(side.nvidia_client, grpc_url, rng),
-            side.nvidia_period_s, hang_s, deadline, stop)))
+        threads.append(
+            threading.Thread(
+                target=_side_loop,
+                daemon=True,
+                args=(
+                    "end_to_end_grpc_client.py",
+                    report.nvidia_client,
+                    _nvidia_command(side.nvidia_client, grpc_url, rng),
+                    side.nvidia_period_s,
+                    hang_s,
+                    deadline,
+                    stop,
+                ),
+            )
+        )
     if side.genai_perf_venv is not None and side.tokenizer is not None:
         make = _genai_perf_command(side.genai_perf_venv, side.tokenizer, grpc_url, out)
-        threads.append(threading.Thread(target=_side_loop, daemon=True, args=(
-            "genai-perf", report.genai_perf, make, side.genai_perf_period_s, max(hang_s, 600.0), deadline, stop)))
+        threads.append(
+            threading.Thread(
+                target=_side_loop,
+                daemon=True,
+                args=(
+                    "genai-perf",
+                    report.genai_perf,
+                    make,
+                    side.genai_perf_period_s,
+                    max(hang_s, 600.0),
+                    deadline,
+                    stop,
+                ),
+            )
+        )
     for thread in threads:
         thread.start()
 
     async def main():
         clients = [AsyncLlmClient(grpc_url, model=model) for model in models]
         try:
-            await asyncio.gather(*(_worker(clients, report, deadline, random.Random(seed + i), hang_s)
-                                   for i in range(concurrency)))
+            await asyncio.gather(
+                *(_worker(clients, report, deadline, random.Random(seed + i), hang_s) for i in range(concurrency))
+            )
         finally:
             for c in clients:
                 await c.close()
@@ -243,7 +312,8 @@ def write_report(report: SoakReport, out: Path, title: str = "") -> Path:
     growth = summary["rss_growth"]
     side = lambda runs: f"{runs.ok} ok, {len(runs.failed)} failed, {runs.hung} hung"  # noqa: E731
     lines = [
-        f"# Soak{': ' + title if title else ''}: {report.duration_s / 60:.0f} minutes of mixed load", "",
+        f"# Soak{': ' + title if title else ''}: {report.duration_s / 60:.0f} minutes of mixed load",
+        "",
         f"- requests: {report.requests} (streamed {report.streamed}, whole {report.whole}, n > 1 {report.samples_n}, "
         f"with stop words {report.with_stop_words}, abandoned mid-stream {report.cancelled}, "
         f"client timeouts {report.timeouts})",
@@ -253,11 +323,14 @@ def write_report(report: SoakReport, out: Path, title: str = "") -> Path:
         f"- unexpected errors: **{summary['unexpected_error_count']}**",
         f"- NVIDIA's end_to_end_grpc_client.py --model-name tensorrt_llm_bls --streaming: {side(report.nvidia_client)}",
         f"- genai-perf --backend tensorrtllm (tensorrt_llm_bls, streaming): {side(report.genai_perf)}",
-        f"- server: **{'; '.join(report.server_problems) or 'the same tritonserver process throughout, no fatal signal logged'}**",
+        f"- server: **{'; '.join(report.server_problems) or SERVER_UNCHANGED}**",
         f"- server memory (tritonserver + stubs): {report.rss_mib[0][1] if report.rss_mib else 0:.0f} MiB at start, "
-        f"{report.rss_mib[-1][1] if report.rss_mib else 0:.0f} MiB at the end; growth after warm-up **{growth:+.1%}** (limit 5%)",
-        f"- latency p50 {summary['latency_p50_s']} s, p99 {summary['latency_p99_s']} s", "",
-        "| t (s) | RSS (MiB) |", "|---:|---:|",
+        f"{report.rss_mib[-1][1] if report.rss_mib else 0:.0f} MiB at the end; growth after warm-up **{growth:+.1%}** "
+        "(limit 5%)",
+        f"- latency p50 {summary['latency_p50_s']} s, p99 {summary['latency_p99_s']} s",
+        "",
+        "| t (s) | RSS (MiB) |",
+        "|---:|---:|",
     ] + [f"| {t:.0f} | {m:.0f} |" for t, m in report.rss_mib[:: max(1, len(report.rss_mib) // 20)]]
     path = out / "soak.md"
     path.write_text("\n".join(lines) + "\n")

@@ -93,7 +93,9 @@ async def _one(client: AsyncLlmClient, model: str, rng: random.Random, plan: Str
 async def run_stress_async(grpc_url: str, plan: StressPlan) -> StressReport:
     report = StressReport()
     rng = random.Random(plan.seed)
-    jobs = [(model, random.Random(rng.randrange(2**32))) for model in plan.models for _ in range(plan.requests_per_model)]
+    jobs = [
+        (model, random.Random(rng.randrange(2**32))) for model in plan.models for _ in range(plan.requests_per_model)
+    ]
     rng.shuffle(jobs)
     gate = asyncio.Semaphore(plan.concurrency)
     clients = {model: AsyncLlmClient(grpc_url, model=model) for model in plan.models}
@@ -119,8 +121,9 @@ def run_stress(grpc_url: str, plan: StressPlan) -> StressReport:
         try:
             return await asyncio.wait_for(run_stress_async(grpc_url, plan), plan.deadline_s)
         except asyncio.TimeoutError:
-            raise StressStuck(f"the load did not end in {plan.deadline_s:g} s: requests got neither an answer "
-                              "nor an error") from None
+            raise StressStuck(
+                f"the load did not end in {plan.deadline_s:g} s: requests got neither an answer nor an error"
+            ) from None
 
     return asyncio.run(bounded())
 
@@ -141,9 +144,11 @@ def run_stress(grpc_url: str, plan: StressPlan) -> StressReport:
 # from a hang of ours by the stub's native stacks (gdb's backtraces: py-spy does not resolve the
 # stub's own symbols).
 # Each side of the cycle as the frames of one thread: (waits for, inside).
-BLS_DEADLOCK_SIDES = (("pthread_mutex_lock", "Stub::GetResponseIterator"),
-                      ("pthread_mutex_lock", "Stub::ProcessBLSResponseDecoupled"),
-                      ("PyEval_RestoreThread", "ResponseIterator::Next"))
+BLS_DEADLOCK_SIDES = (
+    ("pthread_mutex_lock", "Stub::GetResponseIterator"),
+    ("pthread_mutex_lock", "Stub::ProcessBLSResponseDecoupled"),
+    ("PyEval_RestoreThread", "ResponseIterator::Next"),
+)
 
 
 def is_bls_deadlock(native_dump: str) -> bool:
@@ -159,8 +164,9 @@ def native_stacks(pid: int) -> str:
     if gdb is None:
         return ""
     try:
-        return subprocess.run([gdb, "-p", str(pid), "-batch", "-ex", "thread apply all bt"], capture_output=True,
-                              text=True, timeout=120).stdout
+        return subprocess.run(
+            [gdb, "-p", str(pid), "-batch", "-ex", "thread apply all bt"], capture_output=True, text=True, timeout=120
+        ).stdout
     except (OSError, subprocess.SubprocessError):
         return ""
 
@@ -198,8 +204,11 @@ class ServerWatch:
         except psutil.NoSuchProcess:
             found.append(f"tritonserver {self.pid} is gone")
         alive = stubs_of(self.pid)
-        found += [f"the Python-backend stub of {model} (pid {stub_pid}) died" for stub_pid, model in self.stubs.items()
-                  if stub_pid not in alive]
+        found += [
+            f"the Python-backend stub of {model} (pid {stub_pid}) died"
+            for stub_pid, model in self.stubs.items()
+            if stub_pid not in alive
+        ]
         for line in self.new_log().splitlines():
             if any(marker in line for marker in FATAL_LOG_MARKERS):
                 found.append(f"tritonserver log: {line.strip()}")
@@ -242,11 +251,15 @@ def crash_frame(log_text: str, binary: Path) -> str:
     match = re.search(r"Signal \((11|6)\) received\.\n((?:\s*\d+# \S+ in \S+\n?)+)", log_text)
     if not match:
         return ""
-    frames = [int(a, 16) for a, path in re.findall(r"\d+# (0x[0-9A-Fa-f]+) in (\S+)", match.group(2))
-              if Path(path).name == binary.name]
+    frames = [
+        int(a, 16)
+        for a, path in re.findall(r"\d+# (0x[0-9A-Fa-f]+) in (\S+)", match.group(2))
+        if Path(path).name == binary.name
+    ]
     try:
-        listing = subprocess.run(["nm", "-C", "-S", "--defined-only", str(binary)], capture_output=True, text=True,
-                                 check=True, timeout=60).stdout
+        listing = subprocess.run(
+            ["nm", "-C", "-S", "--defined-only", str(binary)], capture_output=True, text=True, check=True, timeout=60
+        ).stdout
     except (OSError, subprocess.SubprocessError):
         return ""
     symbols = []

@@ -10,18 +10,18 @@ import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from serving import prometheus
+from bench import aiperf, multiturn, peer_compare, perf_analyzer, pipeline_tax, priorities, speculative
 from bench.cost import Pricing
 from bench.cpu_account import CpuAccount
 from bench.environments import BUILD, aiperf_venv
 from bench.genai_perf import Endpoint, Load, RunResult, Slo, Target, Workload
 from bench.http_load import run_http
 from bench.offline import engine_parameters, run_offline
-from bench import aiperf, multiturn, perf_analyzer, peer_compare, pipeline_tax, priorities, speculative
 from bench.report import write
 from build_engines.render import read_config
 from contract import metrics, names
 from contract.build_record import BuildRecord
+from serving import prometheus
 from serving.launcher import ServerSettings, TritonServer, free_loopback_port
 from serving.openai_process import OpenAiFront, served_model_name
 
@@ -48,9 +48,16 @@ def engine_dir_of(repository: Path) -> Path:
 
 def _server_counters(url: str) -> dict[str, float]:
     samples = prometheus.scrape(url)
-    return {name: prometheus.value(samples, name) for name in (
-        metrics.GENERATED_TOKENS.name, f"{metrics.TIME_TO_FIRST_TOKEN.name}_sum", f"{metrics.TIME_TO_FIRST_TOKEN.name}_count",
-        f"{metrics.INTER_TOKEN_LATENCY.name}_sum", f"{metrics.INTER_TOKEN_LATENCY.name}_count")}
+    return {
+        name: prometheus.value(samples, name)
+        for name in (
+            metrics.GENERATED_TOKENS.name,
+            f"{metrics.TIME_TO_FIRST_TOKEN.name}_sum",
+            f"{metrics.TIME_TO_FIRST_TOKEN.name}_count",
+            f"{metrics.INTER_TOKEN_LATENCY.name}_sum",
+            f"{metrics.INTER_TOKEN_LATENCY.name}_count",
+        )
+    }
 
 
 def _ratio(a: float, b: float) -> float:
@@ -66,28 +73,49 @@ def run_suite(config: SuiteConfig) -> Path:
     runs_dir = config.out / "runs"
     fixed = Workload(f"isl{config.input_tokens}-osl{config.output_tokens}", config.input_tokens, config.output_tokens)
     # ShareGPT-like: varied prompt and answer lengths (normal, sd = mean / 4: no empty prompt).
-    mixed = Workload("mixed", 2 * config.input_tokens, config.output_tokens, config.input_tokens // 2,
-                     config.output_tokens // 4)
+    mixed = Workload(
+        "mixed", 2 * config.input_tokens, config.output_tokens, config.input_tokens // 2, config.output_tokens // 4
+    )
     chat = replace(fixed, name=f"chat-{fixed.name}")
     results: list[RunResult] = []
 
     def measure(target: Target, workload: Workload, load: Load) -> RunResult:
-        result = perf_analyzer.run(tools, target, workload, load, engine_dir, runs_dir / f"{target.name}-{workload.name}-{load.label}",
-                     config.slo)
+        result = perf_analyzer.run(
+            tools,
+            target,
+            workload,
+            load,
+            engine_dir,
+            runs_dir / f"{target.name}-{workload.name}-{load.label}",
+            config.slo,
+        )
         results.append(result)
-        print(f"  {target.name:18} {workload.name:16} {load.label:>4}: {result.output_tokens_per_s:7.1f} tok/s  "
-              f"TTFT p50 {result.ttft_s['p50'] * 1000:6.0f} ms  ITL p50 {result.itl_s['p50'] * 1000:5.1f} ms  "
-              f"goodput {result.goodput_rps:.2f} req/s", flush=True)
+        print(
+            f"  {target.name:18} {workload.name:16} {load.label:>4}: {result.output_tokens_per_s:7.1f} tok/s  "
+            f"TTFT p50 {result.ttft_s['p50'] * 1000:6.0f} ms  ITL p50 {result.itl_s['p50'] * 1000:5.1f} ms  "
+            f"goodput {result.goodput_rps:.2f} req/s",
+            flush=True,
+        )
         return result
 
     settings = ServerSettings.on_free_ports(config.repository, config.out / "tritonserver.log")
     with TritonServer(settings) as server:
-        front = OpenAiFront(settings.grpc_url, settings.host, free_loopback_port(), served_model_name(config.repository),
-                            config.out / "openai_front.log")
+        front = OpenAiFront(
+            settings.grpc_url,
+            settings.host,
+            free_loopback_port(),
+            served_model_name(config.repository),
+            config.out / "openai_front.log",
+        )
         front.start()
         try:
-            triton = Target("triton-ensemble", Endpoint.TRITON, settings.grpc_url, names.ENSEMBLE,
-                            (("min_tokens", config.output_tokens),))
+            triton = Target(
+                "triton-ensemble",
+                Endpoint.TRITON,
+                settings.grpc_url,
+                names.ENSEMBLE,
+                (("min_tokens", config.output_tokens),),
+            )
             before = _server_counters(settings.metrics_url)
             for c in config.concurrency:  # ascending: the account kept is the top level's
                 with CpuAccount(server.pid) as account:
@@ -97,12 +125,17 @@ def run_suite(config: SuiteConfig) -> Path:
             after = _server_counters(settings.metrics_url)
             measure(replace(triton, extra_inputs=()), mixed, Load("concurrency", max(config.concurrency)))
             top = max(config.concurrency)
-            served = next(r for r in results if r.target == "triton-ensemble" and r.load == f"c{top}" and r.workload == fixed.name)
+            served = next(
+                r for r in results if r.target == "triton-ensemble" and r.load == f"c{top}" and r.workload == fixed.name
+            )
             texts = _texts(Path(served.artifacts))
-            ours_http = http(config, "ours-openai-front", front.url + "/v1", served_model_name(config.repository), texts, chat)
+            ours_http = http(
+                config, "ours-openai-front", front.url + "/v1", served_model_name(config.repository), texts, chat
+            )
             results.append(ours_http)
-            tax = pipeline_tax.measure(settings.grpc_url, params, max(config.concurrency), config.output_tokens,
-                                       server_pid=server.pid)
+            tax = pipeline_tax.measure(
+                settings.grpc_url, params, max(config.concurrency), config.output_tokens, server_pid=server.pid
+            )
             aiperf_runs = _aiperf_sweeps(config, front.url, settings.http_url, engine_dir, runs_dir)
             results += aiperf_runs
         finally:
@@ -111,74 +144,151 @@ def run_suite(config: SuiteConfig) -> Path:
     one = next(r for r in results if r.target == "triton-ensemble" and r.load == "c1" and r.workload == fixed.name)
     prompts = _prompts(Path(served.artifacts), engine_dir)[: Load("concurrency", top).request_count]  # those it sent
     offline = run_offline(params, prompts, config.output_tokens, top)
-    print(f"  {'offline engine':18} {fixed.name:16} {'c%d' % top:>4}: {offline.output_tokens_per_s:7.1f} tok/s", flush=True)
+    print(
+        f"  {'offline engine':18} {fixed.name:16} {'c%d' % top:>4}: {offline.output_tokens_per_s:7.1f} tok/s",
+        flush=True,
+    )
 
     sections = []
     if aiperf_runs:
-        sections.append((f"HTTP streaming sweeps ({aiperf.GENERATOR})", [
-            f"Every figure in this table is {aiperf.GENERATOR}'s own (its profile_export_aiperf.json): the OpenAI front's "
-            "/v1/chat/completions and Triton's HTTP generate_stream of the ensemble and the BLS (AIPerf's template "
-            f"endpoint), streaming, {fixed.name}, goodput against the SLO above. The gRPC rows of the table below come "
-            "from perf_analyzer, the front's in-process row from bench.http_load: see its generator column.",
-            "", *aiperf.markdown(aiperf_runs)]))
+        sections.append(
+            (
+                f"HTTP streaming sweeps ({aiperf.GENERATOR})",
+                [
+                    f"Every figure in this table is {aiperf.GENERATOR}'s own (its profile_export_aiperf.json): the "
+                    "OpenAI front's "
+                    "/v1/chat/completions and Triton's HTTP generate_stream of the ensemble and the BLS (AIPerf's "
+                    "template "
+                    f"endpoint), streaming, {fixed.name}, goodput against the SLO above. The gRPC rows of the table "
+                    "below come "
+                    "from perf_analyzer, the front's in-process row from bench.http_load: see its generator column.",
+                    "",
+                    *aiperf.markdown(aiperf_runs),
+                ],
+            )
+        )
     if config.peers:
-        peer_pairs, _ = peer_compare.run(config.repository, config.out / "peers", config.peers, (1, top),
-                                         config.output_tokens, 2, config.slo)
-        sections.append(("Against the CPU peers", [
-            "One OpenAI streaming client for every server (not genai-perf), fixed-length answers, pairs (ours, peer) "
-            "in alternating order, new prompts in every run (details: peers/peers.md).", "", *peer_compare.markdown(peer_pairs),
-            "", *[f"- {v}" for v in peer_compare.verdicts(peer_pairs)]]))
+        peer_pairs, _ = peer_compare.run(
+            config.repository, config.out / "peers", config.peers, (1, top), config.output_tokens, 2, config.slo
+        )
+        sections.append(
+            (
+                "Against the CPU peers",
+                [
+                    "One OpenAI streaming client for every server (not genai-perf), fixed-length answers, pairs (ours, "
+                    "peer) "
+                    "in alternating order, new prompts in every run (details: peers/peers.md).",
+                    "",
+                    *peer_compare.markdown(peer_pairs),
+                    "",
+                    *[f"- {v}" for v in peer_compare.verdicts(peer_pairs)],
+                ],
+            )
+        )
 
-    sections.append(("Prefix caching: multi-turn chats", [
-        "4 users at once, 4 turns each, one ~360-token system prompt shared by all, every turn resending the conversation; "
-        "two servers (caching on / off) from this repository, 2 rounds each, alternating (details: multiturn/).", "",
-        *multiturn.markdown(*multiturn.run(config.repository, config.out / "multiturn", 4, 4, 32, 2))]))
+    sections.append(
+        (
+            "Prefix caching: multi-turn chats",
+            [
+                "4 users at once, 4 turns each, one ~360-token system prompt shared by all, every turn resending the "
+                "conversation; "
+                "two servers (caching on / off) from this repository, 2 rounds each, alternating (details: "
+                "multiturn/).",
+                "",
+                *multiturn.markdown(*multiturn.run(config.repository, config.out / "multiturn", 4, 4, 32, 2)),
+            ],
+        )
+    )
 
     priority_mix = priorities.Workload()
-    sections.append(("Request priorities: interactive beside batch", [
-        "One server (max_num_seqs 8), batch clients keeping more long generations in flight than it runs, interactive "
-        "chats at random times; phases with priorities (interactive 0.9, batch 0.1) and without, alternating, 2 each "
-        "(`python -m bench priorities`; details: priorities/).", "",
-        *priorities.markdown(priorities.run(config.repository, config.out / "priorities", priority_mix, 2, 8),
-                             config.slo.ttft_s, priority_mix, 8)]))
+    sections.append(
+        (
+            "Request priorities: interactive beside batch",
+            [
+                "One server (max_num_seqs 8), batch clients keeping more long generations in flight than it runs, "
+                "interactive "
+                "chats at random times; phases with priorities (interactive 0.9, batch 0.1) and without, alternating, "
+                "2 each "
+                "(`python -m bench priorities`; details: priorities/).",
+                "",
+                *priorities.markdown(
+                    priorities.run(config.repository, config.out / "priorities", priority_mix, 2, 8),
+                    config.slo.ttft_s,
+                    priority_mix,
+                    8,
+                ),
+            ],
+        )
+    )
 
     spec_pairs = speculative.measure(params, _tokenizer(engine_dir), (1, top), config.output_tokens, 2)
-    sections.append(("Speculative decoding: prompt lookup", [
-        "Input-grounded prompts (repeat / rewrite a passage of the Python docs, copy given code), greedy, the engine's "
-        "backend in-process, plain and prompt lookup alternating, new prompts every round (`python -m bench speculative`). "
-        "Acceptance is estimated from tokens per engine step: (tokens per step - 1) / num_assistant_tokens.", "",
-        *speculative.markdown(spec_pairs, params.num_assistant_tokens)]))
+    sections.append(
+        (
+            "Speculative decoding: prompt lookup",
+            [
+                "Input-grounded prompts (repeat / rewrite a passage of the Python docs, copy given code), greedy, the "
+                "engine's "
+                "backend in-process, plain and prompt lookup alternating, new prompts every round (`python -m bench "
+                "speculative`). "
+                "Acceptance is estimated from tokens per engine step: (tokens per step - 1) / num_assistant_tokens.",
+                "",
+                *speculative.markdown(spec_pairs, params.num_assistant_tokens),
+            ],
+        )
+    )
 
     ratios = [
         pipeline_tax.summary(tax) + "; target >= 0.9",
         f"served / offline engine at concurrency {top}, perf_analyzer as the load generator: "
         f"{_ratio(served.output_tokens_per_s, offline.output_tokens_per_s)}x "
-        f"({served.output_tokens_per_s:.0f} vs {offline.output_tokens_per_s:.0f} output tok/s: the tools take CPU the engine "
-        f"needs on a small host); CPU during the served run: {account.summary()} (the in-process engine has the whole machine)",
-        f"in-flight batching: concurrency {top} / concurrency 1: **{_ratio(served.output_tokens_per_s, one.output_tokens_per_s)}x** "
+        f"({served.output_tokens_per_s:.0f} vs {offline.output_tokens_per_s:.0f} output tok/s: the tools take CPU the "
+        "engine "
+        f"needs on a small host); CPU during the served run: {account.summary()} (the in-process engine has the whole "
+        "machine)",
+        f"in-flight batching: concurrency {top} / concurrency 1: "
+        f"**{_ratio(served.output_tokens_per_s, one.output_tokens_per_s)}x** "
         f"({served.output_tokens_per_s:.0f} vs {one.output_tokens_per_s:.0f} output tok/s)",
     ]
     tokens = after[metrics.GENERATED_TOKENS.name] - before[metrics.GENERATED_TOKENS.name]
     ttft_n = after[f"{metrics.TIME_TO_FIRST_TOKEN.name}_count"] - before[f"{metrics.TIME_TO_FIRST_TOKEN.name}_count"]
     ttft_sum = after[f"{metrics.TIME_TO_FIRST_TOKEN.name}_sum"] - before[f"{metrics.TIME_TO_FIRST_TOKEN.name}_sum"]
-    ratios.append(f"server-side metrics over the fixed-length sweep: {tokens:.0f} tokens generated, mean engine TTFT "
-                  f"{ttft_sum / ttft_n * 1000:.0f} ms over {ttft_n:.0f} requests" if ttft_n else "no server-side metrics")
+    ratios.append(
+        f"server-side metrics over the fixed-length sweep: {tokens:.0f} tokens generated, mean engine TTFT "
+        f"{ttft_sum / ttft_n * 1000:.0f} ms over {ttft_n:.0f} requests"
+        if ttft_n
+        else "no server-side metrics"
+    )
     summary = {
-        "model": Path(record.spec["checkpoint"]).name, "engine": f"{record.backend} {record.spec['precision']}",
+        "model": Path(record.spec["checkpoint"]).name,
+        "engine": f"{record.backend} {record.spec['precision']}",
         "machine": f"{platform.machine()}, {_cpus()} CPUs, {platform.python_version()}",
         "slo": {"ttft_ms": config.slo.ttft_s * 1000, "itl_ms": config.slo.itl_s * 1000},
-        "workload": fixed.name, "ratios": ratios, "offline": offline.__dict__,
-        "seconds": round(time.monotonic() - t_start, 1), "sections": sections,
+        "workload": fixed.name,
+        "ratios": ratios,
+        "offline": offline.__dict__,
+        "seconds": round(time.monotonic() - t_start, 1),
+        "sections": sections,
     }
     return write(config.out, summary, results, config.notes, config.pricing)
 
 
-def _aiperf_sweeps(config: SuiteConfig, openai_url: str, http_url: str, engine_dir: Path, runs_dir: Path) -> list[RunResult]:
+def _aiperf_sweeps(
+    config: SuiteConfig, openai_url: str, http_url: str, engine_dir: Path, runs_dir: Path
+) -> list[RunResult]:
     if not config.aiperf:
         return []
-    run_targets = aiperf.targets(openai_url, http_url, served_model_name(config.repository), (names.ENSEMBLE, names.LLM_BLS))
-    return aiperf.sweep_targets(aiperf_venv(), run_targets, aiperf.Sweep(config.input_tokens, config.output_tokens),
-                                config.concurrency, engine_dir, runs_dir, config.slo)
+    run_targets = aiperf.targets(
+        openai_url, http_url, served_model_name(config.repository), (names.ENSEMBLE, names.LLM_BLS)
+    )
+    return aiperf.sweep_targets(
+        aiperf_venv(),
+        run_targets,
+        aiperf.Sweep(config.input_tokens, config.output_tokens),
+        config.concurrency,
+        engine_dir,
+        runs_dir,
+        config.slo,
+    )
 
 
 def http(config: SuiteConfig, name: str, base_url: str, model: str, texts: list[str], workload: Workload) -> RunResult:
@@ -186,8 +296,11 @@ def http(config: SuiteConfig, name: str, base_url: str, model: str, texts: list[
     top = max(config.concurrency)
     run_http(name, base_url, model, texts[:2], config.output_tokens, 2, config.slo, workload.name)  # warm-up
     result = run_http(name, base_url, model, texts[: 3 * top], config.output_tokens, top, config.slo, workload.name)
-    print(f"  {name:18} {workload.name:16} {result.load:>4}: {result.output_tokens_per_s:7.1f} tok/s  "
-          f"TTFT p50 {result.ttft_s['p50'] * 1000:6.0f} ms  ITL p50 {result.itl_s['p50'] * 1000:5.1f} ms", flush=True)
+    print(
+        f"  {name:18} {workload.name:16} {result.load:>4}: {result.output_tokens_per_s:7.1f} tok/s  "
+        f"TTFT p50 {result.ttft_s['p50'] * 1000:6.0f} ms  ITL p50 {result.itl_s['p50'] * 1000:5.1f} ms",
+        flush=True,
+    )
     return result
 
 

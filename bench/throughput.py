@@ -9,8 +9,8 @@ import time
 from dataclasses import asdict, dataclass
 
 from bench.workload import Job
-from contract import names
 from client import AsyncLlmClient, GenerationResult
+from contract import names
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,7 @@ async def run_closed_loop(url: str, jobs: list[Job], concurrency: int, model: st
     queue = list(jobs)
     results: list[GenerationResult] = []
     async with AsyncLlmClient(url, model=model) as client:
+
         async def worker():
             while queue:
                 job = queue.pop()
@@ -56,8 +57,14 @@ async def run_closed_loop(url: str, jobs: list[Job], concurrency: int, model: st
     ttfts = [r.ttft_s for r in results if r.ttft_s is not None]
     assert len(ttfts) == len(results)  # generate() streams, and a streamed result has its TTFT
     return ThroughputResult(
-        concurrency=concurrency, requests=len(results), output_tokens=tokens, seconds=round(elapsed, 3),
-        output_tokens_per_s=round(tokens / elapsed, 1), requests_per_s=round(len(results) / elapsed, 3),
-        ttft_p50_s=round(statistics.median(ttfts), 4), ttft_p99_s=round(percentile(ttfts, 0.99), 4),
-        itl_p50_s=round(percentile(itls, 0.5), 4), itl_p99_s=round(percentile(itls, 0.99), 4),
+        concurrency=concurrency,
+        requests=len(results),
+        output_tokens=tokens,
+        seconds=round(elapsed, 3),
+        output_tokens_per_s=round(tokens / elapsed, 1),
+        requests_per_s=round(len(results) / elapsed, 3),
+        ttft_p50_s=round(statistics.median(ttfts), 4),
+        ttft_p99_s=round(percentile(ttfts, 0.99), 4),
+        itl_p50_s=round(percentile(itls, 0.5), 4),
+        itl_p99_s=round(percentile(itls, 0.99), 4),
     )

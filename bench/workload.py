@@ -7,8 +7,26 @@ from dataclasses import dataclass
 
 from client import ChatMessage, SamplingParams
 
-TOPICS = ["a dragon", "the sea", "a robot", "music", "a city at night", "winter", "a cat", "the moon", "coffee",
-          "a train journey", "bees", "a library", "rain", "chess", "a volcano", "friendship", "a lighthouse", "bread"]
+TOPICS = [
+    "a dragon",
+    "the sea",
+    "a robot",
+    "music",
+    "a city at night",
+    "winter",
+    "a cat",
+    "the moon",
+    "coffee",
+    "a train journey",
+    "bees",
+    "a library",
+    "rain",
+    "chess",
+    "a volcano",
+    "friendship",
+    "a lighthouse",
+    "bread",
+]
 
 
 @dataclass(frozen=True)
@@ -25,6 +43,10 @@ def fixed_length_jobs(count: int, output_tokens: int, seed: int = 0) -> list[Job
     for i in range(count):
         topic = TOPICS[i % len(TOPICS)]
         prompt = f"Request {i}-{rng.randrange(10**6)}: write a long, detailed story about {topic}."
-        jobs.append(Job((ChatMessage("user", prompt),),
-                        SamplingParams(max_tokens=output_tokens, min_tokens=output_tokens, temperature=0.0)))
+        jobs.append(
+            Job(
+                (ChatMessage("user", prompt),),
+                SamplingParams(max_tokens=output_tokens, min_tokens=output_tokens, temperature=0.0),
+            )
+        )
     return jobs

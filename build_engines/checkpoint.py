@@ -13,8 +13,15 @@ WEIGHT_SUFFIXES = (".safetensors", ".bin")
 _DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
 # What the tokenizer and the generation defaults need; copied into every engine dir so the
 # engine dir alone serves (the model repository depends on nothing else).
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja",
-                   "generation_config.json", "config.json", "tokenizer.model")
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "chat_template.jinja",
+    "generation_config.json",
+    "config.json",
+    "tokenizer.model",
+)
 
 
 class CheckpointError(ValueError):
@@ -85,7 +92,9 @@ def inspect_checkpoint(path: Path) -> CheckpointInfo:
     except KeyError as e:
         raise CheckpointError(f"{config_path}: missing field {e.args[0]!r}") from None
     if info.num_heads % info.num_kv_heads:
-        raise CheckpointError(f"{config_path}: num_attention_heads {heads} is not a multiple of num_key_value_heads {info.num_kv_heads}")
+        raise CheckpointError(
+            f"{config_path}: num_attention_heads {heads} is not a multiple of num_key_value_heads {info.num_kv_heads}"
+        )
     if not any(p.suffix in WEIGHT_SUFFIXES for p in path.iterdir()):
         raise CheckpointError(f"{path}: no weight files (*.safetensors or *.bin)")
     return info

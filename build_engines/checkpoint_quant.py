@@ -42,12 +42,14 @@ def read_quantization(checkpoint: Path) -> CheckpointQuantization | None:
         data = json.loads(hf_quant.read_text())
         section = data.get("quantization") or {}
         producer = (data.get("producer") or {}).get("name", MODELOPT)
-        return CheckpointQuantization(producer, section.get("quant_algo"), section.get("kv_cache_quant_algo"),
-                                      HF_QUANT_CONFIG)
+        return CheckpointQuantization(
+            producer, section.get("quant_algo"), section.get("kv_cache_quant_algo"), HF_QUANT_CONFIG
+        )
     config = json.loads((checkpoint / "config.json").read_text())
     qc = config.get("quantization_config")
     if not qc:
         return None
     method = str(qc.get("quant_method", "unknown"))
-    return CheckpointQuantization(method, qc.get("quant_algo"), _kv_algo(qc.get("kv_cache_scheme")),
-                                  "config.json quantization_config")
+    return CheckpointQuantization(
+        method, qc.get("quant_algo"), _kv_algo(qc.get("kv_cache_scheme")), "config.json quantization_config"
+    )

@@ -26,8 +26,10 @@ DEFAULT_CHECKPOINT_DIR = BUILD_DIR / "checkpoints" / default_model.DEFAULT_MODEL
 DEFAULT_REPOSITORY = BUILD_DIR / "repository"
 
 
-DECOUPLED_HELP = ("NVIDIA's decoupled_mode: streaming responses (default), or one response per request so unary "
-                  "gRPC/HTTP infer and non-streaming perf_analyzer work (streaming and batched requests refused).")
+DECOUPLED_HELP = (
+    "NVIDIA's decoupled_mode: streaming responses (default), or one response per request so unary "
+    "gRPC/HTTP infer and non-streaming perf_analyzer work (streaming and batched requests refused)."
+)
 
 
 def default_engine_dir(spec: BuildSpec) -> Path:
@@ -56,11 +58,15 @@ def main(verbose: bool) -> None:
     from build_engines.process import Echo
 
     Echo.child_output = verbose
-    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+    )
 
 
 @main.command("prepare-default")
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=DEFAULT_CHECKPOINT_DIR, show_default=True)
+@click.option(
+    "--out", type=click.Path(file_okay=False, path_type=Path), default=DEFAULT_CHECKPOINT_DIR, show_default=True
+)
 @click.option("--force", is_flag=True, help="Convert again even if already prepared.")
 def prepare_default(out: Path, force: bool) -> None:
     """Convert the embedded SmolLM2-135M-Instruct GGUF into an HF checkpoint directory."""
@@ -89,9 +95,15 @@ def inspect(checkpoint: Path | None, as_json: bool) -> None:
 
 @main.command("eval-quality")
 @click.option("--engine-dir", type=click.Path(exists=True, file_okay=False, path_type=Path), required=True)
-@click.option("--full", is_flag=True, help="The whole measurement (24,575 tokens, 20 x 128-token answers) instead of quick.")
-@click.option("--record/--no-record", default=True, show_default=True,
-              help="Store the report in the engine's build.json (CPU engine).")
+@click.option(
+    "--full", is_flag=True, help="The whole measurement (24,575 tokens, 20 x 128-token answers) instead of quick."
+)
+@click.option(
+    "--record/--no-record",
+    default=True,
+    show_default=True,
+    help="Store the report in the engine's build.json (CPU engine).",
+)
 def eval_quality(engine_dir: Path, full: bool, record: bool) -> None:
     """Measure a built engine against its float32 checkpoint: PPL, KL divergence, top-1 and
     greedy agreement (the report `build` stores), and check its precision's gate."""
@@ -104,11 +116,14 @@ def eval_quality(engine_dir: Path, full: bool, record: bool) -> None:
 
 
 LORA_DIR_OPTION = click.option(
-    "--lora-dir", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
+    "--lora-dir",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    default=None,
     help="PEFT LoRA adapters, one per subdirectory, served beside the base model (selected by lora_task_id, the "
-         "adapters in name order from 1, or '<model>:<adapter>' through the OpenAI front).  CPU engine and "
-         "tensorrt_llm_pytorch (LoraConfig): loaded at serve time; tensorrt_llm: built into the engine (LoRA plugin, "
-         "converted adapters prefetched at start).")
+    "adapters in name order from 1, or '<model>:<adapter>' through the OpenAI front).  CPU engine and "
+    "tensorrt_llm_pytorch (LoraConfig): loaded at serve time; tensorrt_llm: built into the engine (LoRA plugin, "
+    "converted adapters prefetched at start).",
+)
 
 
 def _checked_spec(checkpoint: Path | None, kwargs: dict, lora_dir: Path | None = None):
@@ -148,13 +163,25 @@ def plan(checkpoint: Path | None, lora_dir: Path | None, **kwargs) -> None:
 @main.command()
 @spec_options
 @click.option("--engine-dir", type=click.Path(file_okay=False, path_type=Path), default=None)
-@click.option("--repository", type=click.Path(file_okay=False, path_type=Path), default=DEFAULT_REPOSITORY,
-              show_default=True, help="Also render the model repository here.")
+@click.option(
+    "--repository",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=DEFAULT_REPOSITORY,
+    show_default=True,
+    help="Also render the model repository here.",
+)
 @click.option("--skip-existing", is_flag=True, help="Keep an engine that is already built for this spec.")
 @click.option("--decoupled/--no-decoupled", default=True, show_default=True, help=DECOUPLED_HELP)
 @LORA_DIR_OPTION
-def build(checkpoint: Path | None, engine_dir: Path | None, repository: Path, skip_existing: bool, decoupled: bool,
-          lora_dir: Path | None, **kwargs) -> None:
+def build(
+    checkpoint: Path | None,
+    engine_dir: Path | None,
+    repository: Path,
+    skip_existing: bool,
+    decoupled: bool,
+    lora_dir: Path | None,
+    **kwargs,
+) -> None:
     """Build the engine for the spec, then render the model repository."""
     from build_engines.process import BuildError
 
@@ -210,8 +237,12 @@ def _builder(backend: EngineBackend):
     import importlib.util
 
     if importlib.util.find_spec("tensorrt_llm") is None:
-        _fail(SpecError("tensorrt_llm is not installed here: build TensorRT-LLM engines inside the pinned image "
-                        "(`make build-engine BACKEND=tensorrt_llm ...` runs this in the compose `builder` service)"))
+        _fail(
+            SpecError(
+                "tensorrt_llm is not installed here: build TensorRT-LLM engines inside the pinned image "
+                "(`make build-engine BACKEND=tensorrt_llm ...` runs this in the compose `builder` service)"
+            )
+        )
     from build_engines.trtllm.build import build_trtllm_engine, engine_is_built
 
     return engine_is_built, build_trtllm_engine
@@ -220,11 +251,12 @@ def _builder(backend: EngineBackend):
 @main.command()
 @click.option("--engine-dir", type=click.Path(exists=True, file_okay=False, path_type=Path), required=True)
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=DEFAULT_REPOSITORY, show_default=True)
-@click.option("--relay", is_flag=True, help="CPU engine only: serve it behind engine_relay, as tensorrt_llm is on a GPU.")
+@click.option(
+    "--relay", is_flag=True, help="CPU engine only: serve it behind engine_relay, as tensorrt_llm is on a GPU."
+)
 @click.option("--decoupled/--no-decoupled", default=True, show_default=True, help=DECOUPLED_HELP)
 @LORA_DIR_OPTION
 def repo(engine_dir: Path, out: Path, relay: bool, decoupled: bool, lora_dir: Path | None) -> None:
     """Render the Triton model repository for a built engine."""
     models = _render(engine_dir, out, relay=relay, decoupled=decoupled, lora_dir=lora_dir)
     click.echo(f"repository: {out} ({', '.join(models)})")
-

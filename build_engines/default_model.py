@@ -78,6 +78,12 @@ def prepare_default_checkpoint(out_dir: Path, *, force: bool = False) -> Path:
 def _write_generation_config(out_dir: Path, *, eos_id: int | None, bos_id: int | None, pad_id: int | None) -> None:
     path = out_dir / "generation_config.json"
     config = json.loads(path.read_text()) if path.exists() else {}
-    config.update({k: v for k, v in (("eos_token_id", eos_id), ("bos_token_id", bos_id), ("pad_token_id", pad_id)) if v is not None})
+    config.update(
+        {
+            k: v
+            for k, v in (("eos_token_id", eos_id), ("bos_token_id", bos_id), ("pad_token_id", pad_id))
+            if v is not None
+        }
+    )
     config.setdefault("do_sample", False)
     path.write_text(json.dumps(config, indent=2) + "\n")

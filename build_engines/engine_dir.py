@@ -43,8 +43,15 @@ def tool_call_format(engine_dir: Path) -> str:
     return tool_formats.detect(None)
 
 
-def finish_engine(staging: Path, engine_dir: Path, spec: BuildSpec, info: CheckpointInfo, digest: str,
-                  versions: dict[str, str], started: float) -> BuildRecord:
+def finish_engine(
+    staging: Path,
+    engine_dir: Path,
+    spec: BuildSpec,
+    info: CheckpointInfo,
+    digest: str,
+    versions: dict[str, str],
+    started: float,
+) -> BuildRecord:
     """Write build.json into the staging directory, then swap it in for `engine_dir`."""
     record = BuildRecord(
         backend=spec.backend.value,

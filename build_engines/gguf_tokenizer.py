@@ -41,10 +41,12 @@ def _pre_tokenizer(pre: str) -> Any:
     if pre in ("gpt2", "default", "gpt-2"):
         return byte_level
     if pre in ("llama3", "llama-v3", "llama-bpe"):
-        return pre_tokenizers.Sequence([
-            pre_tokenizers.Split(Regex(_LLAMA3_REGEX), behavior="isolated", invert=False),
-            pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=True, use_regex=False),
-        ])
+        return pre_tokenizers.Sequence(
+            [
+                pre_tokenizers.Split(Regex(_LLAMA3_REGEX), behavior="isolated", invert=False),
+                pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=True, use_regex=False),
+            ]
+        )
     raise ValueError(
         f"GGUF tokenizer.ggml.pre={pre!r} is not supported; supported: smollm, starcoder, refact, "
         "codeshell, gpt2, default, llama3, llama-bpe. Convert the checkpoint with its original "
@@ -98,13 +100,12 @@ def read_gguf_tokenizer(path: Path) -> GgufTokenizerSpec:
 def build_tokenizer(spec: GgufTokenizerSpec) -> Tokenizer:
     """A byte-level BPE `tokenizers.Tokenizer` equivalent to the GGUF vocabulary."""
     if spec.model != "gpt2":
-        raise ValueError(
-            f"GGUF tokenizer.ggml.model={spec.model!r} is not supported (only byte-level BPE, 'gpt2')"
-        )
+        raise ValueError(f"GGUF tokenizer.ggml.model={spec.model!r} is not supported (only byte-level BPE, 'gpt2')")
     vocab = {tok: i for i, tok in enumerate(spec.tokens)}
     merges = [tuple(m.split(" ", 1)) for m in spec.merges]
-    tokenizer = Tokenizer(models.BPE(vocab=vocab, merges=merges, unk_token=None, fuse_unk=False,
-                                     byte_fallback=False, ignore_merges=False))
+    tokenizer = Tokenizer(
+        models.BPE(vocab=vocab, merges=merges, unk_token=None, fuse_unk=False, byte_fallback=False, ignore_merges=False)
+    )
     tokenizer.pre_tokenizer = _pre_tokenizer(spec.pre)
     tokenizer.decoder = decoders.ByteLevel()
     added = [

@@ -16,8 +16,18 @@ from dataclasses import dataclass
 # data-centre part (SM 10.x) refuses is an upstream rule: see build_engines/trtllm/rules.py.
 MIN_SM = 80
 FP8_MIN_SM = 89  # FP8 weights and FP8 KV cache: Ada Lovelace / Hopper or newer
-ARCHITECTURES = {70: "Volta", 75: "Turing", 80: "Ampere", 86: "Ampere", 87: "Ampere", 89: "Ada Lovelace",
-                 90: "Hopper", 100: "Blackwell", 103: "Blackwell", 120: "Blackwell"}
+ARCHITECTURES = {
+    70: "Volta",
+    75: "Turing",
+    80: "Ampere",
+    86: "Ampere",
+    87: "Ampere",
+    89: "Ada Lovelace",
+    90: "Hopper",
+    100: "Blackwell",
+    103: "Blackwell",
+    120: "Blackwell",
+}
 
 
 class GpuError(ValueError):
@@ -41,12 +51,27 @@ class GpuTarget:
 
 # name -> (SM, GiB per GPU); the common data-centre and workstation parts.
 KNOWN_GPUS: dict[str, tuple[int, float]] = {
-    "V100": (70, 32), "T4": (75, 16),
-    "A10": (86, 24), "A10G": (86, 24), "A30": (80, 24), "A40": (86, 48),
-    "A100-40GB": (80, 40), "A100-80GB": (80, 80),
-    "L4": (89, 24), "L40": (89, 48), "L40S": (89, 48), "RTX-4090": (89, 24), "RTX-6000-ADA": (89, 48),
-    "H100-PCIE": (90, 80), "H100-SXM": (90, 80), "H100-NVL": (90, 94), "H200": (90, 141), "GH200": (90, 96),
-    "B200": (100, 180), "GB200": (100, 186), "B300": (103, 268),
+    "V100": (70, 32),
+    "T4": (75, 16),
+    "A10": (86, 24),
+    "A10G": (86, 24),
+    "A30": (80, 24),
+    "A40": (86, 48),
+    "A100-40GB": (80, 40),
+    "A100-80GB": (80, 80),
+    "L4": (89, 24),
+    "L40": (89, 48),
+    "L40S": (89, 48),
+    "RTX-4090": (89, 24),
+    "RTX-6000-ADA": (89, 48),
+    "H100-PCIE": (90, 80),
+    "H100-SXM": (90, 80),
+    "H100-NVL": (90, 94),
+    "H200": (90, 141),
+    "GH200": (90, 96),
+    "B200": (100, 180),
+    "GB200": (100, 186),
+    "B300": (103, 268),
     "RTX-PRO-6000": (120, 96),  # Blackwell workstation/server part: SM 12.0, outside the SM 10.x rules
 }
 DEFAULT_GPU = "H100-SXM"  # what `plan` assumes when it is told nothing and sees no GPU
@@ -55,8 +80,9 @@ DEFAULT_GPU = "H100-SXM"  # what `plan` assumes when it is told nothing and sees
 def known_gpu(name: str, count: int = 1) -> GpuTarget:
     key = name.upper()
     if key not in KNOWN_GPUS:
-        raise GpuError(f"'gpu' {name!r} is not a known GPU; known: {sorted(KNOWN_GPUS)} "
-                       "(or give --gpu-sm and --gpu-memory-gib)")
+        raise GpuError(
+            f"'gpu' {name!r} is not a known GPU; known: {sorted(KNOWN_GPUS)} (or give --gpu-sm and --gpu-memory-gib)"
+        )
     sm, memory = KNOWN_GPUS[key]
     return GpuTarget(key, sm, memory, count)
 

@@ -21,9 +21,11 @@ from contract.upstream.trtllm_build import load_build_table
 
 
 def plan_lines(spec: BuildSpec, info: CheckpointInfo, engine_dir: Path) -> list[str]:
-    head = [f"checkpoint: {spec.checkpoint} ({info.architecture}, {info.num_parameters / 1e6:.1f}M parameters, "
-            f"{info.num_layers} layers, {info.num_heads} heads, {info.num_kv_heads} KV heads)",
-            f"engine dir: {engine_dir}"]
+    head = [
+        f"checkpoint: {spec.checkpoint} ({info.architecture}, {info.num_parameters / 1e6:.1f}M parameters, "
+        f"{info.num_layers} layers, {info.num_heads} heads, {info.num_kv_heads} KV heads)",
+        f"engine dir: {engine_dir}",
+    ]
     if spec.backend == EngineBackend.OPENVINO:
         return head + _openvino_lines(spec, info, engine_dir)
     if spec.backend == EngineBackend.TENSORRT_LLM_PYTORCH:
@@ -48,37 +50,55 @@ def _openvino_lines(spec: BuildSpec, info: CheckpointInfo, engine_dir: Path) -> 
     if ov.fuse_projections:
         steps.append(fusion_command(engine_dir, bool(ov.draft_checkpoint)))
     lines = [f"step {n}: " + shlex.join(cmd) for n, cmd in enumerate(steps, 1)]
-    return lines + [
-        f"numerics: activations {ov.activation_precision} (INFERENCE_PRECISION_HINT), KV cache {ov.kv_cache_precision} "
-        f"(KV_CACHE_PRECISION), dynamic activation quantization "
-        f"{ov.dynamic_quantization_group_size or 'off'} (DYNAMIC_QUANTIZATION_GROUP_SIZE), weights {spec.precision.value}" + (_int4_line(spec) if spec.precision == Precision.INT4 else ""),
-        exactness_line(ov.activation_precision, ov.kv_cache_precision, ov.dynamic_quantization_group_size),
-        f"KV cache: {per_token / 1024:.1f} KiB/token ({ov.kv_cache_precision}: {element:g} bytes/element); at most "
-        f"{spec.kv_cache_bound_gb(info):.2f} GB for {spec.limits.max_batch_size} x {spec.limits.max_seq_len} tokens; pool: "
-        + (f"{ov.kv_cache_size_gb} GB" if ov.kv_cache_size_gb else "grows on demand"),
-    ] + fidelity_plan_lines(spec)
+    return (
+        lines
+        + [
+            f"numerics: activations {ov.activation_precision} (INFERENCE_PRECISION_HINT), KV cache "
+            f"{ov.kv_cache_precision} "
+            f"(KV_CACHE_PRECISION), dynamic activation quantization "
+            f"{ov.dynamic_quantization_group_size or 'off'} (DYNAMIC_QUANTIZATION_GROUP_SIZE), weights "
+            f"{spec.precision.value}" + (_int4_line(spec) if spec.precision == Precision.INT4 else ""),
+            exactness_line(ov.activation_precision, ov.kv_cache_precision, ov.dynamic_quantization_group_size),
+            f"KV cache: {per_token / 1024:.1f} KiB/token ({ov.kv_cache_precision}: {element:g} bytes/element); at most "
+            f"{spec.kv_cache_bound_gb(info):.2f} GB for {spec.limits.max_batch_size} x {spec.limits.max_seq_len} "
+            "tokens; pool: " + (f"{ov.kv_cache_size_gb} GB" if ov.kv_cache_size_gb else "grows on demand"),
+        ]
+        + fidelity_plan_lines(spec)
+    )
 
 
 def _int4_line(spec: BuildSpec) -> str:
     r = spec.openvino.int4
     if r.mode == "int4_float_zp":
-        return (f" (u4, group {r.group_size}, float16 scale and zero point per group, data-free; token embedding "
-                "and LM head int8)")
-    how = "+".join(n for n, on in (("AWQ", r.awq), ("scale estimation", r.scale_estimation), ("GPTQ", r.gptq)) if on) or "data-free"
-    return (f" ({r.mode}, group {r.group_size}, {r.ratio:.0%} of layers int4, rest int8 by {r.sensitivity_metric}; "
-            f"{how}; calibration {r.calibration_samples} x {r.calibration_tokens} tokens of stdlib source)")
+        return (
+            f" (u4, group {r.group_size}, float16 scale and zero point per group, data-free; token embedding "
+            "and LM head int8)"
+        )
+    how = (
+        "+".join(n for n, on in (("AWQ", r.awq), ("scale estimation", r.scale_estimation), ("GPTQ", r.gptq)) if on)
+        or "data-free"
+    )
+    return (
+        f" ({r.mode}, group {r.group_size}, {r.ratio:.0%} of layers int4, rest int8 by {r.sensitivity_metric}; "
+        f"{how}; calibration {r.calibration_samples} x {r.calibration_tokens} tokens of stdlib source)"
+    )
 
 
 def _trtllm_lines(spec: BuildSpec, info: CheckpointInfo, engine_dir: Path) -> list[str]:
     t = spec.trtllm
-    paths = BuildPaths(engine_dir.with_name(engine_dir.name + ".checkpoint"),
-                       engine_dir.with_name(engine_dir.name + ".partial"), find_examples_dir())
+    paths = BuildPaths(
+        engine_dir.with_name(engine_dir.name + ".checkpoint"),
+        engine_dir.with_name(engine_dir.name + ".partial"),
+        find_examples_dir(),
+    )
     table = load_build_table(t.trtllm_version)
     pin = table.image(t.triton_release)
-    lines = [f"target: {t.gpu.describe()}, TP={t.tp_size} PP={t.pp_size} -> {t.world_size} rank(s), "
-             f"precision {spec.precision.value}, KV cache {t.kv_cache_dtype.value}",
-             f"image: {pin.image} (TensorRT-LLM {pin.trtllm_version}, TensorRT {pin.tensorrt_version}); "
-             f"upstream flags and rules: {table.file}"]
+    lines = [
+        f"target: {t.gpu.describe()}, TP={t.tp_size} PP={t.pp_size} -> {t.world_size} rank(s), "
+        f"precision {spec.precision.value}, KV cache {t.kv_cache_dtype.value}",
+        f"image: {pin.image} (TensorRT-LLM {pin.trtllm_version}, TensorRT {pin.tensorrt_version}); "
+        f"upstream flags and rules: {table.file}",
+    ]
     lines += limit_lines(spec, info)
     lines += effective_lines(effective(spec.precision.value, t, spec.limits), spec)
     for n, step in enumerate(plan_steps(spec, info, paths), 1):
@@ -90,8 +110,10 @@ def _trtllm_lines(spec: BuildSpec, info: CheckpointInfo, engine_dir: Path) -> li
     lines.append(serve_line(t.world_size, 2 if t.has_draft_engine else 1))
     if t.speculative_decoding == SpeculativeDecoding.LOOKAHEAD:
         la = t.lookahead
-        lines.append(f"speculative decoding: lookahead (W={la.window_size}, N={la.ngram_size}, G={la.verification_set_size}) "
-                     f"-> --max_draft_len {la.max_draft_len}; model parameters decoding_mode=lookahead and lookahead_*")
+        lines.append(
+            f"speculative decoding: lookahead (W={la.window_size}, N={la.ngram_size}, G={la.verification_set_size}) "
+            f"-> --max_draft_len {la.max_draft_len}; model parameters decoding_mode=lookahead and lookahead_*"
+        )
     if spec.precision == Precision.FP8 and t.kv_cache_dtype == KvCacheDtype.AUTO:
         lines.append("hint: --kv-cache-dtype fp8 halves the KV cache (NVIDIA's FP8 recipe quantizes both)")
     return lines
@@ -100,17 +122,23 @@ def _trtllm_lines(spec: BuildSpec, info: CheckpointInfo, engine_dir: Path) -> li
 def effective_lines(eff: EffectiveConfig, spec: BuildSpec) -> list[str]:
     """The engine as upstream's rules leave it, each override with the rule it comes from."""
     on = {True: "enable", False: "disable"}
-    lines = [f"effective configuration (TensorRT-LLM {eff.version}): use_paged_context_fmha {on[eff.use_paged_context_fmha]}, "
-             f"use_fp8_context_fmha {on[eff.use_fp8_context_fmha]}, enable_chunked_context "
-             f"{str(eff.enable_chunked_context).lower()}, enable_kv_cache_reuse {str(eff.enable_kv_cache_reuse).lower()}; "
-             f"longest prompt {eff.max_prompt_len} tokens"]
+    lines = [
+        f"effective configuration (TensorRT-LLM {eff.version}): use_paged_context_fmha "
+        f"{on[eff.use_paged_context_fmha]}, "
+        f"use_fp8_context_fmha {on[eff.use_fp8_context_fmha]}, enable_chunked_context "
+        f"{str(eff.enable_chunked_context).lower()}, enable_kv_cache_reuse {str(eff.enable_kv_cache_reuse).lower()}; "
+        f"longest prompt {eff.max_prompt_len} tokens"
+    ]
     lines += [f"  overridden by upstream: {o.line()}" for o in eff.overrides]
     if not eff.enable_chunked_context:
-        lines.append(f"  chunked context and KV-cache reuse are off: a prompt longer than max_num_tokens="
-                     f"{spec.limits.max_num_tokens} is rejected, so max_input_len={spec.limits.max_input_len} "
-                     f"must (and does) fit in one engine step" if not eff.enable_kv_cache_reuse else
-                     f"  chunked context is off: a prompt longer than max_num_tokens={spec.limits.max_num_tokens} "
-                     "is rejected")
+        lines.append(
+            f"  chunked context and KV-cache reuse are off: a prompt longer than max_num_tokens="
+            f"{spec.limits.max_num_tokens} is rejected, so max_input_len={spec.limits.max_input_len} "
+            f"must (and does) fit in one engine step"
+            if not eff.enable_kv_cache_reuse
+            else f"  chunked context is off: a prompt longer than max_num_tokens={spec.limits.max_num_tokens} "
+            "is rejected"
+        )
     return lines
 
 

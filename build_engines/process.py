@@ -18,6 +18,7 @@ class BuildError(RuntimeError):
 
 class Echo:
     """Whether child output goes to the terminal (set once by the CLI's -v)."""
+
     child_output: bool = False
 
 

@@ -23,7 +23,11 @@ class StepProgress:
         try:
             yield
         except BaseException:
-            print(f"[{self.done}/{self.total}] {title}: FAILED after {time.monotonic() - t0:.1f}s", file=self.stream, flush=True)
+            print(
+                f"[{self.done}/{self.total}] {title}: FAILED after {time.monotonic() - t0:.1f}s",
+                file=self.stream,
+                flush=True,
+            )
             raise
         print(f"[{self.done}/{self.total}] {title}: done in {time.monotonic() - t0:.1f}s", file=self.stream, flush=True)
 

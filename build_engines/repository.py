@@ -59,7 +59,9 @@ def engine_features(spec: BuildSpec, lora: bool = False) -> EngineFeatures:
     else:
         engine = CPU_ENGINE
     serving: dict[EngineBackend, TrtLlmServing | PyTorchServing] = {
-        EngineBackend.TENSORRT_LLM: spec.trtllm.serving, EngineBackend.TENSORRT_LLM_PYTORCH: spec.pytorch.serving}
+        EngineBackend.TENSORRT_LLM: spec.trtllm.serving,
+        EngineBackend.TENSORRT_LLM_PYTORCH: spec.pytorch.serving,
+    }
     if spec.backend in serving and serving[spec.backend].guided_decoding_backend.parameter:
         engine = with_guided_decoding(engine)
     if spec.backend == EngineBackend.OPENVINO and spec.openvino.top_logprobs:
@@ -87,21 +89,36 @@ def text_models(tokenizer_dir: Path, spec: BuildSpec, served: dict[str, int] | N
     post = PostprocessingParameters(tokenizer_dir=tokenizer_dir)
     return [
         RenderedModel(
-            python_model_config(names.PREPROCESSING, PREPROCESSING_INPUTS, PREPROCESSING_OUTPUTS,
-                                max_batch_size=limits.max_batch_size, parameters=to_parameters(pre)),
+            python_model_config(
+                names.PREPROCESSING,
+                PREPROCESSING_INPUTS,
+                PREPROCESSING_OUTPUTS,
+                max_batch_size=limits.max_batch_size,
+                parameters=to_parameters(pre),
+            ),
             "model_repository.models.preprocessing.model",
         ),
         # One instance: the responses of a stream must be detokenized in order.
         RenderedModel(
-            python_model_config(names.POSTPROCESSING, POSTPROCESSING_INPUTS, POSTPROCESSING_OUTPUTS,
-                                max_batch_size=limits.max_batch_size, parameters=to_parameters(post)),
+            python_model_config(
+                names.POSTPROCESSING,
+                POSTPROCESSING_INPUTS,
+                POSTPROCESSING_OUTPUTS,
+                max_batch_size=limits.max_batch_size,
+                parameters=to_parameters(post),
+            ),
             "model_repository.models.postprocessing.model",
         ),
     ]
 
 
-def openvino_engine_model(engine_dir: Path, spec: BuildSpec, adapters: Sequence[LoraAdapter] = (),
-                          fusion: dict | None = None, repository: Path | None = None) -> RenderedModel:
+def openvino_engine_model(
+    engine_dir: Path,
+    spec: BuildSpec,
+    adapters: Sequence[LoraAdapter] = (),
+    fusion: dict | None = None,
+    repository: Path | None = None,
+) -> RenderedModel:
     """`fusion`: the engine's fused projections (build.json); adapters of fused modules are
     rewritten for them into the engine model's directory of `repository` (build_engines/openvino/fused_lora.py)."""
     files: dict[str, bytes] = {}
@@ -131,14 +148,20 @@ def openvino_engine_model(engine_dir: Path, spec: BuildSpec, adapters: Sequence[
         lora_adapters=lora.to_parameter(list(adapters)) if adapters else "",
     )
     config = python_model_config(
-        names.OPENVINO_ENGINE, ENGINE_INPUTS, ENGINE_OUTPUTS, max_batch_size=spec.limits.max_batch_size,
-        parameters=to_parameters(params), decoupled=True, dynamic_batching=False,
+        names.OPENVINO_ENGINE,
+        ENGINE_INPUTS,
+        ENGINE_OUTPUTS,
+        max_batch_size=spec.limits.max_batch_size,
+        parameters=to_parameters(params),
+        decoupled=True,
+        dynamic_batching=False,
     )
     return RenderedModel(config, "model_repository.models.openvino_llm.model", files)
 
 
-def render_repository(engine_dir: Path, out_dir: Path, *, relay: bool = False, decoupled: bool = True,
-                      lora_dir: Path | None = None) -> list[str]:
+def render_repository(
+    engine_dir: Path, out_dir: Path, *, relay: bool = False, decoupled: bool = True, lora_dir: Path | None = None
+) -> list[str]:
     """Render the repository for a built engine.  `relay` puts the CPU engine behind the
     engine relay, exactly as `tensorrt_llm` sits on a GPU: the GPU wiring, tested on CPU.
     `decoupled=False` is NVIDIA's `decoupled_mode: false`: the ensemble and the BLS answer
@@ -155,8 +178,10 @@ def render_repository(engine_dir: Path, out_dir: Path, *, relay: bool = False, d
         served = trtllm_lora.served(spec.trtllm.lora)
         built = spec.trtllm.lora.adapters
         if lora_dir is not None and tuple(trtllm_lora.lora_options(lora_dir).adapters) != built:
-            raise lora.LoraError(f"'lora_dir': this engine was built for the adapters {list(built)}; "
-                                 f"build it again with --lora-dir {lora_dir}")
+            raise lora.LoraError(
+                f"'lora_dir': this engine was built for the adapters {list(built)}; "
+                f"build it again with --lora-dir {lora_dir}"
+            )
     batch = spec.limits.max_batch_size
     relay = relay or not decoupled
     if spec.backend == EngineBackend.TENSORRT_LLM:
@@ -165,8 +190,11 @@ def render_repository(engine_dir: Path, out_dir: Path, *, relay: bool = False, d
     else:  # an engine model that serves the contract itself (CPU engine, PyTorch backend)
         pytorch = spec.backend == EngineBackend.TENSORRT_LLM_PYTORCH
         max_rank = trtllm_lora.lora_options(lora_dir).max_rank if adapters and lora_dir is not None else 0
-        engine = (pytorch_engine_model(engine_dir, spec, adapters, max_rank)
-                  if pytorch else openvino_engine_model(engine_dir, spec, adapters, record.fusion, out_dir))
+        engine = (
+            pytorch_engine_model(engine_dir, spec, adapters, max_rank)
+            if pytorch
+            else openvino_engine_model(engine_dir, spec, adapters, record.fusion, out_dir)
+        )
         engines = [engine] + ([relay_model(engine_dir, engine.config.name, batch, decoupled)] if relay else [])
         tokenizer_dir, target = (engine_dir / MODEL_SUBDIR if pytorch else engine_dir), engine.config.name
     step = names.ENGINE_RELAY if spec.backend == EngineBackend.TENSORRT_LLM or relay else target

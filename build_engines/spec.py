@@ -76,11 +76,15 @@ class BuildSpec:
         if self.backend == EngineBackend.OPENVINO:
             # The precisions change the engine's numerics, so its fidelity report: rebuild.
             ov = data["openvino"]
-            numerics = {k: ov[k] for k in ("activation_precision", "kv_cache_precision", "dynamic_quantization_group_size")}
+            numerics = {
+                k: ov[k] for k in ("activation_precision", "kv_cache_precision", "dynamic_quantization_group_size")
+            }
             if self.precision == Precision.INT4:
                 numerics["int4"] = ov["int4"]
-            return ({k: data[k] for k in ("checkpoint", "backend", "precision")}
-                    | {"numerics": numerics, "fuse_projections": ov["fuse_projections"]})
+            return {k: data[k] for k in ("checkpoint", "backend", "precision")} | {
+                "numerics": numerics,
+                "fuse_projections": ov["fuse_projections"],
+            }
         return data
 
     @classmethod
@@ -100,8 +104,11 @@ class BuildSpec:
         return replace(self, checkpoint=path)
 
 
-_OPTIONS_SECTION = {EngineBackend.OPENVINO: "openvino", EngineBackend.TENSORRT_LLM: "trtllm",
-                    EngineBackend.TENSORRT_LLM_PYTORCH: "pytorch"}
+_OPTIONS_SECTION = {
+    EngineBackend.OPENVINO: "openvino",
+    EngineBackend.TENSORRT_LLM: "trtllm",
+    EngineBackend.TENSORRT_LLM_PYTORCH: "pytorch",
+}
 
 
 def _jsonable(value: Any) -> Any:

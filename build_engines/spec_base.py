@@ -32,13 +32,28 @@ class Precision(str, enum.Enum):
 
 ALLOWED_PRECISIONS: dict[EngineBackend, tuple[Precision, ...]] = {
     EngineBackend.OPENVINO: (Precision.INT8, Precision.INT4, Precision.FP16),
-    EngineBackend.TENSORRT_LLM: (Precision.FP16, Precision.BF16, Precision.FP8, Precision.INT8_SQ,
-                                 Precision.INT8_WO, Precision.INT4_AWQ),
-    EngineBackend.TENSORRT_LLM_PYTORCH: (Precision.AUTO, Precision.FP16, Precision.BF16, Precision.FP8,
-                                         Precision.INT4_AWQ, Precision.NVFP4),
+    EngineBackend.TENSORRT_LLM: (
+        Precision.FP16,
+        Precision.BF16,
+        Precision.FP8,
+        Precision.INT8_SQ,
+        Precision.INT8_WO,
+        Precision.INT4_AWQ,
+    ),
+    EngineBackend.TENSORRT_LLM_PYTORCH: (
+        Precision.AUTO,
+        Precision.FP16,
+        Precision.BF16,
+        Precision.FP8,
+        Precision.INT4_AWQ,
+        Precision.NVFP4,
+    ),
 }
-DEFAULT_PRECISION = {EngineBackend.OPENVINO: Precision.INT8, EngineBackend.TENSORRT_LLM: Precision.FP16,
-                     EngineBackend.TENSORRT_LLM_PYTORCH: Precision.AUTO}
+DEFAULT_PRECISION = {
+    EngineBackend.OPENVINO: Precision.INT8,
+    EngineBackend.TENSORRT_LLM: Precision.FP16,
+    EngineBackend.TENSORRT_LLM_PYTORCH: Precision.AUTO,
+}
 
 
 @dataclass(frozen=True)
@@ -57,7 +72,9 @@ class EngineLimits:
         if self.max_input_len >= self.max_seq_len:
             errors.append(f"'max_input_len' ({self.max_input_len}) must be < 'max_seq_len' ({self.max_seq_len})")
         if self.default_max_tokens > self.max_seq_len:
-            errors.append(f"'default_max_tokens' ({self.default_max_tokens}) must be <= 'max_seq_len' ({self.max_seq_len})")
+            errors.append(
+                f"'default_max_tokens' ({self.default_max_tokens}) must be <= 'max_seq_len' ({self.max_seq_len})"
+            )
         if max_position_embeddings is not None and self.max_seq_len > max_position_embeddings:
             errors.append(
                 f"'max_seq_len' ({self.max_seq_len}) exceeds the checkpoint's max_position_embeddings "

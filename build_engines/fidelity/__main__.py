@@ -22,19 +22,31 @@ from contract.model_configs import OpenVinoEngineParameters as _Engine  # noqa: 
 DEFAULT_DQ_GROUP = _Engine.dynamic_quantization_group_size
 
 
-def evaluate_openvino_engine(engine_dir: Path, checkpoint: Path, activation_precision: str, kv_cache_precision: str,
-                             evaluation: str, inference_threads: int = 0, log=print,
-                             dynamic_quantization_group_size: int = DEFAULT_DQ_GROUP) -> dict:
+def evaluate_openvino_engine(
+    engine_dir: Path,
+    checkpoint: Path,
+    activation_precision: str,
+    kv_cache_precision: str,
+    evaluation: str,
+    inference_threads: int = 0,
+    log=print,
+    dynamic_quantization_group_size: int = DEFAULT_DQ_GROUP,
+) -> dict:
     from build_engines.fidelity.evaluate import fidelity_report
     from build_engines.fidelity.openvino_engine import OpenVinoScorer
     from build_engines.fidelity.reference import TorchReference
     from contract.model_configs import OpenVinoEngineParameters
     from model_repository.engines.openvino.openvino_backend import engine_properties
 
-    params = OpenVinoEngineParameters(engine_dir=engine_dir, max_num_seqs=1, max_num_batched_tokens=512,
-                                      inference_threads=inference_threads, activation_precision=activation_precision,
-                                      kv_cache_precision=kv_cache_precision,
-                                      dynamic_quantization_group_size=dynamic_quantization_group_size)
+    params = OpenVinoEngineParameters(
+        engine_dir=engine_dir,
+        max_num_seqs=1,
+        max_num_batched_tokens=512,
+        inference_threads=inference_threads,
+        activation_precision=activation_precision,
+        kv_cache_precision=kv_cache_precision,
+        dynamic_quantization_group_size=dynamic_quantization_group_size,
+    )
     params.validate()
     engine = OpenVinoScorer(engine_dir, engine_properties(params), chunk=params.max_num_batched_tokens)
     return fidelity_report(checkpoint, TorchReference(checkpoint), engine, SETTINGS[evaluation], log=log)
@@ -51,10 +63,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--inference-threads", type=int, default=0)
     parser.add_argument("--out", type=Path, required=True, help="write the report here (JSON)")
     args = parser.parse_args(argv)
-    report = evaluate_openvino_engine(args.engine_dir, args.checkpoint, args.activation_precision,
-                                      args.kv_cache_precision, args.evaluation, args.inference_threads,
-                                      log=lambda msg: print(msg, file=sys.stderr, flush=True),
-                                      dynamic_quantization_group_size=args.dynamic_quantization_group_size)
+    report = evaluate_openvino_engine(
+        args.engine_dir,
+        args.checkpoint,
+        args.activation_precision,
+        args.kv_cache_precision,
+        args.evaluation,
+        args.inference_threads,
+        log=lambda msg: print(msg, file=sys.stderr, flush=True),
+        dynamic_quantization_group_size=args.dynamic_quantization_group_size,
+    )
     args.out.write_text(json.dumps(report, indent=2) + "\n")
 
 

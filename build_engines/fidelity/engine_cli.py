@@ -17,11 +17,16 @@ def engine_summary(engine_dir: Path, as_json: bool = False) -> str:
         return json.dumps(dataclasses.asdict(record), indent=2, sort_keys=True)
     spec = record.spec
     ov = spec.get("openvino", {})
-    numerics = (f", activations {ov['activation_precision']}, KV cache {ov['kv_cache_precision']}"
-                if "activation_precision" in ov else "")
-    lines = [f"engine: {engine_dir} ({record.backend}, {spec['precision']} weights{numerics}), built {record.built_at} "
-             f"in {record.build_seconds:.0f} s from {spec['checkpoint']}",
-             f"size on disk: {sum(record.artifacts.values()) / 1e6:.1f} MB"]
+    numerics = (
+        f", activations {ov['activation_precision']}, KV cache {ov['kv_cache_precision']}"
+        if "activation_precision" in ov
+        else ""
+    )
+    lines = [
+        f"engine: {engine_dir} ({record.backend}, {spec['precision']} weights{numerics}), built {record.built_at} "
+        f"in {record.build_seconds:.0f} s from {spec['checkpoint']}",
+        f"size on disk: {sum(record.artifacts.values()) / 1e6:.1f} MB",
+    ]
     if record.compression:
         lines.append(f"int4 compression: {json.dumps(record.compression.get('recipe', {}))}")
     return "\n".join(lines + report_lines(record.fidelity))
@@ -36,12 +41,21 @@ def evaluate_built_engine(engine_dir: Path, evaluation: str, store: bool) -> str
     record = BuildRecord.read(engine_dir)
     spec = BuildSpec.from_dict(record.spec)
     if spec.backend != EngineBackend.OPENVINO:
-        raise ValueError("eval-quality runs CPU engines here; TensorRT-LLM engines are measured by the GPU tests "
-                         "(tests/integration/test_gpu_fidelity.py) on a GPU host")
+        raise ValueError(
+            "eval-quality runs CPU engines here; TensorRT-LLM engines are measured by the GPU tests "
+            "(tests/integration/test_gpu_fidelity.py) on a GPU host"
+        )
     ov = spec.openvino
-    report = evaluate_openvino_engine(engine_dir, spec.checkpoint, ov.activation_precision, ov.kv_cache_precision,
-                                      evaluation, ov.inference_threads, log=lambda msg: None,
-                                      dynamic_quantization_group_size=ov.dynamic_quantization_group_size)
+    report = evaluate_openvino_engine(
+        engine_dir,
+        spec.checkpoint,
+        ov.activation_precision,
+        ov.kv_cache_precision,
+        evaluation,
+        ov.inference_threads,
+        log=lambda msg: None,
+        dynamic_quantization_group_size=ov.dynamic_quantization_group_size,
+    )
     limits = spec.fidelity.limits(spec.precision.value)
     lines = report_lines(report)
     if limits is not None:

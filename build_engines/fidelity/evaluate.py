@@ -63,14 +63,27 @@ def cpu_flags() -> list[str]:
     except OSError:
         return []
     line = next((ln for ln in text.splitlines() if ln.startswith("flags")), "")
-    wanted = ("avx2", "avx512f", "avx512_bf16", "avx512_fp16", "avx512_vnni", "avx_vnni", "amx_bf16", "amx_int8",
-              "amx_fp16", "fma", "f16c")
+    wanted = (
+        "avx2",
+        "avx512f",
+        "avx512_bf16",
+        "avx512_fp16",
+        "avx512_vnni",
+        "avx_vnni",
+        "amx_bf16",
+        "amx_int8",
+        "amx_fp16",
+        "fma",
+        "f16c",
+    )
     have = set(line.split(":", 1)[-1].split())
     return [f for f in wanted if f in have]
 
 
 def host() -> dict:
-    model = next((ln.split(":", 1)[1].strip() for ln in _cpuinfo_lines() if ln.startswith("model name")), platform.processor())
+    model = next(
+        (ln.split(":", 1)[1].strip() for ln in _cpuinfo_lines() if ln.startswith("model name")), platform.processor()
+    )
     import os
 
     return {"cpu": model, "cores": os.cpu_count(), "cpu_flags": cpu_flags()}
@@ -84,25 +97,37 @@ def _cpuinfo_lines() -> list[str]:
 
 
 def chat_prompt_ids(tokenizer, n: int) -> list[list[int]]:
-    return [tokenizer.apply_chat_template([{"role": "user", "content": p}], add_generation_prompt=True, tokenize=True,
-                                          return_dict=True)["input_ids"] for p in GREEDY_PROMPTS[:n]]
+    return [
+        tokenizer.apply_chat_template(
+            [{"role": "user", "content": p}], add_generation_prompt=True, tokenize=True, return_dict=True
+        )["input_ids"]
+        for p in GREEDY_PROMPTS[:n]
+    ]
 
 
 def eos_ids(checkpoint: Path) -> set[int]:
-    config = json.loads((checkpoint / "generation_config.json").read_text()) if (checkpoint / "generation_config.json").is_file() else {}
+    config = (
+        json.loads((checkpoint / "generation_config.json").read_text())
+        if (checkpoint / "generation_config.json").is_file()
+        else {}
+    )
     eos = config.get("eos_token_id", [])
     return set(eos if isinstance(eos, list) else [eos]) or {2}
 
 
-def compare_logits(reference: Scorer, engine: Scorer, ids: list[int], settings: EvalSettings,
-                   log=lambda msg: None) -> dict:
+def compare_logits(
+    reference: Scorer, engine: Scorer, ids: list[int], settings: EvalSettings, log=lambda msg: None
+) -> dict:
     comparison = LogitComparison()
     spans = windows(len(ids), settings.window, settings.stride)
     for n, (start, end, first) in enumerate(spans, 1):
         window_ids = ids[start:end]
         rel_first = first - start
-        comparison.add(reference.logits(window_ids, rel_first), engine.logits(window_ids, rel_first),
-                       np.asarray(window_ids[rel_first:]))
+        comparison.add(
+            reference.logits(window_ids, rel_first),
+            engine.logits(window_ids, rel_first),
+            np.asarray(window_ids[rel_first:]),
+        )
         log(f"window {n}/{len(spans)}: mean KLD so far {np.concatenate(comparison.kld).mean():.5f}")
     return comparison.summary() | {"windows": len(spans)}
 
@@ -116,10 +141,10 @@ def fidelity_report(checkpoint: Path, reference, engine, settings: EvalSettings,
     tokenizer = AutoTokenizer.from_pretrained(str(checkpoint))
     text = evaluation_text()
     # Tokenize a prefix long enough for the tokens asked for (the whole file is ~171k tokens).
-    all_ids = tokenizer(text.text[:settings.max_tokens * 16], add_special_tokens=False)["input_ids"]
+    all_ids = tokenizer(text.text[: settings.max_tokens * 16], add_special_tokens=False)["input_ids"]
     if len(all_ids) < settings.max_tokens:
         all_ids = tokenizer(text.text, add_special_tokens=False)["input_ids"]
-    ids = all_ids[:settings.max_tokens]
+    ids = all_ids[: settings.max_tokens]
     if len(ids) < settings.max_tokens:
         raise ValueError(f"{text.path} has {len(ids)} tokens, fewer than the {settings.max_tokens} asked for")
     logits = compare_logits(reference, engine, ids, settings, log)

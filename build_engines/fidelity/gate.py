@@ -18,8 +18,11 @@ class GateLimits:
     min_same_top1_pct: float
 
     def to_dict(self) -> dict[str, float]:
-        return {"max_mean_kld": self.max_mean_kld, "max_ppl_change_pct": self.max_ppl_change_pct,
-                "min_same_top1_pct": self.min_same_top1_pct}
+        return {
+            "max_mean_kld": self.max_mean_kld,
+            "max_ppl_change_pct": self.max_ppl_change_pct,
+            "min_same_top1_pct": self.min_same_top1_pct,
+        }
 
 
 # Per weight precision, on what llama.cpp measured on the same weights and text (mean KLD
@@ -42,8 +45,10 @@ def gate_problems(logits: dict, limits: GateLimits) -> list[str]:
     if logits["mean_kld"] > limits.max_mean_kld:
         problems.append(f"mean KL divergence {logits['mean_kld']:.4f} > {limits.max_mean_kld:g}")
     if logits["ppl_change_pct"] > limits.max_ppl_change_pct:
-        problems.append(f"perplexity {logits['engine_ppl']:.3f} vs {logits['reference_ppl']:.3f} "
-                        f"({logits['ppl_change_pct']:+.2f}%) > +{limits.max_ppl_change_pct:g}%")
+        problems.append(
+            f"perplexity {logits['engine_ppl']:.3f} vs {logits['reference_ppl']:.3f} "
+            f"({logits['ppl_change_pct']:+.2f}%) > +{limits.max_ppl_change_pct:g}%"
+        )
     if logits["same_top1_pct"] < limits.min_same_top1_pct:
         problems.append(f"same top-1 token {logits['same_top1_pct']:.1f}% < {limits.min_same_top1_pct:g}%")
     return problems
@@ -56,4 +61,5 @@ def check_gate(report: dict, limits: GateLimits, what: str) -> None:
             f"{what} is not published: {'; '.join(problems)} (float32 checkpoint as reference, "
             f"{report['logits']['scored_tokens']} tokens of {report['text']['name']}).  Use another precision or "
             f"int4 recipe, or override the gate (--gate-max-mean-kld, --gate-max-ppl-change, --gate-min-top1, "
-            f"or --fidelity off)")
+            f"or --fidelity off)"
+        )

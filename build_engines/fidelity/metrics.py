@@ -64,12 +64,17 @@ class LogitComparison:
     def add(self, ref_logits: np.ndarray, test_logits: np.ndarray, targets: np.ndarray) -> None:
         """One window's scored positions: ref/test logits [T, V], targets [T]."""
         if ref_logits.shape != test_logits.shape or ref_logits.shape[0] != len(targets):
-            raise ValueError(f"shapes differ: reference {ref_logits.shape}, test {test_logits.shape}, "
-                             f"targets {np.shape(targets)}")
+            raise ValueError(
+                f"shapes differ: reference {ref_logits.shape}, test {test_logits.shape}, targets {np.shape(targets)}"
+            )
         # In blocks of rows: [1023, 49152] float64 temporaries are 400 MB each, and allocating
         # them (page faults) took longer than the math; a block's stay small.
         for a in range(0, len(targets), ROWS_PER_BLOCK):
-            ref, test, tgt = ref_logits[a:a + ROWS_PER_BLOCK], test_logits[a:a + ROWS_PER_BLOCK], targets[a:a + ROWS_PER_BLOCK]
+            ref, test, tgt = (
+                ref_logits[a : a + ROWS_PER_BLOCK],
+                test_logits[a : a + ROWS_PER_BLOCK],
+                targets[a : a + ROWS_PER_BLOCK],
+            )
             ref_lp, test_lp = log_softmax(ref), log_softmax(test)
             self.kld.append(kl_divergence(ref_lp, test_lp))
             self.ref_nll.append(token_nll(ref_lp, tgt))

@@ -22,11 +22,15 @@ class OpenVinoScorer:
         self.chunk = chunk
         self._scorer = IrScorer(engine_dir, self.properties, chunk)
         compiled = self._scorer.compiled
-        self.describe = {"engine": "openvino", "ir": str(engine_dir / IR_MODEL_FILE), "properties":
-                         {k: str(v) for k, v in self.properties.items()},
-                         "effective": {k: str(compiled.get_property(k)) for k in
-                                       ("INFERENCE_PRECISION_HINT", "KV_CACHE_PRECISION",
-                                        "DYNAMIC_QUANTIZATION_GROUP_SIZE")}}
+        self.describe = {
+            "engine": "openvino",
+            "ir": str(engine_dir / IR_MODEL_FILE),
+            "properties": {k: str(v) for k, v in self.properties.items()},
+            "effective": {
+                k: str(compiled.get_property(k))
+                for k in ("INFERENCE_PRECISION_HINT", "KV_CACHE_PRECISION", "DYNAMIC_QUANTIZATION_GROUP_SIZE")
+            },
+        }
 
     def logits(self, ids: list[int], first: int) -> np.ndarray:
         """Logits of positions first-1 .. len(ids)-2 (the predictions of ids[first:]).  [T, V]"""

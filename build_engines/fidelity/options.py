@@ -31,8 +31,15 @@ class FidelityOptions:
     def limits(self, precision: str) -> GateLimits | None:
         """The gate for an engine of this weight precision (None: no default gate for it)."""
         base = FIDELITY_GATES.get(precision)
-        overrides = {k: v for k, v in (("max_mean_kld", self.max_mean_kld), ("max_ppl_change_pct", self.max_ppl_change_pct),
-                                       ("min_same_top1_pct", self.min_same_top1_pct)) if v is not None}
+        overrides = {
+            k: v
+            for k, v in (
+                ("max_mean_kld", self.max_mean_kld),
+                ("max_ppl_change_pct", self.max_ppl_change_pct),
+                ("min_same_top1_pct", self.min_same_top1_pct),
+            )
+            if v is not None
+        }
         if base is None:
             if not overrides:
                 return None

@@ -12,13 +12,17 @@ def fidelity_plan_lines(spec) -> list[str]:
         return ["fidelity: not evaluated (--fidelity off); no gate"]
     s = SETTINGS[options.evaluation]
     scored = sum(end - first for _, end, first in windows(s.max_tokens, s.window, s.stride))
-    lines = [f"fidelity ({options.evaluation}): engine vs float32 checkpoint (torch) on {scored} tokens of Python's "
-             f"pydoc_data/topics.py ({s.window}-token windows, stride {s.stride}) + {s.prompts} greedy answers of "
-             f"{s.answer_tokens} tokens: PPL, mean/p99 KLD, top-1 and greedy agreement into build.json"]
+    lines = [
+        f"fidelity ({options.evaluation}): engine vs float32 checkpoint (torch) on {scored} tokens of Python's "
+        f"pydoc_data/topics.py ({s.window}-token windows, stride {s.stride}) + {s.prompts} greedy answers of "
+        f"{s.answer_tokens} tokens: PPL, mean/p99 KLD, top-1 and greedy agreement into build.json"
+    ]
     limits = options.limits(spec.precision.value)
     if limits is None:
         lines.append("  gate: none for this precision (set --gate-max-mean-kld etc. to have one)")
     else:
-        lines.append(f"  gate: mean KLD <= {limits.max_mean_kld:g}, PPL change <= +{limits.max_ppl_change_pct:g}%, "
-                     f"same top-1 >= {limits.min_same_top1_pct:g}%; beyond it the engine is not published")
+        lines.append(
+            f"  gate: mean KLD <= {limits.max_mean_kld:g}, PPL change <= +{limits.max_ppl_change_pct:g}%, "
+            f"same top-1 >= {limits.min_same_top1_pct:g}%; beyond it the engine is not published"
+        )
     return lines

@@ -19,10 +19,32 @@ from pathlib import Path
 EVAL_TEXT_MODULE = "pydoc_data/topics.py"
 # Standard-library files whose text calibrates int4 compression (not the evaluation text).
 CALIBRATION_MODULES = (
-    "argparse.py", "difflib.py", "textwrap.py", "statistics.py", "fractions.py", "decimal.py", "calendar.py",
-    "logging/__init__.py", "email/message.py", "http/client.py", "json/decoder.py", "typing.py", "dataclasses.py",
-    "functools.py", "collections/__init__.py", "inspect.py", "subprocess.py", "pathlib.py", "zipfile.py",
-    "unittest/case.py", "asyncio/events.py", "random.py", "string.py", "shutil.py", "tarfile.py", "turtle.py",
+    "argparse.py",
+    "difflib.py",
+    "textwrap.py",
+    "statistics.py",
+    "fractions.py",
+    "decimal.py",
+    "calendar.py",
+    "logging/__init__.py",
+    "email/message.py",
+    "http/client.py",
+    "json/decoder.py",
+    "typing.py",
+    "dataclasses.py",
+    "functools.py",
+    "collections/__init__.py",
+    "inspect.py",
+    "subprocess.py",
+    "pathlib.py",
+    "zipfile.py",
+    "unittest/case.py",
+    "asyncio/events.py",
+    "random.py",
+    "string.py",
+    "shutil.py",
+    "tarfile.py",
+    "turtle.py",
 )
 
 GREEDY_PROMPTS = (
@@ -64,20 +86,30 @@ class SourceText:
         return "sha256:" + hashlib.sha256(self.text.encode()).hexdigest()
 
     def describe(self) -> dict[str, str]:
-        return {"name": self.name, "path": str(self.path), "sha256": self.sha256,
-                "python": ".".join(map(str, sys.version_info[:3]))}
+        return {
+            "name": self.name,
+            "path": str(self.path),
+            "sha256": self.sha256,
+            "python": ".".join(map(str, sys.version_info[:3])),
+        }
 
 
 def evaluation_text() -> SourceText:
     path = stdlib_dir() / EVAL_TEXT_MODULE
-    return SourceText(f"Python {sys.version_info[0]}.{sys.version_info[1]} stdlib {EVAL_TEXT_MODULE}", path,
-                      path.read_text(encoding="utf-8"))
+    return SourceText(
+        f"Python {sys.version_info[0]}.{sys.version_info[1]} stdlib {EVAL_TEXT_MODULE}",
+        path,
+        path.read_text(encoding="utf-8"),
+    )
 
 
 def calibration_texts() -> list[SourceText]:
     root = stdlib_dir()
-    texts = [SourceText(f"stdlib {name}", root / name, (root / name).read_text(encoding="utf-8"))
-             for name in CALIBRATION_MODULES if (root / name).is_file()]
+    texts = [
+        SourceText(f"stdlib {name}", root / name, (root / name).read_text(encoding="utf-8"))
+        for name in CALIBRATION_MODULES
+        if (root / name).is_file()
+    ]
     if any(t.path.name == Path(EVAL_TEXT_MODULE).name for t in texts):  # never calibrate on the evaluation text
         raise AssertionError("calibration texts include the evaluation text")
     return texts

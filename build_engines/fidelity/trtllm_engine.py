@@ -48,20 +48,33 @@ class TrtLlmScorer:
     def logits(self, ids: list[int], first: int) -> np.ndarray:
         """Logits of positions first-1 .. len(ids)-2 (the predictions of ids[first:]).  [T, V]"""
         torch = self._torch
-        out = self.runner.generate([torch.tensor(ids, dtype=torch.int32)], max_new_tokens=1, end_id=self.end_id,
-                                   pad_id=self.pad_id, top_k=1, return_dict=True, output_sequence_lengths=True)
+        out = self.runner.generate(
+            [torch.tensor(ids, dtype=torch.int32)],
+            max_new_tokens=1,
+            end_id=self.end_id,
+            pad_id=self.pad_id,
+            top_k=1,
+            return_dict=True,
+            output_sequence_lengths=True,
+        )
         context = out["context_logits"][0]  # [len(ids), vocab_padded]
         vocab = self.runner.vocab_size
-        return context[first - 1:len(ids) - 1, :vocab].float().cpu().numpy()
+        return context[first - 1 : len(ids) - 1, :vocab].float().cpu().numpy()
 
     def greedy_answers(self, prompts: list[list[int]], max_new_tokens: int, eos_ids: set[int]) -> list[list[int]]:
         torch = self._torch
         answers = []
         for ids in prompts:
-            out = self.runner.generate([torch.tensor(ids, dtype=torch.int32)], max_new_tokens=max_new_tokens,
-                                       end_id=min(eos_ids), pad_id=self.pad_id, top_k=1, return_dict=True,
-                                       output_sequence_lengths=True)
+            out = self.runner.generate(
+                [torch.tensor(ids, dtype=torch.int32)],
+                max_new_tokens=max_new_tokens,
+                end_id=min(eos_ids),
+                pad_id=self.pad_id,
+                top_k=1,
+                return_dict=True,
+                output_sequence_lengths=True,
+            )
             n = int(out["sequence_lengths"][0, 0])
-            tokens = out["output_ids"][0, 0, len(ids):n].tolist()
+            tokens = out["output_ids"][0, 0, len(ids) : n].tolist()
             answers.append(tokens + [min(eos_ids)] if n - len(ids) < max_new_tokens else tokens)
         return answers

@@ -1,1 +1,2 @@
-"""What both GPU flows share: which flow a GPU build takes, engine limits sized for the GPU, and the GPU memory arithmetic."""
+"""What both GPU flows share: which flow a GPU build takes, engine limits sized for the GPU, and the GPU memory
+arithmetic."""

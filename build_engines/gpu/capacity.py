@@ -20,8 +20,15 @@ GIB = 1024**3
 # Bytes per weight of the quantized linear layers (int4 AWQ: 4 bits + one fp16 scale per
 # block).  Embeddings, lm_head and norms stay 16-bit (quantize.py leaves lm_head alone
 # unless --quantize_lm_head).
-LINEAR_WEIGHT_BYTES = {"fp16": 2.0, "bf16": 2.0, "fp8": 1.0, "int8_sq": 1.0, "int8_wo": 1.0, "int4_awq": 0.5,
-                       "nvfp4": 0.5625}  # NVFP4: 4 bits + one FP8 scale per 16 weights
+LINEAR_WEIGHT_BYTES = {
+    "fp16": 2.0,
+    "bf16": 2.0,
+    "fp8": 1.0,
+    "int8_sq": 1.0,
+    "int8_wo": 1.0,
+    "int4_awq": 0.5,
+    "nvfp4": 0.5625,
+}  # NVFP4: 4 bits + one FP8 scale per 16 weights
 KV_ELEMENT_BYTES = {KvCacheDtype.AUTO: 2, KvCacheDtype.FP8: 1, KvCacheDtype.INT8: 1}
 RUNTIME_RESERVE_GIB = 2.0  # CUDA context, TensorRT activations and runtime buffers per GPU (rough)
 # The request shape a GPU plan sizes its batch for: 1,024 prompt + 1,024 generated tokens, the
@@ -49,11 +56,19 @@ class Capacity:
 
     def lines(self, spec: BuildSpec) -> list[str]:
         t = spec.trtllm
-        shared = (f" (half of {t.serving.kv_cache_free_gpu_mem_fraction:g}: the draft engine takes the other half)"
-                  if t.has_draft_engine else "")
-        copies = f" (each KV head duplicated on {t.tp_size // self.num_kv_heads} GPUs)" if t.tp_size > self.num_kv_heads else ""
+        shared = (
+            f" (half of {t.serving.kv_cache_free_gpu_mem_fraction:g}: the draft engine takes the other half)"
+            if t.has_draft_engine
+            else ""
+        )
+        copies = (
+            f" (each KV head duplicated on {t.tp_size // self.num_kv_heads} GPUs)"
+            if t.tp_size > self.num_kv_heads
+            else ""
+        )
         return [
-            f"weights: ~{self.weights_gib_per_gpu:.2f} GiB per GPU ({spec.precision.value}, TP={t.tp_size} PP={t.pp_size})",
+            f"weights: ~{self.weights_gib_per_gpu:.2f} GiB per GPU ({spec.precision.value}, TP={t.tp_size} "
+            f"PP={t.pp_size})",
             f"KV heads: {self.kv_heads_per_gpu} per GPU of {self.num_kv_heads}{copies}",
             f"KV cache: {self.kv_bytes_per_token_per_gpu / 1024:.1f} KiB per token per GPU "
             f"({t.kv_cache_dtype.value}); pool ~{self.kv_pool_gib_per_gpu:.1f} GiB per GPU at "
@@ -90,16 +105,26 @@ def estimate(info: CheckpointInfo, spec: BuildSpec) -> Capacity:
     weights = weight_bytes(info, spec.precision.value) / t.world_size / GIB
     free = t.gpu.memory_gib - weights - RUNTIME_RESERVE_GIB
     if free <= 0:
-        raise CapacityError(f"the weights need ~{weights:.1f} GiB per GPU; a {t.gpu.name} has {t.gpu.memory_gib:g} GiB: "
-                            "raise 'tp_size'/'pp_size' or pick a smaller 'precision'")
+        raise CapacityError(
+            f"the weights need ~{weights:.1f} GiB per GPU; a {t.gpu.name} has {t.gpu.memory_gib:g} GiB: "
+            "raise 'tp_size'/'pp_size' or pick a smaller 'precision'"
+        )
     pool = free * t.engine_kv_cache_fraction
     per_token = kv_bytes_per_token_per_gpu(info, spec)
     blocks = int(pool * GIB // (per_token * TOKENS_PER_BLOCK))
     blocks_per_sequence = math.ceil(spec.limits.max_seq_len / TOKENS_PER_BLOCK)
     sequences = blocks // blocks_per_sequence
     design = blocks * TOKENS_PER_BLOCK // (DESIGN_INPUT_LEN + DESIGN_OUTPUT_LEN)
-    return Capacity(weights, info.num_kv_heads, kv_heads_per_gpu(info.num_kv_heads, t.tp_size), per_token, pool,
-                    blocks * TOKENS_PER_BLOCK, sequences, min(max(sequences, design), spec.limits.max_batch_size))
+    return Capacity(
+        weights,
+        info.num_kv_heads,
+        kv_heads_per_gpu(info.num_kv_heads, t.tp_size),
+        per_token,
+        pool,
+        blocks * TOKENS_PER_BLOCK,
+        sequences,
+        min(max(sequences, design), spec.limits.max_batch_size),
+    )
 
 
 def pytorch_capacity_spec(spec: BuildSpec, effective: str, fp8_kv: bool) -> BuildSpec:
@@ -109,9 +134,17 @@ def pytorch_capacity_spec(spec: BuildSpec, effective: str, fp8_kv: bool) -> Buil
     from build_engines.trtllm.options import TrtLlmOptions, TrtLlmServing
 
     p = spec.pytorch
-    return replace(spec, backend=EngineBackend.TENSORRT_LLM, precision=Precision(effective),
-                   trtllm=TrtLlmOptions(trtllm_version=p.trtllm_version, triton_release=p.triton_release,
-                                        tp_size=p.tp_size, pp_size=p.pp_size, gpu=p.gpu,
-                                        kv_cache_dtype=KvCacheDtype.FP8 if fp8_kv else KvCacheDtype.AUTO,
-                                        serving=TrtLlmServing(kv_cache_free_gpu_mem_fraction=
-                                                              p.serving.kv_cache_free_gpu_mem_fraction)))
+    return replace(
+        spec,
+        backend=EngineBackend.TENSORRT_LLM,
+        precision=Precision(effective),
+        trtllm=TrtLlmOptions(
+            trtllm_version=p.trtllm_version,
+            triton_release=p.triton_release,
+            tp_size=p.tp_size,
+            pp_size=p.pp_size,
+            gpu=p.gpu,
+            kv_cache_dtype=KvCacheDtype.FP8 if fp8_kv else KvCacheDtype.AUTO,
+            serving=TrtLlmServing(kv_cache_free_gpu_mem_fraction=p.serving.kv_cache_free_gpu_mem_fraction),
+        ),
+    )

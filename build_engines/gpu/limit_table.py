@@ -21,11 +21,17 @@ from contract.upstream.citation import (
 
 TABLE_PREFIX = "gpu_limits_"
 # Our limit -> the table row that gives upstream's default (or deduction) for it, and trtllm-bench's.
-ROWS = {"max_batch_size": "build.max_batch_size", "max_num_tokens": "build.max_num_tokens",
-        "max_seq_len": "build.max_seq_len", "max_input_len": "build.max_input_len",
-        "llm.max_batch_size": "llmapi.max_batch_size", "llm.max_num_tokens": "llmapi.max_num_tokens",
-        "llm.max_seq_len": "llmapi.max_seq_len", "trtllm_bench": "bench.tuning",
-        "trtllm_bench.no_workload": "bench.defaults_without_workload"}
+ROWS = {
+    "max_batch_size": "build.max_batch_size",
+    "max_num_tokens": "build.max_num_tokens",
+    "max_seq_len": "build.max_seq_len",
+    "max_input_len": "build.max_input_len",
+    "llm.max_batch_size": "llmapi.max_batch_size",
+    "llm.max_num_tokens": "llmapi.max_num_tokens",
+    "llm.max_seq_len": "llmapi.max_seq_len",
+    "trtllm_bench": "bench.tuning",
+    "trtllm_bench.no_workload": "bench.defaults_without_workload",
+}
 
 
 def _step_up(value: float, steps: list[list], floor: int = 0) -> int:
@@ -53,11 +59,17 @@ class BenchTuning:
         raw_batch = min(requests, self.max_requests) / pp_size
         raw_tokens = min(raw_batch * (1 + isl / osl), self.max_tokens)
         first_bound = self.batch_steps[0][0]
-        batch = _step_up(raw_batch, self.batch_steps[:1], self.min_batch) if raw_batch < first_bound else \
-            _step_up(raw_batch, self.batch_steps[1:])
+        batch = (
+            _step_up(raw_batch, self.batch_steps[:1], self.min_batch)
+            if raw_batch < first_bound
+            else _step_up(raw_batch, self.batch_steps[1:])
+        )
         first_bound = self.token_steps[0][0]
-        tokens = _step_up(raw_tokens, self.token_steps[:1], self.min_tokens) if raw_tokens < first_bound else \
-            _step_up(raw_tokens, self.token_steps[1:])
+        tokens = (
+            _step_up(raw_tokens, self.token_steps[:1], self.min_tokens)
+            if raw_tokens < first_bound
+            else _step_up(raw_tokens, self.token_steps[1:])
+        )
         return batch, tokens
 
 
@@ -88,8 +100,15 @@ class UpstreamLimits:
     @property
     def bench(self) -> BenchTuning:
         p = self.row("trtllm_bench")["params"]
-        return BenchTuning(p["kv_cache_gpu_mem_fraction"], p["max_requests"], p["max_tokens"], p["min_batch"],
-                           p["min_tokens"], p["batch_steps"], p["token_steps"])
+        return BenchTuning(
+            p["kv_cache_gpu_mem_fraction"],
+            p["max_requests"],
+            p["max_tokens"],
+            p["min_batch"],
+            p["min_tokens"],
+            p["batch_steps"],
+            p["token_steps"],
+        )
 
     def citation(self, name: str) -> Citation:
         return self.table.citation(self.row(name))
@@ -100,7 +119,7 @@ class UpstreamLimits:
 
 
 def limit_versions() -> list[str]:
-    return sorted(name[len(TABLE_PREFIX):] for name in table_names() if name.startswith(TABLE_PREFIX))
+    return sorted(name[len(TABLE_PREFIX) :] for name in table_names() if name.startswith(TABLE_PREFIX))
 
 
 def upstream_limits(version: str) -> UpstreamLimits:

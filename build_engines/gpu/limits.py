@@ -74,8 +74,10 @@ def model_context(info: CheckpointInfo, deduction: dict) -> tuple[int, str]:
     why = f"max_position_embeddings {mpe}"
     if not rope or kind in deduction["unscaled_rope_types"] or float(rope.get("factor", 1.0)) == 1.0:
         return mpe, why + (f", which rope {kind} scales no further" if rope else "")
-    return mpe, (why + f"; upstream would multiply it by rope {kind}'s factor {rope.get('factor')}, this kit keeps "
-                 "max_seq_len within max_position_embeddings")
+    return mpe, (
+        why + f"; upstream would multiply it by rope {kind}'s factor {rope.get('factor')}, this kit keeps "
+        "max_seq_len within max_position_embeddings"
+    )
 
 
 def _context(spec: BuildSpec, info: CheckpointInfo, up: UpstreamLimits) -> tuple[int, str]:
@@ -88,7 +90,10 @@ def _context(spec: BuildSpec, info: CheckpointInfo, up: UpstreamLimits) -> tuple
         except CheckpointError:
             return context, why  # validation names the draft's problem
         if draft.max_position_embeddings < context:
-            return draft.max_position_embeddings, f"the draft model's max_position_embeddings {draft.max_position_embeddings}"
+            return (
+                draft.max_position_embeddings,
+                f"the draft model's max_position_embeddings {draft.max_position_embeddings}",
+            )
     return context, why
 
 
@@ -138,8 +143,7 @@ def sizing_facts(spec: BuildSpec, info: CheckpointInfo) -> SizingFacts | None:
 
 
 def _seq_len(f: SizingFacts) -> tuple[int, str]:
-    why = (f"the model's context: {f.context_why}, as trtllm-build and the LLM API deduce max_seq_len when it "
-           "is not set")
+    why = f"the model's context: {f.context_why}, as trtllm-build and the LLM API deduce max_seq_len when it is not set"
     if f.kv_tokens is not None and f.kv_tokens < f.context:
         return f.kv_tokens, f"{why}, lowered to the {f.kv_tokens:,} tokens the KV cache holds: one such sequence fits"
     return f.context, why
@@ -157,8 +161,10 @@ def _batch(f: SizingFacts) -> tuple[int, str]:
         return default, f"upstream's default {default} (the weights do not fit: no KV cache to size from)"
     requests, tuned, _ = _tuned(f)
     value = min(default, tuned)
-    why = (f"trtllm-bench's rounding of the {int(requests):,} requests of {DESIGN} the KV cache holds "
-           f"({f.kv_tokens:,} tokens) is {tuned}; upstream's default is {default}")
+    why = (
+        f"trtllm-bench's rounding of the {int(requests):,} requests of {DESIGN} the KV cache holds "
+        f"({f.kv_tokens:,} tokens) is {tuned}; upstream's default is {default}"
+    )
     if f.batch_bound and f.batch_bound[0] < value:
         value, why = f.batch_bound[0], f"{why}; at most {f.batch_bound[0]}: {f.batch_bound[1]}"
     return value, why
@@ -176,10 +182,16 @@ def _tokens(f: SizingFacts) -> tuple[int, str]:
 
 def _input_len(f: SizingFacts, seq_len: int, num_tokens: int) -> tuple[int, str]:
     if f.chunked_context:
-        return seq_len - 1, "max_seq_len - 1: with chunked context the executor takes any prompt that leaves a " \
-                            "token to generate (backend-semantics row limit.max_input_len)"
-    return min(seq_len - 1, num_tokens), "min(max_seq_len - 1, max_num_tokens): chunked context is off, so a " \
-                                         "prompt must fit one engine step (row limit.max_input_len)"
+        return (
+            seq_len - 1,
+            "max_seq_len - 1: with chunked context the executor takes any prompt that leaves a "
+            "token to generate (backend-semantics row limit.max_input_len)",
+        )
+    return (
+        min(seq_len - 1, num_tokens),
+        "min(max_seq_len - 1, max_num_tokens): chunked context is off, so a "
+        "prompt must fit one engine step (row limit.max_input_len)",
+    )
 
 
 def size_limits(f: SizingFacts, choose: Callable[[str, int], int]) -> tuple[SizedLimit, ...]:
@@ -190,10 +202,12 @@ def size_limits(f: SizingFacts, choose: Callable[[str, int], int]) -> tuple[Size
     tokens, tokens_why = _tokens(f)
     tokens_value = choose("max_num_tokens", tokens)
     inp, inp_why = _input_len(f, seq_value, tokens_value)
-    return (SizedLimit("max_seq_len", seq_value, seq, seq_why),
-            SizedLimit("max_batch_size", choose("max_batch_size", batch), batch, batch_why),
-            SizedLimit("max_num_tokens", tokens_value, tokens, tokens_why),
-            SizedLimit("max_input_len", choose("max_input_len", inp), inp, inp_why))
+    return (
+        SizedLimit("max_seq_len", seq_value, seq, seq_why),
+        SizedLimit("max_batch_size", choose("max_batch_size", batch), batch, batch_why),
+        SizedLimit("max_num_tokens", tokens_value, tokens, tokens_why),
+        SizedLimit("max_input_len", choose("max_input_len", inp), inp, inp_why),
+    )
 
 
 def sized_spec(spec: BuildSpec, given: dict[str, int | None]) -> BuildSpec:
@@ -219,7 +233,9 @@ def limit_lines(spec: BuildSpec, info: CheckpointInfo) -> list[str]:
     if facts is None:
         return []
     up = facts.upstream
-    head = (f"limits: TensorRT-LLM {up.version}'s defaults are max_batch_size {up.max_batch_size}, max_num_tokens "
-            f"{up.max_num_tokens}, max_seq_len from the model; sized for this GPU as trtllm-bench does, for "
-            f"requests of {DESIGN} ({up.file})")
+    head = (
+        f"limits: TensorRT-LLM {up.version}'s defaults are max_batch_size {up.max_batch_size}, max_num_tokens "
+        f"{up.max_num_tokens}, max_seq_len from the model; sized for this GPU as trtllm-bench does, for "
+        f"requests of {DESIGN} ({up.file})"
+    )
     return [head] + [limit.line() for limit in size_limits(facts, lambda name, _: getattr(spec.limits, name))]

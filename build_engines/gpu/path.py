@@ -54,8 +54,10 @@ def choose_gpu_backend(options: dict) -> tuple[EngineBackend, str]:
     engine_only, pytorch_only = _engine_only(options), _pytorch_only(options)
     where = f"Triton {target.release} (TensorRT-LLM {target.version})"
     if engine_only and pytorch_only:
-        raise SpecError(f"--backend gpu: {engine_only} need the engine flow, {pytorch_only} the PyTorch backend; "
-                        "choose --backend tensorrt_llm or tensorrt_llm_pytorch")
+        raise SpecError(
+            f"--backend gpu: {engine_only} need the engine flow, {pytorch_only} the PyTorch backend; "
+            "choose --backend tensorrt_llm or tensorrt_llm_pytorch"
+        )
     if pytorch_only:
         return EngineBackend.TENSORRT_LLM_PYTORCH, f"{pytorch_only} configure the PyTorch backend"
     if engine_only:
@@ -63,10 +65,12 @@ def choose_gpu_backend(options: dict) -> tuple[EngineBackend, str]:
     if target.version in pytorch_versions():
         return EngineBackend.TENSORRT_LLM_PYTORCH, (
             f"{where} has TensorRT-LLM's PyTorch backend, the recommended path for new deployments (upstream "
-            "removed the TensorRT-engine flow from main in July 2026)")
+            "removed the TensorRT-engine flow from main in July 2026)"
+        )
     return EngineBackend.TENSORRT_LLM, (
         f"{where} has no PyTorch-backend support in this kit (Triton {', '.join(pytorch_releases())} do): its "
-        "TensorRT-engine flow; give --image 26.07 for the recommended path")
+        "TensorRT-engine flow; give --image 26.07 for the recommended path"
+    )
 
 
 def resolve_backend(options: dict) -> tuple[dict, str]:

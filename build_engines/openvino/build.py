@@ -26,8 +26,16 @@ from build_engines.spec_base import EngineBackend, Precision
 from contract.build_record import BUILD_RECORD_FILE, BuildRecord, installed_versions
 from contract.model_configs import DRAFT_SUBDIR
 
-BUILD_PACKAGES = ("openvino", "openvino-genai", "openvino-tokenizers", "optimum-intel", "optimum", "nncf",
-                  "transformers", "torch")
+BUILD_PACKAGES = (
+    "openvino",
+    "openvino-genai",
+    "openvino-tokenizers",
+    "optimum-intel",
+    "optimum",
+    "nncf",
+    "transformers",
+    "torch",
+)
 IR_MODEL_FILE = "openvino_model.xml"
 FIDELITY_FILE = "fidelity.json"
 FUSION_FILE = "fusion.json"
@@ -43,9 +51,20 @@ def export_command(spec: BuildSpec, info: CheckpointInfo, out_dir: Path, checkpo
         weight_format = "int8" if spec.precision == Precision.INT4 else spec.precision.value
     else:
         weight_format = "fp32" if spec.precision == Precision.INT4 else spec.precision.value
-    return [sys.executable, "-m", "optimum.commands.optimum_cli", "export", "openvino",
-            "--model", str(checkpoint or spec.checkpoint), "--task", "text-generation-with-past",
-            "--weight-format", weight_format, str(out_dir)]
+    return [
+        sys.executable,
+        "-m",
+        "optimum.commands.optimum_cli",
+        "export",
+        "openvino",
+        "--model",
+        str(checkpoint or spec.checkpoint),
+        "--task",
+        "text-generation-with-past",
+        "--weight-format",
+        weight_format,
+        str(out_dir),
+    ]
 
 
 def draft_problems(checkpoint: Path, draft: Path) -> list[str]:
@@ -55,32 +74,68 @@ def draft_problems(checkpoint: Path, draft: Path) -> list[str]:
     if not (draft / "config.json").is_file():
         return [f"'draft_checkpoint' {draft} is not a Hugging Face checkpoint (no config.json)"]
     if AutoTokenizer.from_pretrained(draft).get_vocab() != AutoTokenizer.from_pretrained(checkpoint).get_vocab():
-        return [f"'draft_checkpoint' {draft} has another tokenizer vocabulary than {checkpoint}; "
-                "a draft model must share the target's tokenizer"]
+        return [
+            f"'draft_checkpoint' {draft} has another tokenizer vocabulary than {checkpoint}; "
+            "a draft model must share the target's tokenizer"
+        ]
     return []
 
 
 def compress_command(spec: BuildSpec, ir_dir: Path) -> list[str]:
     """int4: NNCF's data-aware compression of the exported IR, with the spec's recipe."""
-    return [sys.executable, "-m", "build_engines.openvino.compress", "--ir-dir", str(ir_dir),
-            "--checkpoint", str(spec.checkpoint), "--recipe", json.dumps(asdict(spec.openvino.int4)),
-            "--record", str(ir_dir / "compression.json")]
+    return [
+        sys.executable,
+        "-m",
+        "build_engines.openvino.compress",
+        "--ir-dir",
+        str(ir_dir),
+        "--checkpoint",
+        str(spec.checkpoint),
+        "--recipe",
+        json.dumps(asdict(spec.openvino.int4)),
+        "--record",
+        str(ir_dir / "compression.json"),
+    ]
 
 
 def fusion_command(ir_dir: Path, drafting: bool) -> list[str]:
     """Fused projections in the engine's IR (and its draft's); the record of the engine's."""
     drafts = ["--draft-dir", str(ir_dir / DRAFT_SUBDIR)] if drafting else []
-    return [sys.executable, "-m", "build_engines.openvino.fusion", "--ir-dir", str(ir_dir), *drafts,
-            "--record", str(ir_dir / FUSION_FILE)]
+    return [
+        sys.executable,
+        "-m",
+        "build_engines.openvino.fusion",
+        "--ir-dir",
+        str(ir_dir),
+        *drafts,
+        "--record",
+        str(ir_dir / FUSION_FILE),
+    ]
 
 
 def fidelity_command(spec: BuildSpec, engine_dir: Path, out: Path) -> list[str]:
     ov = spec.openvino
-    return [sys.executable, "-m", "build_engines.fidelity", "--engine-dir", str(engine_dir),
-            "--checkpoint", str(spec.checkpoint), "--activation-precision", ov.activation_precision,
-            "--kv-cache-precision", ov.kv_cache_precision,
-            "--dynamic-quantization-group-size", str(ov.dynamic_quantization_group_size), "--evaluation", spec.fidelity.evaluation,
-            "--inference-threads", str(ov.inference_threads), "--out", str(out)]
+    return [
+        sys.executable,
+        "-m",
+        "build_engines.fidelity",
+        "--engine-dir",
+        str(engine_dir),
+        "--checkpoint",
+        str(spec.checkpoint),
+        "--activation-precision",
+        ov.activation_precision,
+        "--kv-cache-precision",
+        ov.kv_cache_precision,
+        "--dynamic-quantization-group-size",
+        str(ov.dynamic_quantization_group_size),
+        "--evaluation",
+        spec.fidelity.evaluation,
+        "--inference-threads",
+        str(ov.inference_threads),
+        "--out",
+        str(out),
+    ]
 
 
 def engine_is_built(engine_dir: Path) -> bool:

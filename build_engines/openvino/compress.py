@@ -19,8 +19,13 @@ IR_MODEL_FILE = "openvino_model.xml"
 # int4_asym / int4_sym: NNCF (integer zero point), with the data-aware methods below;
 # int4_float_zp: a float zero point per group, data-free (build_engines/openvino/int4_float_zp.py).
 MODES = ("int4_asym", "int4_sym", "int4_float_zp")
-SENSITIVITY_METRICS = ("weight_quantization_error", "hessian_input_activation", "mean_activation_variance",
-                       "max_activation_variance", "mean_activation_magnitude")
+SENSITIVITY_METRICS = (
+    "weight_quantization_error",
+    "hessian_input_activation",
+    "mean_activation_variance",
+    "max_activation_variance",
+    "mean_activation_magnitude",
+)
 
 
 @dataclass(frozen=True)
@@ -44,8 +49,10 @@ class Int4Recipe:
         if self.mode not in MODES:
             problems.append(f"'int4.mode' must be one of {list(MODES)}, got {self.mode!r}")
         if self.group_size < 8 or any(d % self.group_size for d in dims):
-            problems.append(f"'int4.group_size' {self.group_size} must divide the model's dimensions {list(dims)} "
-                            f"(e.g. {[g for g in (128, 64, 32, 16) if all(d % g == 0 for d in dims)]})")
+            problems.append(
+                f"'int4.group_size' {self.group_size} must divide the model's dimensions {list(dims)} "
+                f"(e.g. {[g for g in (128, 64, 32, 16) if all(d % g == 0 for d in dims)]})"
+            )
         if not 0.0 < self.ratio <= 1.0:
             problems.append(f"'int4.ratio' must be in (0, 1], got {self.ratio}")
         if self.sensitivity_metric not in SENSITIVITY_METRICS:
@@ -55,9 +62,11 @@ class Int4Recipe:
         if self.awq and self.gptq:
             problems.append("'int4.awq' and 'int4.gptq' are exclusive in NNCF; pick one")
         if self.mode == "int4_float_zp" and (self.awq or self.scale_estimation or self.gptq or self.ratio < 1.0):
-            problems.append("'int4.mode' int4_float_zp is data-free, every layer int4: NNCF's AWQ, scale estimation, "
-                            "GPTQ and mixed precision produce integer zero points (--no-int4-awq "
-                            "--no-int4-scale-estimation --no-int4-gptq, ratio 1)")
+            problems.append(
+                "'int4.mode' int4_float_zp is data-free, every layer int4: NNCF's AWQ, scale estimation, "
+                "GPTQ and mixed precision produce integer zero points (--no-int4-awq "
+                "--no-int4-scale-estimation --no-int4-gptq, ratio 1)"
+            )
         return problems
 
     @property
@@ -79,7 +88,7 @@ def calibration_windows(checkpoint: Path, samples: int, tokens: int) -> list[lis
         progressed = False
         for ids in per_text:
             if offset + tokens <= len(ids) and len(out) < samples:
-                out.append(ids[offset:offset + tokens])
+                out.append(ids[offset : offset + tokens])
                 progressed = True
         if not progressed:
             break
@@ -93,8 +102,12 @@ def _inputs(ids: list[int]) -> dict:
     import numpy as np
 
     n = len(ids)
-    return {"input_ids": np.asarray([ids], dtype=np.int64), "attention_mask": np.ones((1, n), dtype=np.int64),
-            "position_ids": np.arange(n, dtype=np.int64)[None], "beam_idx": np.zeros(1, dtype=np.int32)}
+    return {
+        "input_ids": np.asarray([ids], dtype=np.int64),
+        "attention_mask": np.ones((1, n), dtype=np.int64),
+        "position_ids": np.arange(n, dtype=np.int64)[None],
+        "beam_idx": np.zeros(1, dtype=np.int32),
+    }
 
 
 def compress(ir_dir: Path, checkpoint: Path, recipe: Int4Recipe) -> dict:
@@ -111,15 +124,28 @@ def compress(ir_dir: Path, checkpoint: Path, recipe: Int4Recipe) -> dict:
         # Decoder layers int4; the token embedding and the LM head (vocab rows) int8, as NNCF does.
         layers = compress_matmuls(model, recipe.group_size, skip_output_dims=(vocab,))
         save_ir(nncf.compress_weights(model, mode=nncf.CompressWeightsMode.INT8_ASYM), ir_dir)
-        return {"recipe": asdict(recipe), "nncf": nncf.__version__, "int4_layers": layers,
-                "seconds": round(time.monotonic() - t0, 1)}
-    kwargs = dict(mode=nncf.CompressWeightsMode(recipe.mode), group_size=recipe.group_size, ratio=recipe.ratio,
-                  backup_mode=nncf.BackupMode.INT8_ASYM)
+        return {
+            "recipe": asdict(recipe),
+            "nncf": nncf.__version__,
+            "int4_layers": layers,
+            "seconds": round(time.monotonic() - t0, 1),
+        }
+    kwargs = dict(
+        mode=nncf.CompressWeightsMode(recipe.mode),
+        group_size=recipe.group_size,
+        ratio=recipe.ratio,
+        backup_mode=nncf.BackupMode.INT8_ASYM,
+    )
     if not recipe.data_free:
         windows = calibration_windows(checkpoint, recipe.calibration_samples, recipe.calibration_tokens)
-        kwargs |= dict(dataset=nncf.Dataset(windows, _inputs), subset_size=len(windows), awq=recipe.awq,
-                       scale_estimation=recipe.scale_estimation, gptq=recipe.gptq,
-                       sensitivity_metric=nncf.SensitivityMetric(recipe.sensitivity_metric))
+        kwargs |= dict(
+            dataset=nncf.Dataset(windows, _inputs),
+            subset_size=len(windows),
+            awq=recipe.awq,
+            scale_estimation=recipe.scale_estimation,
+            gptq=recipe.gptq,
+            sensitivity_metric=nncf.SensitivityMetric(recipe.sensitivity_metric),
+        )
     save_ir(nncf.compress_weights(model, **kwargs), ir_dir)
     return {"recipe": asdict(recipe), "nncf": nncf.__version__, "seconds": round(time.monotonic() - t0, 1)}
 

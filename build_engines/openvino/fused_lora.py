@@ -42,37 +42,44 @@ def stacked_adapter(weights: Path, fusion: dict, name: str) -> bytes | None:
     for key, tensor in tensors.items():
         m = _PEFT_TENSOR.match(key)
         if m is None and any(f".{module}." in key for module in fused):
-            raise LoraError(f"'lora_dir': adapter {name!r}: tensor {key!r} adapts a fused module in a form "
-                            "this kit cannot stack; build the engine again with --no-fuse-projections")
+            raise LoraError(
+                f"'lora_dir': adapter {name!r}: tensor {key!r} adapts a fused module in a form "
+                "this kit cannot stack; build the engine again with --no-fuse-projections"
+            )
         if m is None or m["module"] not in fused:
             out[key] = tensor
             continue
         if m["module"] not in group_of:
-            raise LoraError(f"'lora_dir': adapter {name!r} adapts {m['module']}, fused without a row record; "
-                            "build the engine again")
+            raise LoraError(
+                f"'lora_dir': adapter {name!r} adapts {m['module']}, fused without a row record; build the engine again"
+            )
         parts.setdefault((m["prefix"], group_of[m["module"]]), {}).setdefault(m["module"], {})[m["part"]] = tensor
     for (prefix, group), modules in parts.items():
         members = group.split("+")
         for module, ab in modules.items():
             n = rows[group][members.index(module)]
             if set(ab) != {"A", "B"} or ab["B"].shape[0] != n or ab["B"].shape[1] != ab["A"].shape[0]:
-                raise LoraError(f"'lora_dir': adapter {name!r}: {prefix}.{module} needs lora_A [r, in] and "
-                                f"lora_B [{n}, r]")
+                raise LoraError(
+                    f"'lora_dir': adapter {name!r}: {prefix}.{module} needs lora_A [r, in] and lora_B [{n}, r]"
+                )
         ranks = [modules[m]["A"].shape[0] if m in modules else 0 for m in members]
         a = torch.cat([modules[m]["A"] for m in members if m in modules])
         b = torch.zeros(sum(rows[group]), sum(ranks), dtype=a.dtype)
         row = rank = 0
         for module, n, r in zip(members, rows[group], ranks):
             if r:
-                b[row:row + n, rank:rank + r] = modules[module]["B"]
+                b[row : row + n, rank : rank + r] = modules[module]["B"]
             row, rank = row + n, rank + r
         out[f"{prefix}.{group}.lora_A.weight"] = a.contiguous()
         out[f"{prefix}.{group}.lora_B.weight"] = b
     return save(out)
 
 
-def for_fused_engine(adapters: list[LoraAdapter], fusion: dict, directory: Path,
-                     ) -> tuple[list[LoraAdapter], dict[str, bytes]]:
+def for_fused_engine(
+    adapters: list[LoraAdapter],
+    fusion: dict,
+    directory: Path,
+) -> tuple[list[LoraAdapter], dict[str, bytes]]:
     """(the adapters as the engine model loads them, the rewritten files by name relative to
     the engine model's directory).  Adapters of unfused modules only are served as they are;
     `directory`: where the engine model's directory will be once the repository is in place."""

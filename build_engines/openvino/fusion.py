@@ -49,6 +49,7 @@ class _NotFusable(Exception):
 @dataclass(frozen=True)
 class FusionRecord:
     """What fusion did to one IR (build.json's `fusion`)."""
+
     groups: dict[str, int]  # "k_proj+q_proj+v_proj" -> how many layers (names in sorted order)
     matmuls_before: int
     matmuls_after: int
@@ -125,11 +126,15 @@ def _stacked(nodes, rows: list[int]):
         if any(t[0] != r or t[1:] != targets[0][1:] for t, r in zip(targets, rows)):
             raise _NotFusable("reshape targets differ")
         shape = ops.constant(np.asarray([sum(rows), *targets[0][1:]], dtype=np.int64))
-        return ops.reshape(_stacked([n.input_value(0).get_node() for n in nodes], rows), shape,
-                           nodes[0].get_attributes()["special_zero"])
+        return ops.reshape(
+            _stacked([n.input_value(0).get_node() for n in nodes], rows),
+            shape,
+            nodes[0].get_attributes()["special_zero"],
+        )
     if kind == "Convert":
-        return ops.convert(_stacked([n.input_value(0).get_node() for n in nodes], rows),
-                           nodes[0].get_output_element_type(0))
+        return ops.convert(
+            _stacked([n.input_value(0).get_node() for n in nodes], rows), nodes[0].get_output_element_type(0)
+        )
     a, b = (_stacked([n.input_value(i).get_node() for n in nodes], rows) for i in range(2))
     return ops.subtract(a, b) if kind == "Subtract" else ops.multiply(a, b)
 
@@ -159,8 +164,9 @@ def fuse_projections(model) -> FusionRecord:
             continue
         first = members[0][0]
         names = [module_name(mm) for mm, _ in members]
-        fused = ops.matmul(first.input_value(0), weight, False, True,
-                           name=first.get_friendly_name().replace(names[0], "+".join(names)))
+        fused = ops.matmul(
+            first.input_value(0), weight, False, True, name=first.get_friendly_name().replace(names[0], "+".join(names))
+        )
         split = ops.variadic_split(fused, ops.constant(np.int64(-1)), ops.constant(np.asarray(rows, dtype=np.int64)))
         for i, (mm, _) in enumerate(members):
             for target in list(mm.output(0).get_target_inputs()):
@@ -170,8 +176,9 @@ def fuse_projections(model) -> FusionRecord:
         member_rows[group] = rows if member_rows.get(group, rows) == rows else []
         fused_away += len(members) - 1
     model.validate_nodes_and_infer_types()
-    return FusionRecord(groups=dict(groups), matmuls_before=len(matmuls), matmuls_after=len(matmuls) - fused_away,
-                        rows=member_rows)
+    return FusionRecord(
+        groups=dict(groups), matmuls_before=len(matmuls), matmuls_after=len(matmuls) - fused_away, rows=member_rows
+    )
 
 
 def fuse_ir(ir_dir: Path) -> FusionRecord:

@@ -58,9 +58,10 @@ def compress_matmuls(model, group: int, skip_output_dims: tuple[int, ...] = ()) 
         q, scale, zero_point = quantize_groups(weight, group)
         name = const.get_friendly_name()
         q_const = ops.constant(q, dtype=ov.Type.u4, name=name)
-        decompressed = ops.multiply(ops.subtract(ops.convert(q_const, ov.Type.f16),
-                                                 ops.constant(zero_point, name=f"{name}/zero_point")),
-                                    ops.constant(scale, name=f"{name}/scale"))
+        decompressed = ops.multiply(
+            ops.subtract(ops.convert(q_const, ov.Type.f16), ops.constant(zero_point, name=f"{name}/zero_point")),
+            ops.constant(scale, name=f"{name}/scale"),
+        )
         reshaped = ops.reshape(decompressed, ops.constant(np.array(weight.shape, dtype=np.int64)), special_zero=False)
         node.input(1).replace_source_output(ops.convert(reshaped, ov.Type.f32).output(0))
         replaced += 1

@@ -41,7 +41,8 @@ class OpenVinoOptions:
     # llama.cpp's Q8_0 does (0: off; fp16 weights ignore it).  Measured on the default model, int8
     # weights, 2-core AVX-512 VNNI host (docs/examples/bench/peers.md, docs/examples/fidelity/):
     # 32 decodes 1.24-1.45x faster at concurrency 1 in-process (served: 0.65-0.74x -> 0.87-1.05x
-    # of llama.cpp's Q8_0 server; at concurrency 16 0.95x -> 1.6-1.9x of vLLM CPU), but mean KLD vs float32 0.0036 -> 0.0062 (top-1 96.7% ->
+    # of llama.cpp's Q8_0 server; at concurrency 16 0.95x -> 1.6-1.9x of vLLM CPU), but mean KLD vs float32 0.0036 ->
+    # 0.0062 (top-1 96.7% ->
     # 95.9%, inside the int8 gate) and greedy answers then change when a prompt's prefix comes
     # from the prefix cache (6 of 12 multi-turn answers differed; 12 of 12 equal with 0), so
     # prefix caching would no longer be exact.  That is the quantization, not the KV cache: with
@@ -103,7 +104,9 @@ class OpenVinoOptions:
         if self.prompt_lookup and self.draft_checkpoint:
             problems.append("'prompt_lookup' and 'draft_checkpoint' are exclusive: one kind of speculative decoding")
         if self.dynamic_quantization_group_size < 0:
-            problems.append(f"'dynamic_quantization_group_size' must be >= 0 (0: off), got {self.dynamic_quantization_group_size}")
+            problems.append(
+                f"'dynamic_quantization_group_size' must be >= 0 (0: off), got {self.dynamic_quantization_group_size}"
+            )
         if problems:
             raise SpecError("; ".join(problems))
         if self.max_queue_size < 0:

@@ -57,7 +57,9 @@ _PATH_DEPENDENCE_MEASURED = {
 }
 
 
-def path_dependence(activation_precision: str, kv_cache_precision: str, dynamic_quantization_group_size: int) -> list[str]:
+def path_dependence(
+    activation_precision: str, kv_cache_precision: str, dynamic_quantization_group_size: int
+) -> list[str]:
     """Why greedy answers may change with the batch, the prefix cache or speculative decoding under
     these numerics; empty for the only exact ones measured (f32 activations and KV cache, no
     dynamic quantization)."""
@@ -78,16 +80,22 @@ def path_dependence(activation_precision: str, kv_cache_precision: str, dynamic_
 def exactness_line(activation_precision: str, kv_cache_precision: str, dynamic_quantization_group_size: int) -> str:
     reasons = path_dependence(activation_precision, kv_cache_precision, dynamic_quantization_group_size)
     if not reasons:
-        return ("greedy answers: the same alone or batched, from the prefix cache or a fresh prefill, and with "
-                "speculative decoding as without (measured)")
-    return ("greedy answers: may change with the batch, the prefix cache and speculative decoding, because of "
-            + "; ".join(reasons))
+        return (
+            "greedy answers: the same alone or batched, from the prefix cache or a fresh prefill, and with "
+            "speculative decoding as without (measured)"
+        )
+    return (
+        "greedy answers: may change with the batch, the prefix cache and speculative decoding, because of "
+        + "; ".join(reasons)
+    )
 
 
 def precision_problems(activation_precision: str, kv_cache_precision: str) -> list[str]:
     problems = []
     if activation_precision not in ACTIVATION_PRECISIONS:
-        problems.append(f"'activation_precision' must be one of {list(ACTIVATION_PRECISIONS)}, got {activation_precision!r}")
+        problems.append(
+            f"'activation_precision' must be one of {list(ACTIVATION_PRECISIONS)}, got {activation_precision!r}"
+        )
     if kv_cache_precision not in KV_CACHE_PRECISIONS:
         problems.append(f"'kv_cache_precision' must be one of {list(KV_CACHE_PRECISIONS)}, got {kv_cache_precision!r}")
     return problems

@@ -68,11 +68,15 @@ def check_quantizer(spec: BuildSpec, versions: dict[str, str]) -> None:
     """hf_ptq.py must run on a GPU, in the image of the target TensorRT-LLM, with the ModelOpt it pins."""
     want, table = spec.pytorch.trtllm_version, modelopt_for_trtllm(spec.pytorch.trtllm_version)
     if detect_gpus() is None:
-        raise BuildError("quantizing runs ModelOpt on a GPU (none is visible here): build inside the GPU image on "
-                         "the GPU host (`make build-engine` does that), or give a 16-bit or ModelOpt checkpoint")
+        raise BuildError(
+            "quantizing runs ModelOpt on a GPU (none is visible here): build inside the GPU image on "
+            "the GPU host (`make build-engine` does that), or give a 16-bit or ModelOpt checkpoint"
+        )
     if versions.get("tensorrt_llm") != want:
-        raise BuildError(f"the spec targets TensorRT-LLM {want} but this image has {versions.get('tensorrt_llm')}: "
-                         f"build in the {spec.pytorch.triton_release} image (TRITON_IMAGE in .env)")
+        raise BuildError(
+            f"the spec targets TensorRT-LLM {want} but this image has {versions.get('tensorrt_llm')}: "
+            f"build in the {spec.pytorch.triton_release} image (TRITON_IMAGE in .env)"
+        )
     have = versions.get("nvidia-modelopt", "")
     if have.rsplit(".", 1)[0] != table.version.rsplit(".", 1)[0]:
         raise BuildError(f"ModelOpt {have} is installed; TensorRT-LLM {want} pins {table.requirement}")

@@ -46,41 +46,68 @@ def quantize_step(spec: BuildSpec, table: ModelOptTable, out_dir: Path, examples
     """hf_ptq.py for this spec, checked against the table (a flag it lacks is a bug of this kit)."""
     p, fmt = spec.pytorch, table.format(spec.precision.value)
     kv = table.kv_formats["fp8"]["kv_cache_qformat"] if p.kv_cache_dtype == KvCacheDtype.FP8 else "none"
-    argv: tuple[str, ...] = ("python3", str(examples / table.tool_path.removeprefix("examples/")),
-            "--pyt_ckpt_path", str(spec.checkpoint), "--qformat", fmt.qformat,
-            "--kv_cache_qformat", kv,  # said even for none: it defaults to fp8 (rule kv_default_fp8)
-            "--dataset", str(p.calib_dataset), "--calib_size", str(p.calib_size), "--batch_size", "0")
+    argv: tuple[str, ...] = (
+        "python3",
+        str(examples / table.tool_path.removeprefix("examples/")),
+        "--pyt_ckpt_path",
+        str(spec.checkpoint),
+        "--qformat",
+        fmt.qformat,
+        "--kv_cache_qformat",
+        kv,  # said even for none: it defaults to fp8 (rule kv_default_fp8)
+        "--dataset",
+        str(p.calib_dataset),
+        "--calib_size",
+        str(p.calib_size),
+        "--batch_size",
+        "0",
+    )
     if spec.precision == Precision.INT4_AWQ:
         argv += ("--awq_block_size", str(p.awq_block_size))
     argv += ("--export_path", str(out_dir))
     problems = table.check_argv(argv[2:])
     if problems:
-        raise ConformanceError(f"the plan for ModelOpt {table.version} is not what hf_ptq.py accepts: "
-                               + "; ".join(problems))
-    return Step(f"quantize to {fmt.qformat} (KV cache {kv}) with ModelOpt {table.version}'s hf_ptq.py, calibrated on "
-                f"{p.calib_dataset}, into a Hugging Face checkpoint", argv, TOOL)
+        raise ConformanceError(
+            f"the plan for ModelOpt {table.version} is not what hf_ptq.py accepts: " + "; ".join(problems)
+        )
+    return Step(
+        f"quantize to {fmt.qformat} (KV cache {kv}) with ModelOpt {table.version}'s hf_ptq.py, calibrated on "
+        f"{p.calib_dataset}, into a Hugging Face checkpoint",
+        argv,
+        TOOL,
+    )
 
 
-def pytorch_steps(spec: BuildSpec, info: CheckpointInfo, quant: CheckpointQuantization | None,
-                  staging: Path) -> list[Step]:
+def pytorch_steps(
+    spec: BuildSpec, info: CheckpointInfo, quant: CheckpointQuantization | None, staging: Path
+) -> list[Step]:
     table = modelopt_for_trtllm(spec.pytorch.trtllm_version)
     what = quant.describe() if quant else f"{info.dtype} weights"
     steps = [Step(f"check the checkpoint ({info.architecture}, {what})", ())]
     if needs_quantization(spec.precision.value, quant):
         steps.append(quantize_step(spec, table, staging / MODEL_SUBDIR, examples_dir()))
     else:
-        steps.append(Step(f"copy the checkpoint as it is (config, tokenizer, weights) into <engine>/{MODEL_SUBDIR}", ()))
+        steps.append(
+            Step(f"copy the checkpoint as it is (config, tokenizer, weights) into <engine>/{MODEL_SUBDIR}", ())
+        )
     return steps + [
         Step("write build.json (spec, TensorRT-LLM and ModelOpt versions, checkpoint hash), move it into place", ()),
-        Step("render the Triton model repository (ensemble, preprocessing, tensorrt_llm_pytorch, postprocessing, "
-             "tensorrt_llm_bls)", ()),
+        Step(
+            "render the Triton model repository (ensemble, preprocessing, tensorrt_llm_pytorch, postprocessing, "
+            "tensorrt_llm_bls)",
+            (),
+        ),
     ]
 
 
 def _kwargs_text(kwargs: dict) -> str:
     kv = kwargs.pop("kv_cache_config")
     parts = [f"{k}={v!r}" for k, v in kwargs.items()]
-    return "LLM(" + ", ".join(parts + [f"kv_cache_config=KvCacheConfig({', '.join(f'{k}={v!r}' for k, v in kv.items())})"]) + ")"
+    return (
+        "LLM("
+        + ", ".join(parts + [f"kv_cache_config=KvCacheConfig({', '.join(f'{k}={v!r}' for k, v in kv.items())})"])
+        + ")"
+    )
 
 
 def pytorch_plan_lines(spec: BuildSpec, info: CheckpointInfo, engine_dir: Path) -> list[str]:
@@ -89,24 +116,31 @@ def pytorch_plan_lines(spec: BuildSpec, info: CheckpointInfo, engine_dir: Path) 
     table = modelopt_for_trtllm(p.trtllm_version)
     pin = load_build_table(p.trtllm_version).image(p.triton_release)
     effective, fp8_kv = served_format(spec.precision.value, p, info)
-    lines = [f"target: {p.gpu.describe()}, TP={p.tp_size} PP={p.pp_size} -> {p.world_size} GPU worker(s), "
-             f"precision {effective}, KV cache {'fp8' if fp8_kv else 'auto (16-bit)'}; no engine is compiled",
-             f"image: {pin.image} (TensorRT-LLM {pin.trtllm_version}, ModelOpt {table.requirement}); upstream "
-             f"tables: {_rel('llmapi_' + p.trtllm_version)}, {_rel('modelopt_hf_ptq_' + table.version)}"]
+    lines = [
+        f"target: {p.gpu.describe()}, TP={p.tp_size} PP={p.pp_size} -> {p.world_size} GPU worker(s), "
+        f"precision {effective}, KV cache {'fp8' if fp8_kv else 'auto (16-bit)'}; no engine is compiled",
+        f"image: {pin.image} (TensorRT-LLM {pin.trtllm_version}, ModelOpt {table.requirement}); upstream "
+        f"tables: {_rel('llmapi_' + p.trtllm_version)}, {_rel('modelopt_hf_ptq_' + table.version)}",
+    ]
     lines += limit_lines(spec, info)
     for n, step in enumerate(pytorch_steps(spec, info, quant, engine_dir.with_name(engine_dir.name + ".partial")), 1):
         lines.append(f"step {n}: {step.title}" + (f"\n    {step.command_line()}" if step.argv else ""))
     params = pytorch_parameters(engine_dir, spec, engine_dir / MODEL_SUBDIR)
     params = dataclasses.replace(params, kv_cache_dtype=type(params.kv_cache_dtype)("fp8" if fp8_kv else "auto"))
-    lines.append("engine model tensorrt_llm_pytorch: " + _kwargs_text(
-        llm_kwargs(params, lambda **kv: kv, lambda name, **kv: {"class": name, **kv})))
+    lines.append(
+        "engine model tensorrt_llm_pytorch: "
+        + _kwargs_text(llm_kwargs(params, lambda **kv: kv, lambda name, **kv: {"class": name, **kv}))
+    )
     lines.append(p.speculative.describe())
     if p.speculative.llm_api_options():  # the same settings as trtllm-serve's extra_llm_api_options YAML
-        lines.append("extra_llm_api_options (YAML flow mapping): "
-                     + json.dumps(p.speculative.llm_api_options(), sort_keys=True))
-    lines.append(f"serve: python -m serving gpu-up starts one tritonserver; the LLM starts its {p.world_size} GPU "
-                 "worker(s) itself through mpi4py (NVIDIA's llmapi workflow: upstream rows triton.mpi_world, "
-                 "doc.llmapi_workflow)")
+        lines.append(
+            "extra_llm_api_options (YAML flow mapping): " + json.dumps(p.speculative.llm_api_options(), sort_keys=True)
+        )
+    lines.append(
+        f"serve: python -m serving gpu-up starts one tritonserver; the LLM starts its {p.world_size} GPU "
+        "worker(s) itself through mpi4py (NVIDIA's llmapi workflow: upstream rows triton.mpi_world, "
+        "doc.llmapi_workflow)"
+    )
     try:
         capacity_spec = pytorch_capacity_spec(spec, effective, fp8_kv)
         lines += estimate(info, capacity_spec).lines(capacity_spec)
@@ -119,4 +153,3 @@ def pytorch_plan_lines(spec: BuildSpec, info: CheckpointInfo, engine_dir: Path) 
 
 def _rel(name: str) -> Path:
     return (DATA_DIR / f"{name}.json").relative_to(DATA_DIR.parents[2])
-

@@ -35,30 +35,53 @@ def llm_dtype(spec: BuildSpec, model_dir: Path) -> str:
     return "bfloat16" if (data.get("torch_dtype") or data.get("dtype")) == "float32" else "auto"
 
 
-def pytorch_parameters(engine_dir: Path, spec: BuildSpec, model_dir: Path | None = None,
-                       adapters: Sequence[LoraAdapter] = (), lora_max_rank: int = 0) -> PyTorchEngineParameters:
+def pytorch_parameters(
+    engine_dir: Path,
+    spec: BuildSpec,
+    model_dir: Path | None = None,
+    adapters: Sequence[LoraAdapter] = (),
+    lora_max_rank: int = 0,
+) -> PyTorchEngineParameters:
     """The engine model's parameters; its KV-cache dtype is what the served checkpoint says."""
     model_dir = model_dir or engine_dir / MODEL_SUBDIR
     quant = read_quantization(model_dir) if (model_dir / "config.json").is_file() else None
     fp8_kv = (quant is not None and quant.kv_cache_quant_algo == "FP8") or spec.pytorch.kv_cache_dtype.value == "fp8"
     p, s, limits = spec.pytorch, spec.pytorch.serving, spec.limits
     return PyTorchEngineParameters(
-        engine_dir=engine_dir, model_dir=model_dir, dtype=llm_dtype(spec, model_dir),
-        max_batch_size=limits.max_batch_size, max_num_tokens=limits.max_num_tokens, max_seq_len=limits.max_seq_len,
-        max_input_len=limits.max_input_len, tensor_parallel_size=p.tp_size, pipeline_parallel_size=p.pp_size,
-        kv_cache_free_gpu_mem_fraction=s.kv_cache_free_gpu_mem_fraction, enable_block_reuse=s.enable_block_reuse,
+        engine_dir=engine_dir,
+        model_dir=model_dir,
+        dtype=llm_dtype(spec, model_dir),
+        max_batch_size=limits.max_batch_size,
+        max_num_tokens=limits.max_num_tokens,
+        max_seq_len=limits.max_seq_len,
+        max_input_len=limits.max_input_len,
+        tensor_parallel_size=p.tp_size,
+        pipeline_parallel_size=p.pp_size,
+        kv_cache_free_gpu_mem_fraction=s.kv_cache_free_gpu_mem_fraction,
+        enable_block_reuse=s.enable_block_reuse,
         kv_cache_dtype=KvCacheDtype.FP8 if fp8_kv else KvCacheDtype.AUTO,
-        enable_chunked_prefill=s.enable_chunked_prefill, max_queue_size=s.max_queue_size,
-        queue_timeout_s=s.queue_timeout_s, cancel_check_period_ms=s.cancel_check_period_ms,
+        enable_chunked_prefill=s.enable_chunked_prefill,
+        max_queue_size=s.max_queue_size,
+        queue_timeout_s=s.queue_timeout_s,
+        cancel_check_period_ms=s.cancel_check_period_ms,
         speculative_config=json.dumps(p.speculative.llm_api_options().get("speculative_config", {}), sort_keys=True),
         guided_decoding_backend=s.guided_decoding_backend.parameter,
-        lora_adapters=lora.to_parameter(list(adapters)) if adapters else "", lora_max_rank=lora_max_rank)
+        lora_adapters=lora.to_parameter(list(adapters)) if adapters else "",
+        lora_max_rank=lora_max_rank,
+    )
 
 
-def pytorch_engine_model(engine_dir: Path, spec: BuildSpec, adapters: Sequence[LoraAdapter] = (),
-                         lora_max_rank: int = 0) -> RenderedModel:
+def pytorch_engine_model(
+    engine_dir: Path, spec: BuildSpec, adapters: Sequence[LoraAdapter] = (), lora_max_rank: int = 0
+) -> RenderedModel:
     params = pytorch_parameters(engine_dir, spec, adapters=adapters, lora_max_rank=lora_max_rank)
-    config = python_model_config(names.PYTORCH_ENGINE, ENGINE_INPUTS, ENGINE_OUTPUTS,
-                                 max_batch_size=spec.limits.max_batch_size, parameters=to_parameters(params),
-                                 decoupled=True, dynamic_batching=False)
+    config = python_model_config(
+        names.PYTORCH_ENGINE,
+        ENGINE_INPUTS,
+        ENGINE_OUTPUTS,
+        max_batch_size=spec.limits.max_batch_size,
+        parameters=to_parameters(params),
+        decoupled=True,
+        dynamic_batching=False,
+    )
     return RenderedModel(config, ADAPTER)

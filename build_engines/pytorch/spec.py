@@ -91,8 +91,9 @@ def pytorch_releases() -> list[str]:
     return [pin.release for v in pytorch_versions() for pin in load_build_table(v).images]
 
 
-def effective_precision(precision: str, quant: CheckpointQuantization | None, table: ModelOptTable,
-                        checkpoint_dtype: str = "bfloat16") -> str:
+def effective_precision(
+    precision: str, quant: CheckpointQuantization | None, table: ModelOptTable, checkpoint_dtype: str = "bfloat16"
+) -> str:
     """The precision the LLM will run: the checkpoint's own when it is quantized, or its dtype (auto)."""
     if quant is None or not quant.quant_algo:
         if precision != "auto":
@@ -119,28 +120,38 @@ def needs_quantization(precision: str, quant: CheckpointQuantization | None) -> 
     return precision in QUANTIZED_PRECISIONS and (quant is None or not quant.quant_algo)
 
 
-def pytorch_problems(precision: str, o: PyTorchOptions, limits, info: "CheckpointInfo | None",
-                     quant: CheckpointQuantization | None) -> list[str]:
+def pytorch_problems(
+    precision: str, o: PyTorchOptions, limits, info: "CheckpointInfo | None", quant: CheckpointQuantization | None
+) -> list[str]:
     if o.trtllm_version not in pytorch_versions():
-        where = f"Triton {o.triton_release} ships TensorRT-LLM {o.trtllm_version}" if o.triton_release else \
-            f"TensorRT-LLM {o.trtllm_version!r}"
-        return [f"'backend' tensorrt_llm_pytorch needs TensorRT-LLM {' or '.join(pytorch_versions())} (Triton "
-                f"{', '.join(pytorch_releases())}) - its LLM API and ModelOpt tables; {where}: give --image 26.07, or "
-                "use --backend tensorrt_llm (the engine flow) on this image"]
+        where = (
+            f"Triton {o.triton_release} ships TensorRT-LLM {o.trtllm_version}"
+            if o.triton_release
+            else f"TensorRT-LLM {o.trtllm_version!r}"
+        )
+        return [
+            f"'backend' tensorrt_llm_pytorch needs TensorRT-LLM {' or '.join(pytorch_versions())} (Triton "
+            f"{', '.join(pytorch_releases())}) - its LLM API and ModelOpt tables; {where}: give --image 26.07, or "
+            "use --backend tensorrt_llm (the engine flow) on this image"
+        ]
     table = modelopt_for_trtllm(o.trtllm_version)
     effective = effective_precision(precision, quant, table, info.dtype if info else "bfloat16")
     errors = parallelism_problems(o, info) + gpu_problems(effective, o)
     releases = [pin.release for pin in load_build_table(o.trtllm_version).images]
     if o.triton_release not in releases:
-        errors.append(f"'triton_release' {o.triton_release!r} does not ship TensorRT-LLM {o.trtllm_version}; "
-                      f"releases that do: {releases}")
+        errors.append(
+            f"'triton_release' {o.triton_release!r} does not ship TensorRT-LLM {o.trtllm_version}; "
+            f"releases that do: {releases}"
+        )
     errors += _checkpoint_problems(precision, o, quant)
     if needs_quantization(precision, quant):
         errors += _quantize_problems(precision, o, info, table)
     elif o.kv_cache_dtype == KvCacheDtype.FP8 and not (quant and quant.kv_cache_quant_algo == "FP8"):
         rule = table.rule("kv_needs_weight_qformat")
-        errors.append(f"'kv_cache_dtype' fp8 needs quantized weights: ModelOpt {table.version}'s hf_ptq.py quantizes "
-                      f"the KV cache only with them ({table.citation(rule)}); use --precision fp8")
+        errors.append(
+            f"'kv_cache_dtype' fp8 needs quantized weights: ModelOpt {table.version}'s hf_ptq.py quantizes "
+            f"the KV cache only with them ({table.citation(rule)}); use --precision fp8"
+        )
     errors += _gpu_format_problems(effective, o, table)
     s = o.serving
     if not 0 < s.kv_cache_free_gpu_mem_fraction <= 1:
@@ -159,17 +170,23 @@ def _checkpoint_problems(precision: str, o: PyTorchOptions, quant: CheckpointQua
     if quant is None:
         return []
     if not quant.is_modelopt:
-        return [f"'checkpoint' is quantized by {quant.method!r} ({quant.source}); the PyTorch flow serves ModelOpt "
-                "checkpoints as they are, or quantizes 16-bit ones itself"]
+        return [
+            f"'checkpoint' is quantized by {quant.method!r} ({quant.source}); the PyTorch flow serves ModelOpt "
+            "checkpoints as they are, or quantizes 16-bit ones itself"
+        ]
     table = modelopt_for_trtllm(o.trtllm_version)
     have = effective_precision("auto", quant, table)  # quantized: the checkpoint's own
     errors = []
     if precision not in ("auto", have):
-        errors.append(f"'precision' {precision!r}: the checkpoint is already quantized by ModelOpt ({quant.describe()}, "
-                      f"= {have}); use --precision auto to serve it as it is")
+        errors.append(
+            f"'precision' {precision!r}: the checkpoint is already quantized by ModelOpt ({quant.describe()}, "
+            f"= {have}); use --precision auto to serve it as it is"
+        )
     if o.kv_cache_dtype == KvCacheDtype.FP8 and quant.kv_cache_quant_algo != "FP8":
-        errors.append(f"'kv_cache_dtype' fp8: the checkpoint has no FP8 KV cache ({quant.describe()}); quantize the "
-                      "16-bit checkpoint with --precision fp8 --kv-cache-dtype fp8")
+        errors.append(
+            f"'kv_cache_dtype' fp8: the checkpoint has no FP8 KV cache ({quant.describe()}); quantize the "
+            "16-bit checkpoint with --precision fp8 --kv-cache-dtype fp8"
+        )
     return errors
 
 
@@ -177,17 +194,26 @@ def _quantize_problems(precision: str, o: PyTorchOptions, info, table: ModelOptT
     errors = []
     datasets = table.rule("datasets")
     if not o.calib_dataset:
-        errors.append(f"'calib_dataset' is required to quantize to {precision!r}: one of {datasets['names']} "
-                      "(ModelOpt streams it from the Hugging Face hub)")
+        errors.append(
+            f"'calib_dataset' is required to quantize to {precision!r}: one of {datasets['names']} "
+            "(ModelOpt streams it from the Hugging Face hub)"
+        )
     elif o.calib_dataset not in datasets["names"]:
-        errors.append(f"'calib_dataset' {o.calib_dataset!r}: hf_ptq.py of ModelOpt {table.version} takes only "
-                      f"{datasets['names']} ({table.citation(datasets)}; local directories are not read)")
+        errors.append(
+            f"'calib_dataset' {o.calib_dataset!r}: hf_ptq.py of ModelOpt {table.version} takes only "
+            f"{datasets['names']} ({table.citation(datasets)}; local directories are not read)"
+        )
     if o.calib_size < 1:
         errors.append(f"'calib_size' must be >= 1, got {o.calib_size}")
-    if precision == "int4_awq" and info is not None and (info.hidden_size % o.awq_block_size
-                                                         or info.intermediate_size % o.awq_block_size):
-        errors.append(f"'awq_block_size' {o.awq_block_size} must divide hidden_size {info.hidden_size} "
-                      f"and intermediate_size {info.intermediate_size}")
+    if (
+        precision == "int4_awq"
+        and info is not None
+        and (info.hidden_size % o.awq_block_size or info.intermediate_size % o.awq_block_size)
+    ):
+        errors.append(
+            f"'awq_block_size' {o.awq_block_size} must divide hidden_size {info.hidden_size} "
+            f"and intermediate_size {info.intermediate_size}"
+        )
     return errors
 
 
@@ -197,11 +223,15 @@ def _gpu_format_problems(effective: str, o: PyTorchOptions, table: ModelOptTable
     if "NVFP4" in effective.upper() or effective == "nvfp4":
         rule = table.rule("nvfp4_blackwell")
         if gpu.sm < rule["min_sm"]:
-            errors.append(f"NVFP4 weights need a Blackwell GPU (SM {rule['min_sm'] / 10:.1f}+, "
-                          f"{table.citation(rule)}); 'gpu' {gpu.name} is SM {gpu.sm / 10:.1f} ({gpu.architecture})")
+            errors.append(
+                f"NVFP4 weights need a Blackwell GPU (SM {rule['min_sm'] / 10:.1f}+, "
+                f"{table.citation(rule)}); 'gpu' {gpu.name} is SM {gpu.sm / 10:.1f} ({gpu.architecture})"
+            )
     elif "FP8" in effective.upper() and effective != "fp8" and gpu.sm < FP8_MIN_SM:
-        errors.append(f"the checkpoint's {effective} weights need an Ada Lovelace (SM 8.9) or Hopper GPU or newer; "
-                      f"'gpu' {gpu.name} is SM {gpu.sm / 10:.1f}")
+        errors.append(
+            f"the checkpoint's {effective} weights need an Ada Lovelace (SM 8.9) or Hopper GPU or newer; "
+            f"'gpu' {gpu.name} is SM {gpu.sm / 10:.1f}"
+        )
     return errors
 
 

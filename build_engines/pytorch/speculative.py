@@ -34,30 +34,41 @@ class PyTorchSpecMode(str, enum.Enum):
 
 
 # decoding_type of each mode's config class (the key DecodingBaseConfig.from_dict dispatches on).
-DECODING_TYPE = {PyTorchSpecMode.NGRAM: "NGram", PyTorchSpecMode.DRAFT_TARGET: "Draft_Target",
-                 PyTorchSpecMode.EAGLE3: "Eagle"}
+DECODING_TYPE = {
+    PyTorchSpecMode.NGRAM: "NGram",
+    PyTorchSpecMode.DRAFT_TARGET: "Draft_Target",
+    PyTorchSpecMode.EAGLE3: "Eagle",
+}
 # The tensorrt_llm.llmapi class of each decoding_type (the serving model builds it by name).
-CONFIG_CLASS = {"NGram": "NGramDecodingConfig", "Draft_Target": "DraftTargetDecodingConfig",
-                "Eagle": "EagleDecodingConfig"}
+CONFIG_CLASS = {
+    "NGram": "NGramDecodingConfig",
+    "Draft_Target": "DraftTargetDecodingConfig",
+    "Eagle": "EagleDecodingConfig",
+}
 NGRAM_DEFAULT_MATCHING = 2  # NGramDecodingConfig.max_matching_ngram_size default (newest commit read)
 MAX_DRAFT_LEN_LIMIT = 32  # our own ceiling: a longer draft only wastes verification compute
 
-_LLM_ARGS = Source("NVIDIA/TensorRT-LLM", "v1.2.1", "tensorrt_llm/llmapi/llm_args.py",
-                   "fcd3f31682808ae56118ae43c1d7864a3a945e6f")
-_NOT_AT_TAG = ("read through the text index at commits of unidentified version (the llmapi table's llm_args_py "
-               "source); not stored at v1.2.1; lines not computed")
+_LLM_ARGS = Source(
+    "NVIDIA/TensorRT-LLM", "v1.2.1", "tensorrt_llm/llmapi/llm_args.py", "fcd3f31682808ae56118ae43c1d7864a3a945e6f"
+)
+_NOT_AT_TAG = (
+    "read through the text index at commits of unidentified version (the llmapi table's llm_args_py "
+    "source); not stored at v1.2.1; lines not computed"
+)
 _EXAMPLES = Source("NVIDIA/TensorRT-LLM", "v1.2.1", "docs/source/features/speculative-decoding.md", "")
 SPEC_CITATIONS = {
     "NGramDecodingConfig: decoding_type 'NGram', max_draft_len, max_matching_ngram_size (PositiveInt, default 2), "
     "is_keep_all / is_use_oldest / is_public_pool (default True)": Citation(_LLM_ARGS, "", False, _NOT_AT_TAG),
-    "DraftTargetDecodingConfig: decoding_type 'Draft_Target', max_draft_len, speculative_model_dir (the draft model)":
-        Citation(_LLM_ARGS, "", False, _NOT_AT_TAG),
+    "DraftTargetDecodingConfig: decoding_type 'Draft_Target', max_draft_len, speculative_model_dir (the draft "
+    "model)": Citation(_LLM_ARGS, "", False, _NOT_AT_TAG),
     "EagleDecodingConfig: decoding_type 'Eagle', max_draft_len, speculative_model_dir (Eagle3 heads), "
     "eagle3_one_model (default True)": Citation(_LLM_ARGS, "", False, _NOT_AT_TAG),
-    "speculative_config is a TorchLlmArgs field given in extra_llm_api_options YAML":
-        Citation(_EXAMPLES, "", False, "documented upstream for trtllm-serve; not read at v1.2.1"),
-    "a draft model must share the target's tokenizer (draft tokens are verified id for id)":
-        Citation(_EXAMPLES, "", False, "stated upstream for draft/target; not read at v1.2.1"),
+    "speculative_config is a TorchLlmArgs field given in extra_llm_api_options YAML": Citation(
+        _EXAMPLES, "", False, "documented upstream for trtllm-serve; not read at v1.2.1"
+    ),
+    "a draft model must share the target's tokenizer (draft tokens are verified id for id)": Citation(
+        _EXAMPLES, "", False, "stated upstream for draft/target; not read at v1.2.1"
+    ),
 }
 
 
@@ -77,20 +88,29 @@ class PyTorchSpeculative:
             return []
         errors = []
         if not 1 <= self.max_draft_len <= MAX_DRAFT_LEN_LIMIT:
-            errors.append(f"'max_draft_len' must be in [1, {MAX_DRAFT_LEN_LIMIT}] for speculative_decoding "
-                          f"{m.value}, got {self.max_draft_len}")
+            errors.append(
+                f"'max_draft_len' must be in [1, {MAX_DRAFT_LEN_LIMIT}] for speculative_decoding "
+                f"{m.value}, got {self.max_draft_len}"
+            )
         if m == PyTorchSpecMode.NGRAM:
             if self.max_matching_ngram_size < 1:
-                errors.append(f"'max_matching_ngram_size' must be >= 1 (PositiveInt), got {self.max_matching_ngram_size}")
+                errors.append(
+                    f"'max_matching_ngram_size' must be >= 1 (PositiveInt), got {self.max_matching_ngram_size}"
+                )
             if self.model_dir:
-                errors.append("'speculative_model_dir': ngram drafts from the prompt, it takes no model; "
-                              "allowed with draft_target or eagle3")
+                errors.append(
+                    "'speculative_model_dir': ngram drafts from the prompt, it takes no model; "
+                    "allowed with draft_target or eagle3"
+                )
             return errors
         if self.max_matching_ngram_size != NGRAM_DEFAULT_MATCHING:
             errors.append(f"'max_matching_ngram_size' applies to speculative_decoding ngram only, not {m.value}")
         if not self.model_dir:
-            what = "the draft model's Hugging Face checkpoint" if m == PyTorchSpecMode.DRAFT_TARGET else \
-                "the Eagle3 heads checkpoint"
+            what = (
+                "the draft model's Hugging Face checkpoint"
+                if m == PyTorchSpecMode.DRAFT_TARGET
+                else "the Eagle3 heads checkpoint"
+            )
             errors.append(f"'speculative_model_dir' is required for speculative_decoding {m.value}: {what}")
             return errors
         config = Path(self.model_dir) / "config.json"
@@ -99,8 +119,10 @@ class PyTorchSpeculative:
         elif info is not None:
             vocab = json.loads(config.read_text()).get("vocab_size")
             if m == PyTorchSpecMode.DRAFT_TARGET and vocab != info.vocab_size:
-                errors.append(f"'speculative_model_dir' {self.model_dir}: vocab_size {vocab} differs from the target's "
-                              f"{info.vocab_size}; a draft model must share the target's tokenizer")
+                errors.append(
+                    f"'speculative_model_dir' {self.model_dir}: vocab_size {vocab} differs from the target's "
+                    f"{info.vocab_size}; a draft model must share the target's tokenizer"
+                )
         return errors
 
     def llm_api_options(self) -> dict[str, Any]:
@@ -109,8 +131,12 @@ class PyTorchSpeculative:
             return {}
         cfg: dict[str, Any] = {"decoding_type": DECODING_TYPE[self.mode], "max_draft_len": self.max_draft_len}
         if self.mode == PyTorchSpecMode.NGRAM:
-            cfg.update(max_matching_ngram_size=self.max_matching_ngram_size, is_keep_all=True, is_use_oldest=True,
-                       is_public_pool=True)
+            cfg.update(
+                max_matching_ngram_size=self.max_matching_ngram_size,
+                is_keep_all=True,
+                is_use_oldest=True,
+                is_public_pool=True,
+            )
         else:
             cfg["speculative_model_dir"] = self.model_dir
             if self.mode == PyTorchSpecMode.EAGLE3:
@@ -121,10 +147,15 @@ class PyTorchSpeculative:
         """The plan report line."""
         if self.mode == PyTorchSpecMode.NONE:
             return "speculative decoding: none"
-        extra = f", max_matching_ngram_size {self.max_matching_ngram_size}" if self.mode == PyTorchSpecMode.NGRAM \
+        extra = (
+            f", max_matching_ngram_size {self.max_matching_ngram_size}"
+            if self.mode == PyTorchSpecMode.NGRAM
             else f", model {self.model_dir}"
-        return (f"speculative decoding: {self.mode.value} ({DECODING_TYPE[self.mode]}DecodingConfig, max_draft_len "
-                f"{self.max_draft_len}{extra}) -> extra_llm_api_options speculative_config")
+        )
+        return (
+            f"speculative decoding: {self.mode.value} ({DECODING_TYPE[self.mode]}DecodingConfig, max_draft_len "
+            f"{self.max_draft_len}{extra}) -> extra_llm_api_options speculative_config"
+        )
 
 
 def speculative_from_dict(data: dict | None) -> PyTorchSpeculative:

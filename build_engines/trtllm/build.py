@@ -45,11 +45,15 @@ def engine_is_built(engine_dir: Path) -> bool:
 def check_host(spec: BuildSpec, detected: GpuTarget | None) -> None:
     target = spec.trtllm.gpu
     if detected is None:
-        raise BuildError("no NVIDIA GPU is visible (nvidia-smi found none): build TensorRT-LLM engines on the GPU "
-                         "host, inside the pinned image (`make build-engine` does that through docker compose)")
+        raise BuildError(
+            "no NVIDIA GPU is visible (nvidia-smi found none): build TensorRT-LLM engines on the GPU "
+            "host, inside the pinned image (`make build-engine` does that through docker compose)"
+        )
     if detected.sm != target.sm:
-        raise BuildError(f"the spec targets {target.describe()} but this host has {detected.describe()}: "
-                         "a TensorRT engine runs only on the GPU architecture it was built on")
+        raise BuildError(
+            f"the spec targets {target.describe()} but this host has {detected.describe()}: "
+            "a TensorRT engine runs only on the GPU architecture it was built on"
+        )
     if detected.count < spec.trtllm.world_size:
         raise BuildError(f"tp_size x pp_size = {spec.trtllm.world_size} GPUs, this host has {detected.count}")
 
@@ -58,13 +62,16 @@ def check_versions(spec: BuildSpec, installed: dict[str, str]) -> None:
     """The image must ship the TensorRT-LLM the spec was planned for (its conformance table)."""
     have, want = installed.get("tensorrt_llm"), spec.trtllm.trtllm_version
     if have != want:
-        raise BuildError(f"the spec targets TensorRT-LLM {want} (Triton {spec.trtllm.triton_release}) but this image "
-                         f"has {have}: plan and build with --trtllm-version {have}, or build in the "
-                         f"{spec.trtllm.triton_release} image (TRITON_IMAGE in .env)")
+        raise BuildError(
+            f"the spec targets TensorRT-LLM {want} (Triton {spec.trtllm.triton_release}) but this image "
+            f"has {have}: plan and build with --trtllm-version {have}, or build in the "
+            f"{spec.trtllm.triton_release} image (TRITON_IMAGE in .env)"
+        )
 
 
-def build_trtllm_engine(spec: BuildSpec, engine_dir: Path, *, log_file: Path | None = None,
-                        keep_checkpoint: bool = False) -> BuildRecord:
+def build_trtllm_engine(
+    spec: BuildSpec, engine_dir: Path, *, log_file: Path | None = None, keep_checkpoint: bool = False
+) -> BuildRecord:
     from build_engines.trtllm.probe import runtime_versions
 
     progress = StepProgress(total=4 + 2 * spec.trtllm.has_draft_engine + len(spec.trtllm.lora.adapters))
@@ -74,8 +81,9 @@ def build_trtllm_engine(spec: BuildSpec, engine_dir: Path, *, log_file: Path | N
         runtime_versions()  # TensorRT-LLM and TensorRT must import, not just be listed by pip
         versions = installed_versions(BUILD_PACKAGES) | {"container": container_version()}
         check_versions(spec, versions)
-        paths = BuildPaths(engine_dir.with_name(engine_dir.name + ".checkpoint"), staging_dir(engine_dir),
-                           find_examples_dir())
+        paths = BuildPaths(
+            engine_dir.with_name(engine_dir.name + ".checkpoint"), staging_dir(engine_dir), find_examples_dir()
+        )
         steps = command_steps(spec, info, paths)
         script = Path(steps[0].argv[1])
         if not script.is_file():
@@ -101,4 +109,3 @@ def build_trtllm_engine(spec: BuildSpec, engine_dir: Path, *, log_file: Path | N
             for directory in intermediate:
                 shutil.rmtree(directory, ignore_errors=True)
     return record
-

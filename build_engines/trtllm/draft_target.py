@@ -15,7 +15,8 @@ prompt, never streamed).  Beam search is not supported with it (upstream's READM
 always builds --max_beam_width 1, so there is nothing to refuse.  Our own rules: the draft
 shares the target's vocab_size (the target verifies the draft's token ids as they are: row
 draft_target_bls_loop), an executor input limit of max_seq_len - 1 (the re-sent sequence grows
-to the whole answer: chunked context on, or max_num_tokens >= max_seq_len - 1), and no LoRA (the draft engine is not built with the adapters).
+to the whole answer: chunked context on, or max_num_tokens >= max_seq_len - 1), and no LoRA (the
+draft engine is not built with the adapters).
 """
 
 from __future__ import annotations
@@ -46,22 +47,34 @@ _FLAGS = {"use_paged_context_fmha": "--paged-context-fmha", "enable_kv_cache_reu
 def read_draft(d: DraftTargetOptions) -> CheckpointInfo:
     """The draft checkpoint's facts (CheckpointError naming 'draft_checkpoint' when it has none)."""
     if not d.draft_checkpoint:
-        raise CheckpointError("'draft_checkpoint' is required with speculative_decoding draft_tokens_external "
-                              "(a smaller Hugging Face Llama checkpoint with the target's vocabulary)")
+        raise CheckpointError(
+            "'draft_checkpoint' is required with speculative_decoding draft_tokens_external "
+            "(a smaller Hugging Face Llama checkpoint with the target's vocabulary)"
+        )
     try:
         return inspect_checkpoint(Path(d.draft_checkpoint))
     except (CheckpointError, OSError) as e:
-        raise CheckpointError(f"'draft_checkpoint' {d.draft_checkpoint} must be a Hugging Face Llama checkpoint "
-                              f"(config.json and *.safetensors / *.bin weights): {e}") from None
+        raise CheckpointError(
+            f"'draft_checkpoint' {d.draft_checkpoint} must be a Hugging Face Llama checkpoint "
+            f"(config.json and *.safetensors / *.bin weights): {e}"
+        ) from None
 
 
-def draft_target_problems(table: TrtllmBuildTable, o: "TrtLlmOptions", precision: str, limits: "EngineLimits",
-                          info: CheckpointInfo | None, eff: EffectiveConfig) -> list[str]:
+def draft_target_problems(
+    table: TrtllmBuildTable,
+    o: "TrtLlmOptions",
+    precision: str,
+    limits: "EngineLimits",
+    info: CheckpointInfo | None,
+    eff: EffectiveConfig,
+) -> list[str]:
     """Every rule a draft-target build breaks, each naming its fields (`eff`: the target's
     effective configuration, whose switches the draft engine shares)."""
     d, errors = o.draft_target, []
-    matrix, requirements = (table.required_rule(DRAFT_TARGET_MATRIX).params,
-                            table.required_rule(DRAFT_TARGET_REQUIREMENTS).params)
+    matrix, requirements = (
+        table.required_rule(DRAFT_TARGET_MATRIX).params,
+        table.required_rule(DRAFT_TARGET_REQUIREMENTS).params,
+    )
     try:
         draft = read_draft(d)
     except CheckpointError as e:
@@ -69,33 +82,45 @@ def draft_target_problems(table: TrtllmBuildTable, o: "TrtLlmOptions", precision
     else:
         where = f"'draft_checkpoint' {d.draft_checkpoint}"
         if info is not None and draft.vocab_size != info.vocab_size:
-            errors.append(f"{where}: vocab_size {draft.vocab_size} differs from the target's {info.vocab_size}; the "
-                          f"target verifies the draft's token ids as they are (row {DRAFT_TARGET_BLS_LOOP}), so the "
-                          "draft must share its vocabulary")
+            errors.append(
+                f"{where}: vocab_size {draft.vocab_size} differs from the target's {info.vocab_size}; the "
+                f"target verifies the draft's token ids as they are (row {DRAFT_TARGET_BLS_LOOP}), so the "
+                "draft must share its vocabulary"
+            )
         if limits.max_seq_len > draft.max_position_embeddings:
-            errors.append(f"{where}: 'max_seq_len' {limits.max_seq_len} exceeds the draft's max_position_embeddings "
-                          f"{draft.max_position_embeddings} (the draft engine is built with the target's limits)")
+            errors.append(
+                f"{where}: 'max_seq_len' {limits.max_seq_len} exceeds the draft's max_position_embeddings "
+                f"{draft.max_position_embeddings} (the draft engine is built with the target's limits)"
+            )
         errors += [f"{where}: {p}" for p in checkpoint_parallelism_problems(table, draft, o.tp_size, o.pp_size)]
     if _DTYPES.get(precision) not in matrix["dtypes"]:
-        errors.append(f"'precision' {precision!r}: draft-target builds (draft and target) are "
-                      f"{', '.join(matrix['dtypes'])} (row {DRAFT_TARGET_MATRIX}); use fp16, bf16 or fp8")
+        errors.append(
+            f"'precision' {precision!r}: draft-target builds (draft and target) are "
+            f"{', '.join(matrix['dtypes'])} (row {DRAFT_TARGET_MATRIX}); use fp16, bf16 or fp8"
+        )
     for setting in requirements["requires"]:
         if not getattr(eff, setting):
             override = eff.override(setting)
             why = f" (upstream turns it off: {override.rule.describe()})" if override else f" ({_FLAGS[setting]})"
-            errors.append(f"'{setting}' must be on with speculative_decoding draft_tokens_external: the draft loop "
-                          f"reuses the KV cache of the re-sent sequence (row {DRAFT_TARGET_REQUIREMENTS}){why}")
+            errors.append(
+                f"'{setting}' must be on with speculative_decoding draft_tokens_external: the draft loop "
+                f"reuses the KV cache of the re-sent sequence (row {DRAFT_TARGET_REQUIREMENTS}){why}"
+            )
     if d.max_draft_len < 1:
         errors.append(f"'max_draft_len' {d.max_draft_len} must be >= 1 (the target's --max_draft_len)")
     if not eff.enable_chunked_context and limits.max_num_tokens < limits.max_seq_len - 1:
         # The executor's input limit is max_seq_len - 1 with chunked context, else
         # min(max_seq_len - 1, max_num_tokens) (backend semantics row limit.max_input_len).
-        errors.append(f"'max_num_tokens' {limits.max_num_tokens} must be >= 'max_seq_len' - 1 = "
-                      f"{limits.max_seq_len - 1} with speculative_decoding draft_tokens_external and chunked context "
-                      "off: the BLS's draft loop re-sends the prompt and every token so far as the input_ids of each "
-                      f"draft and target call (row {DRAFT_TARGET_BLS_LOOP}), which the executor refuses past that "
-                      "(backend semantics row limit.max_input_len); turn chunked context on or raise max_num_tokens")
+        errors.append(
+            f"'max_num_tokens' {limits.max_num_tokens} must be >= 'max_seq_len' - 1 = "
+            f"{limits.max_seq_len - 1} with speculative_decoding draft_tokens_external and chunked context "
+            "off: the BLS's draft loop re-sends the prompt and every token so far as the input_ids of each "
+            f"draft and target call (row {DRAFT_TARGET_BLS_LOOP}), which the executor refuses past that "
+            "(backend semantics row limit.max_input_len); turn chunked context on or raise max_num_tokens"
+        )
     if o.lora.enabled:
-        errors.append("'lora' adapters with speculative_decoding draft_tokens_external: the draft engine is built "
-                      "without them, so the draft loop cannot serve an adapter; build one or the other")
+        errors.append(
+            "'lora' adapters with speculative_decoding draft_tokens_external: the draft engine is built "
+            "without them, so the draft loop cannot serve an adapter; build one or the other"
+        )
     return errors

@@ -53,19 +53,23 @@ def tree_problems(e: EagleOptions) -> list[str]:
     errors = []
     depth = max(len(path) for path in e.choices)
     if depth != e.num_eagle_layers:
-        errors.append(f"'eagle_choices' are {depth} deep; they must be exactly 'num_eagle_layers' "
-                      f"{e.num_eagle_layers} deep")
+        errors.append(
+            f"'eagle_choices' are {depth} deep; they must be exactly 'num_eagle_layers' {e.num_eagle_layers} deep"
+        )
     parents = {path[:-1] for path in e.choices if len(path) > 1}
     per_level = Counter(len(p) for p in parents)
     for level, count in sorted(per_level.items()):
         if count > e.max_non_leaves_per_layer:
-            errors.append(f"'eagle_choices' have {count} non-leaf nodes at depth {level}; at most "
-                          f"'max_non_leaves_per_layer' {e.max_non_leaves_per_layer}")
+            errors.append(
+                f"'eagle_choices' have {count} non-leaf nodes at depth {level}; at most "
+                f"'max_non_leaves_per_layer' {e.max_non_leaves_per_layer}"
+            )
     return errors
 
 
-def eagle_problems(table: TrtllmBuildTable, e: EagleOptions, precision: str, kv_cache_dtype: str, pp_size: int,
-                   max_batch_size: int) -> list[str]:
+def eagle_problems(
+    table: TrtllmBuildTable, e: EagleOptions, precision: str, kv_cache_dtype: str, pp_size: int, max_batch_size: int
+) -> list[str]:
     """Every upstream rule an EAGLE build breaks, each naming its fields."""
     matrix, limits = table.required_rule(EAGLE_MATRIX).params, table.required_rule(EAGLE_LIMITS).params
     errors = []
@@ -73,36 +77,72 @@ def eagle_problems(table: TrtllmBuildTable, e: EagleOptions, precision: str, kv_
     if heads is None:
         errors.append("'eagle_model_dir' is required with speculative_decoding eagle (an EAGLE-1 heads checkpoint)")
     elif not (heads / "config.json").is_file() or not any(any(heads.glob(g)) for g in _WEIGHTS):
-        errors.append(f"'eagle_model_dir' {heads} must be a Hugging Face checkpoint (config.json, read as a "
-                      "LlamaConfig, and *.safetensors / *.bin / *.pth weights)")
+        errors.append(
+            f"'eagle_model_dir' {heads} must be a Hugging Face checkpoint (config.json, read as a "
+            "LlamaConfig, and *.safetensors / *.bin / *.pth weights)"
+        )
     dtypes = {"fp16": "float16", "bf16": "bfloat16"}
     if dtypes.get(precision) not in matrix["dtypes"]:
-        errors.append(f"'precision' {precision!r}: EAGLE engines are {' or '.join(matrix['dtypes'])} "
-                      "(row eagle_support_matrix); use fp16 or bf16")
+        errors.append(
+            f"'precision' {precision!r}: EAGLE engines are {' or '.join(matrix['dtypes'])} "
+            "(row eagle_support_matrix); use fp16 or bf16"
+        )
     if kv_cache_dtype != "auto":
-        errors.append(f"'kv_cache_dtype' {kv_cache_dtype!r}: EAGLE engines keep the model dtype's KV cache "
-                      "(row eagle_support_matrix)")
+        errors.append(
+            f"'kv_cache_dtype' {kv_cache_dtype!r}: EAGLE engines keep the model dtype's KV cache "
+            "(row eagle_support_matrix)"
+        )
     if pp_size != matrix["pp_size"]:
         errors.append(f"'pp_size' {pp_size}: EAGLE does not support pipeline parallelism (row eagle_support_matrix)")
     if max_batch_size > limits["max_batch_size"]:
-        errors.append(f"'max_batch_size' {max_batch_size}: EAGLE engines take at most {limits['max_batch_size']} "
-                      "(row eagle_builder_limits)")
+        errors.append(
+            f"'max_batch_size' {max_batch_size}: EAGLE engines take at most {limits['max_batch_size']} "
+            "(row eagle_builder_limits)"
+        )
     if not 1 <= e.max_draft_len <= limits["max_draft_len"]:
-        errors.append(f"'max_draft_len' {e.max_draft_len} must be in [1, {limits['max_draft_len']}] "
-                      "(row eagle_builder_limits)")
+        errors.append(
+            f"'max_draft_len' {e.max_draft_len} must be in [1, {limits['max_draft_len']}] (row eagle_builder_limits)"
+        )
     if e.num_eagle_layers < 1 or e.max_non_leaves_per_layer < 1:
         errors.append("'num_eagle_layers' and 'max_non_leaves_per_layer' must be >= 1")
     return errors + tree_problems(e)
 
 
-def convert_argv(e: EagleOptions, examples_dir: Path, checkpoint: Path, output_dir: Path, dtype: str,
-                 tp_size: int, pp_size: int, workers: int) -> tuple[str, ...]:
+def convert_argv(
+    e: EagleOptions,
+    examples_dir: Path,
+    checkpoint: Path,
+    output_dir: Path,
+    dtype: str,
+    tp_size: int,
+    pp_size: int,
+    workers: int,
+) -> tuple[str, ...]:
     """examples/eagle/convert_checkpoint.py: the base model and its heads into one checkpoint."""
-    return ("python3", str(examples_dir / CONVERT_SCRIPT), "--model_dir", str(checkpoint),
-            "--eagle_model_dir", e.heads_dir, "--output_dir", str(output_dir), "--dtype", dtype,
-            "--tp_size", str(tp_size), "--pp_size", str(pp_size), "--max_draft_len", str(e.max_draft_len),
-            "--num_eagle_layers", str(e.num_eagle_layers),
-            "--max_non_leaves_per_layer", str(e.max_non_leaves_per_layer), "--workers", str(workers))
+    return (
+        "python3",
+        str(examples_dir / CONVERT_SCRIPT),
+        "--model_dir",
+        str(checkpoint),
+        "--eagle_model_dir",
+        e.heads_dir,
+        "--output_dir",
+        str(output_dir),
+        "--dtype",
+        dtype,
+        "--tp_size",
+        str(tp_size),
+        "--pp_size",
+        str(pp_size),
+        "--max_draft_len",
+        str(e.max_draft_len),
+        "--num_eagle_layers",
+        str(e.num_eagle_layers),
+        "--max_non_leaves_per_layer",
+        str(e.max_non_leaves_per_layer),
+        "--workers",
+        str(workers),
+    )
 
 
 def serving_parameters(e: EagleOptions) -> dict[str, str]:

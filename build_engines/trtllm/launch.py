@@ -23,30 +23,72 @@ CUDA_POOL_OFF = "--cuda-memory-pool-byte-size={gpu}:0"
 _UNNAMED = "read at the commit given, which the code index does not identify as a release; not stored at the pins"
 CITATIONS = {
     "draft-target with TP serves in orchestrator mode (`--multi-model` is necessary if TP mode is used; "
-    "--world_size=1)": Citation(Source("NVIDIA/TensorRT-LLM", "v1.1.0", "examples/draft_target_model/README.md",
-                                       "11925f626a4d41f75abd5c32d1a10f2c85b6ce22"), "", False,
-                                "the same stored copy the table row draft_target_readme cites; " + _UNNAMED),
-    "orchestrator mode: MPI world size 1, the backend spawns each model's workers (MPI_Comm_spawn: one node)":
-        Citation(Source("triton-inference-server/tensorrtllm_backend", "r25.12", "README.md",
-                        "5419275f0e9830ca7083ddab1651eaa10c66636f"), "503-518"),
-    "leader mode: ranks > 0 do not return from TRITONBACKEND_ModelInstanceInitialize":
-        Citation(Source("triton-inference-server/tensorrtllm_backend", "r25.12", "README.md",
-                        "5419275f0e9830ca7083ddab1651eaa10c66636f"), "488-501"),
-    "--multi-model or TRTLLM_ORCHESTRATOR=1 selects orchestrator mode":
-        Citation(Source("triton-inference-server/tensorrtllm_backend", "r25.12", "docs/llama_multi_instance.md",
-                        "5419275f0e9830ca7083ddab1651eaa10c66636f"), "314-326"),
+    "--world_size=1)": Citation(
+        Source(
+            "NVIDIA/TensorRT-LLM",
+            "v1.1.0",
+            "examples/draft_target_model/README.md",
+            "11925f626a4d41f75abd5c32d1a10f2c85b6ce22",
+        ),
+        "",
+        False,
+        "the same stored copy the table row draft_target_readme cites; " + _UNNAMED,
+    ),
+    "orchestrator mode: MPI world size 1, the backend spawns each model's workers (MPI_Comm_spawn: one node)": Citation(
+        Source(
+            "triton-inference-server/tensorrtllm_backend",
+            "r25.12",
+            "README.md",
+            "5419275f0e9830ca7083ddab1651eaa10c66636f",
+        ),
+        "503-518",
+    ),
+    "leader mode: ranks > 0 do not return from TRITONBACKEND_ModelInstanceInitialize": Citation(
+        Source(
+            "triton-inference-server/tensorrtllm_backend",
+            "r25.12",
+            "README.md",
+            "5419275f0e9830ca7083ddab1651eaa10c66636f",
+        ),
+        "488-501",
+    ),
+    "--multi-model or TRTLLM_ORCHESTRATOR=1 selects orchestrator mode": Citation(
+        Source(
+            "triton-inference-server/tensorrtllm_backend",
+            "r25.12",
+            "docs/llama_multi_instance.md",
+            "5419275f0e9830ca7083ddab1651eaa10c66636f",
+        ),
+        "314-326",
+    ),
     "--multi-model: TRTLLM_ORCHESTRATOR=1, TRTLLM_ORCHESTRATOR_SPAWN_PROCESSES=1, world size 1, "
     "--pinned-memory-pool-byte-size=0 --enable-peer-access=false --cuda-memory-pool-byte-size=<gpu>:0 per GPU; "
-    "leader-mode ranks > 0 load every name of --tensorrt_llm_model_name":
-        Citation(Source("NVIDIA/TensorRT-LLM", "v1.1.0", "triton_backend/scripts/launch_triton_server.py",
-                        "0a2e2c1f1268b34586393794045691b666ba28be"), "", False,
-                 _UNNAMED + " (the script left tensorrtllm_backend for TensorRT-LLM's triton_backend/ after v0.19.0)"),
-    "worker ranks shut their executor down and wait for the leader or orchestrator inside initialize":
-        Citation(Source("NVIDIA/TensorRT-LLM", "v1.1.0", "triton_backend/inflight_batcher_llm/src/"
-                        "model_instance_state.cc", "0c8de69a1ca6213eebb20a51873890ff128666c2"), "", False, _UNNAMED),
+    "leader-mode ranks > 0 load every name of --tensorrt_llm_model_name": Citation(
+        Source(
+            "NVIDIA/TensorRT-LLM",
+            "v1.1.0",
+            "triton_backend/scripts/launch_triton_server.py",
+            "0a2e2c1f1268b34586393794045691b666ba28be",
+        ),
+        "",
+        False,
+        _UNNAMED + " (the script left tensorrtllm_backend for TensorRT-LLM's triton_backend/ after v0.19.0)",
+    ),
+    "worker ranks shut their executor down and wait for the leader or orchestrator inside initialize": Citation(
+        Source(
+            "NVIDIA/TensorRT-LLM",
+            "v1.1.0",
+            "triton_backend/inflight_batcher_llm/src/model_instance_state.cc",
+            "0c8de69a1ca6213eebb20a51873890ff128666c2",
+        ),
+        "",
+        False,
+        _UNNAMED,
+    ),
 }
-README = CITATIONS["draft-target with TP serves in orchestrator mode (`--multi-model` is necessary if TP mode is "
-                   "used; --world_size=1)"].source
+README = CITATIONS[
+    "draft-target with TP serves in orchestrator mode (`--multi-model` is necessary if TP mode is used; --world_size=1)"
+].source
 
 
 def uses_orchestrator(world_size: int, trtllm_models: int) -> bool:
@@ -58,11 +100,15 @@ def serve_line(world_size: int, trtllm_models: int) -> str:
     """What `plan` says of how `serving gpu-up` will start the engine flow's server."""
     if uses_orchestrator(world_size, trtllm_models):
         env = " ".join(f"{k}={v}" for k, v in ORCHESTRATOR_ENV.items())
-        return (f"serve: python -m serving gpu-up runs one tritonserver in orchestrator mode ({env}, mpirun -n 1): "
-                f"its backend spawns the {world_size} workers of each of the {trtllm_models} TensorRT-LLM models "
-                "(leader mode would hang at load: its ranks > 0 serve one model); NVIDIA's draft-target workflow "
-                f"({README.repo} {README.path}: `--multi-model` is necessary if TP mode is used)")
+        return (
+            f"serve: python -m serving gpu-up runs one tritonserver in orchestrator mode ({env}, mpirun -n 1): "
+            f"its backend spawns the {world_size} workers of each of the {trtllm_models} TensorRT-LLM models "
+            "(leader mode would hang at load: its ranks > 0 serve one model); NVIDIA's draft-target workflow "
+            f"({README.repo} {README.path}: `--multi-model` is necessary if TP mode is used)"
+        )
     if world_size > 1:
-        return (f"serve: python -m serving gpu-up runs {world_size} tritonservers under mpirun (leader mode: rank 0 "
-                "serves, ranks > 0 load the TensorRT-LLM model)")
+        return (
+            f"serve: python -m serving gpu-up runs {world_size} tritonservers under mpirun (leader mode: rank 0 "
+            "serves, ranks > 0 load the TensorRT-LLM model)"
+        )
     return "serve: python -m serving gpu-up runs one tritonserver"

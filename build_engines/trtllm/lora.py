@@ -35,8 +35,10 @@ from contract.upstream.backend_semantics import SUPPORTED_VERSIONS, backend_sema
 
 # hf_lora_convert.py hf_modules_to_trtllm_modules, the Llama entries (row lora.tensor_layout,
 # the same in every supported version's table).
-HF_TO_TRTLLM = {m["hf"].rsplit(".", 1)[-1]: m["trtllm"]
-                for m in backend_semantics(SUPPORTED_VERSIONS[-1]).rule("lora.tensor_layout").extra["modules"]}
+HF_TO_TRTLLM = {
+    m["hf"].rsplit(".", 1)[-1]: m["trtllm"]
+    for m in backend_semantics(SUPPORTED_VERSIONS[-1]).rule("lora.tensor_layout").extra["modules"]
+}
 CONVERT_SCRIPT = "hf_lora_convert.py"
 PREFETCH_SUBDIR = "lora"  # <engine>/lora/<task id>/model.lora_{weights,config}.npy
 DEFAULT_MAX_ADAPTER_SIZE = 64  # lora_cache_max_adapter_size's default (getPeftCacheConfigFromParams)
@@ -58,8 +60,12 @@ class TrtLlmLora:
 
     @classmethod
     def from_dict(cls, data: dict) -> "TrtLlmLora":
-        return cls(data.get("source_dir", ""), tuple(data.get("adapters", ())), tuple(data.get("target_modules", ())),
-                   int(data.get("max_rank", 0)))
+        return cls(
+            data.get("source_dir", ""),
+            tuple(data.get("adapters", ())),
+            tuple(data.get("target_modules", ())),
+            int(data.get("max_rank", 0)),
+        )
 
 
 def lora_options(lora_dir: Path) -> TrtLlmLora:
@@ -74,35 +80,55 @@ def lora_options(lora_dir: Path) -> TrtLlmLora:
         targets = [targets] if isinstance(targets, str) else list(targets)
         unknown = sorted(t for t in targets if t not in HF_TO_TRTLLM)
         if unknown or not targets:
-            raise lora.LoraError(f"'lora_dir': adapter {adapter.name} targets {unknown or 'no modules'}; TensorRT-LLM's "
-                                 f"converter maps {sorted(HF_TO_TRTLLM)}")
+            raise lora.LoraError(
+                f"'lora_dir': adapter {adapter.name} targets {unknown or 'no modules'}; TensorRT-LLM's "
+                f"converter maps {sorted(HF_TO_TRTLLM)}"
+            )
         modules.update(HF_TO_TRTLLM[t] for t in targets)
         ranks.append(int(config["r"]))
-    return TrtLlmLora(str(lora_dir.resolve()), tuple(a.name for a in adapters),
-                      tuple(sorted(modules)), max(ranks))
+    return TrtLlmLora(str(lora_dir.resolve()), tuple(a.name for a in adapters), tuple(sorted(modules)), max(ranks))
 
 
 def build_flags(options: TrtLlmLora) -> tuple[str, ...]:
     """trtllm-build's LoRA flags (the plugin's dtype `auto`: the model's)."""
-    return ("--lora_plugin", "auto", "--lora_target_modules", *options.target_modules,
-            "--max_lora_rank", str(options.max_rank))
+    return (
+        "--lora_plugin",
+        "auto",
+        "--lora_target_modules",
+        *options.target_modules,
+        "--max_lora_rank",
+        str(options.max_rank),
+    )
 
 
-def convert_argv(options: TrtLlmLora, examples_dir: Path, engine_dir: Path, dtype: str,
-                 version: str) -> list[tuple[str, ...]]:
+def convert_argv(
+    options: TrtLlmLora, examples_dir: Path, engine_dir: Path, dtype: str, version: str
+) -> list[tuple[str, ...]]:
     """One hf_lora_convert.py run per adapter, into <engine>/lora/<task id>, stored in the
     engine's dtype; lora.LoraError when TensorRT-LLM `version` could not prefetch that dtype
     (row lora.prefetch_dtypes: its .npy loader knows no bfloat16, and a task must have the
     engine's dtype; read in upstream's source, not run on a GPU)."""
     allowed = backend_semantics(version).rule("lora.prefetch_dtypes").extra["prefetchable_model_dtypes"]
     if options.enabled and dtype not in allowed:
-        raise lora.LoraError(f"'lora_dir': TensorRT-LLM {version} prefetches LoRA adapters from .npy files in the "
-                             f"engine's dtype, {dtype} here, which its loader cannot read (row lora.prefetch_dtypes); "
-                             f"it can for {' or '.join(allowed)} engines: build with --precision fp16")
+        raise lora.LoraError(
+            f"'lora_dir': TensorRT-LLM {version} prefetches LoRA adapters from .npy files in the "
+            f"engine's dtype, {dtype} here, which its loader cannot read (row lora.prefetch_dtypes); "
+            f"it can for {' or '.join(allowed)} engines: build with --precision fp16"
+        )
     source = Path(options.source_dir)
-    return [("python3", str(examples_dir / CONVERT_SCRIPT), "-i", str(source / name),
-             "-o", str(engine_dir / PREFETCH_SUBDIR / str(task_id)), "--storage-type", dtype)
-            for task_id, name in enumerate(options.adapters, start=1)]
+    return [
+        (
+            "python3",
+            str(examples_dir / CONVERT_SCRIPT),
+            "-i",
+            str(source / name),
+            "-o",
+            str(engine_dir / PREFETCH_SUBDIR / str(task_id)),
+            "--storage-type",
+            dtype,
+        )
+        for task_id, name in enumerate(options.adapters, start=1)
+    ]
 
 
 def cache_parameters(options: TrtLlmLora, engine_dir: Path) -> dict[str, str]:
@@ -110,9 +136,11 @@ def cache_parameters(options: TrtLlmLora, engine_dir: Path) -> dict[str, str]:
     lora_prefetch_dir would still be read as a directory upstream)."""
     if not options.enabled:
         return {}
-    return {"lora_prefetch_dir": str(engine_dir / PREFETCH_SUBDIR),
-            "lora_cache_optimal_adapter_size": str(options.max_rank),
-            "lora_cache_max_adapter_size": str(max(DEFAULT_MAX_ADAPTER_SIZE, options.max_rank))}
+    return {
+        "lora_prefetch_dir": str(engine_dir / PREFETCH_SUBDIR),
+        "lora_cache_optimal_adapter_size": str(options.max_rank),
+        "lora_cache_max_adapter_size": str(max(DEFAULT_MAX_ADAPTER_SIZE, options.max_rank)),
+    }
 
 
 def served(options: TrtLlmLora) -> dict[str, int]:

@@ -55,26 +55,43 @@ class SpeculativeDecoding(str, enum.Enum):
     DRAFT_TOKENS_EXTERNAL = "draft_tokens_external"
 
 
-_EXECUTOR_H = Source("NVIDIA/TensorRT-LLM", "v1.1.0", "cpp/include/tensorrt_llm/executor/executor.h",
-                     "0165bd7ac275dae69796767cdbb71ce1963506f3")
-_DECODING_CONFIG = Source("NVIDIA/TensorRT-LLM", "v1.1.0", "cpp/tensorrt_llm/executor/decodingConfig.cpp",
-                          "97e36d0b1ebd0cbaf13c560b4ef819119ba13009")
+_EXECUTOR_H = Source(
+    "NVIDIA/TensorRT-LLM",
+    "v1.1.0",
+    "cpp/include/tensorrt_llm/executor/executor.h",
+    "0165bd7ac275dae69796767cdbb71ce1963506f3",
+)
+_DECODING_CONFIG = Source(
+    "NVIDIA/TensorRT-LLM",
+    "v1.1.0",
+    "cpp/tensorrt_llm/executor/decodingConfig.cpp",
+    "97e36d0b1ebd0cbaf13c560b4ef819119ba13009",
+)
 _NOT_AT_TAG = "read at a stored commit of unidentified version; the index holds no copy at v1.1.0"
 # Each lookahead fact this kit relies on, with where it was read.
 LOOKAHEAD_CITATIONS = {
-    "defaults W=4 N=3 G=4 (kDefaultLookaheadDecoding{Window,Ngram,VerificationSet})":
-        Citation(_EXECUTOR_H, "", False, _NOT_AT_TAG),
-    "legal: N >= 1, W >= 1, G >= 0; N == 1 needs W == 1 and G == 0 (LookaheadDecodingConfig::isLegal)":
-        Citation(_DECODING_CONFIG, "", False, _NOT_AT_TAG),
-    "draft tokens per step = (N == 1 ? 0 : N - 2) + (W - 1 + G) * (N - 1) (calculateSpeculativeResourceTuple)":
-        Citation(_DECODING_CONFIG, "", False, _NOT_AT_TAG),
-    "model parameters lookahead_window_size / lookahead_ngram_size / lookahead_verification_set_size":
-        Citation(Source("NVIDIA/TensorRT-LLM", "v1.1.0",
-                        "triton_backend/all_models/inflight_batcher_llm/tensorrt_llm/config.pbtxt",
-                        "2a9abd9536aa62ad3e4b9314be9286b1b1be523b"), "804-821", False,
-                 "read at 2a9abd9536 (triton_models_1.1.0.json rows); no stored copy at the r25.12 pin"),
-    "model parameter decoding_mode: lookahead":
-        Citation(Source("triton-inference-server/tensorrtllm_backend", "r25.12", "docs/model_config.md"), "160"),
+    "defaults W=4 N=3 G=4 (kDefaultLookaheadDecoding{Window,Ngram,VerificationSet})": Citation(
+        _EXECUTOR_H, "", False, _NOT_AT_TAG
+    ),
+    "legal: N >= 1, W >= 1, G >= 0; N == 1 needs W == 1 and G == 0 (LookaheadDecodingConfig::isLegal)": Citation(
+        _DECODING_CONFIG, "", False, _NOT_AT_TAG
+    ),
+    "draft tokens per step = (N == 1 ? 0 : N - 2) + (W - 1 + G) * (N - 1) "
+    "(calculateSpeculativeResourceTuple)": Citation(_DECODING_CONFIG, "", False, _NOT_AT_TAG),
+    "model parameters lookahead_window_size / lookahead_ngram_size / lookahead_verification_set_size": Citation(
+        Source(
+            "NVIDIA/TensorRT-LLM",
+            "v1.1.0",
+            "triton_backend/all_models/inflight_batcher_llm/tensorrt_llm/config.pbtxt",
+            "2a9abd9536aa62ad3e4b9314be9286b1b1be523b",
+        ),
+        "804-821",
+        False,
+        "read at 2a9abd9536 (triton_models_1.1.0.json rows); no stored copy at the r25.12 pin",
+    ),
+    "model parameter decoding_mode: lookahead": Citation(
+        Source("triton-inference-server/tensorrtllm_backend", "r25.12", "docs/model_config.md"), "160"
+    ),
 }
 
 
@@ -90,8 +107,10 @@ class LookaheadConfig:
         w, n, g = self.window_size, self.ngram_size, self.verification_set_size
         out = []
         if n < 1 or w < 1 or g < 0:
-            out.append(f"'lookahead' (window, ngram, verification set) = ({w}, {n}, {g}): window and ngram must be "
-                       ">= 1, verification set >= 0")
+            out.append(
+                f"'lookahead' (window, ngram, verification set) = ({w}, {n}, {g}): window and ngram must be "
+                ">= 1, verification set >= 0"
+            )
         elif n == 1 and (w != 1 or g != 0):
             out.append(f"'lookahead' ngram size 1 needs window size 1 and verification set size 0, got ({w}, {n}, {g})")
         return out
@@ -214,8 +233,6 @@ class TrtLlmOptions:
         """Each engine's kv_cache_free_gpu_mem_fraction: with a draft engine on the same GPUs
         each takes half (NVIDIA's example gives each 0.5: row draft_target_requirements)."""
         return self.serving.kv_cache_free_gpu_mem_fraction / (2 if self.has_draft_engine else 1)
-
-
 
 
 def trtllm_options_from_dict(data: dict) -> TrtLlmOptions:

@@ -112,22 +112,52 @@ def checkpoint_step(spec: BuildSpec, info: CheckpointInfo, paths: BuildPaths, dr
     t = spec.trtllm
     model_dir = Path(t.draft_target.draft_checkpoint) if draft else spec.checkpoint
     of = "the draft model: " if draft else ""
-    common = ("--model_dir", str(model_dir), "--output_dir", str(paths.checkpoint_and_engine(draft)[0]),
-              "--dtype", model_dtype(spec, info), "--tp_size", str(t.tp_size), "--pp_size", str(t.pp_size))
+    common = (
+        "--model_dir",
+        str(model_dir),
+        "--output_dir",
+        str(paths.checkpoint_and_engine(draft)[0]),
+        "--dtype",
+        model_dtype(spec, info),
+        "--tp_size",
+        str(t.tp_size),
+        "--pp_size",
+        str(t.pp_size),
+    )
     if uses_modelopt(spec):
-        argv: tuple[str, ...] = ("python3", str(paths.examples_dir / QUANTIZE_SCRIPT), *common,
-                "--qformat", QFORMAT[spec.precision],
-                "--calib_dataset", str(t.calib_dataset), "--calib_size", str(t.calib_size),
-                "--calib_max_seq_length", str(t.calib_max_seq_length))
+        argv: tuple[str, ...] = (
+            "python3",
+            str(paths.examples_dir / QUANTIZE_SCRIPT),
+            *common,
+            "--qformat",
+            QFORMAT[spec.precision],
+            "--calib_dataset",
+            str(t.calib_dataset),
+            "--calib_size",
+            str(t.calib_size),
+            "--calib_max_seq_length",
+            str(t.calib_max_seq_length),
+        )
         if t.kv_cache_dtype != KvCacheDtype.AUTO:
             argv += ("--kv_cache_dtype", t.kv_cache_dtype.value)
         if spec.precision == Precision.INT4_AWQ:
             argv += ("--awq_block_size", str(t.awq_block_size))
-        return Step(f"{of}quantize ({QFORMAT[spec.precision]}, calibrated on {t.calib_dataset}) into a TensorRT-LLM "
-                    "checkpoint", argv, TOOL_QUANTIZE)
+        return Step(
+            f"{of}quantize ({QFORMAT[spec.precision]}, calibrated on {t.calib_dataset}) into a TensorRT-LLM checkpoint",
+            argv,
+            TOOL_QUANTIZE,
+        )
     if t.speculative_decoding == SpeculativeDecoding.EAGLE:  # build_engines/trtllm/eagle.py
-        argv = eagle_convert_argv(t.eagle, paths.examples_dir, spec.checkpoint, paths.checkpoint_dir,
-                                  model_dtype(spec, info), t.tp_size, t.pp_size, t.world_size)
+        argv = eagle_convert_argv(
+            t.eagle,
+            paths.examples_dir,
+            spec.checkpoint,
+            paths.checkpoint_dir,
+            model_dtype(spec, info),
+            t.tp_size,
+            t.pp_size,
+            t.world_size,
+        )
         return Step("convert the checkpoint and its EAGLE heads into one TensorRT-LLM checkpoint", argv, TOOL_EAGLE)
     argv = ("python3", str(paths.examples_dir / CONVERT_SCRIPT), *common, "--workers", str(t.world_size))
     if spec.precision == Precision.INT8_WO:
@@ -146,21 +176,51 @@ def engine_step(spec: BuildSpec, paths: BuildPaths, draft: bool = False) -> Step
     t, limits, p = spec.trtllm, spec.limits, spec.trtllm.plugins
     eff = effective(spec.precision.value, t, limits)
     checkpoint_dir, engine_dir = paths.checkpoint_and_engine(draft)
-    argv: tuple[str, ...] = (TRTLLM_BUILD, "--checkpoint_dir", str(checkpoint_dir), "--output_dir", str(engine_dir),
-            "--max_batch_size", str(limits.max_batch_size), "--max_input_len", str(limits.max_input_len),
-            "--max_seq_len", str(limits.max_seq_len), "--max_num_tokens", str(limits.max_num_tokens),
-            "--max_beam_width", "1", "--kv_cache_type", "paged" if t.paged_kv_cache else "continuous",
-            "--tokens_per_block", str(TOKENS_PER_BLOCK),
-            "--gpt_attention_plugin", "auto", "--gemm_plugin", "auto" if p.gemm_plugin else "disable",
-            "--context_fmha", _switch(eff.context_fmha), "--remove_input_padding", _switch(p.remove_input_padding),
-            "--use_paged_context_fmha", _switch(eff.use_paged_context_fmha),
-            "--use_fp8_context_fmha", _switch(eff.use_fp8_context_fmha),
-            "--use_fused_mlp", _switch(p.use_fused_mlp), "--multiple_profiles", _switch(p.multiple_profiles))
+    argv: tuple[str, ...] = (
+        TRTLLM_BUILD,
+        "--checkpoint_dir",
+        str(checkpoint_dir),
+        "--output_dir",
+        str(engine_dir),
+        "--max_batch_size",
+        str(limits.max_batch_size),
+        "--max_input_len",
+        str(limits.max_input_len),
+        "--max_seq_len",
+        str(limits.max_seq_len),
+        "--max_num_tokens",
+        str(limits.max_num_tokens),
+        "--max_beam_width",
+        "1",
+        "--kv_cache_type",
+        "paged" if t.paged_kv_cache else "continuous",
+        "--tokens_per_block",
+        str(TOKENS_PER_BLOCK),
+        "--gpt_attention_plugin",
+        "auto",
+        "--gemm_plugin",
+        "auto" if p.gemm_plugin else "disable",
+        "--context_fmha",
+        _switch(eff.context_fmha),
+        "--remove_input_padding",
+        _switch(p.remove_input_padding),
+        "--use_paged_context_fmha",
+        _switch(eff.use_paged_context_fmha),
+        "--use_fp8_context_fmha",
+        _switch(eff.use_fp8_context_fmha),
+        "--use_fused_mlp",
+        _switch(p.use_fused_mlp),
+        "--multiple_profiles",
+        _switch(p.multiple_profiles),
+    )
     if eff.reduce_fusion:
         argv += ("--reduce_fusion", "enable")
     if draft:
-        return Step(f"compile the draft model's engine into <engine>/{DRAFT_ENGINE_SUBDIR} for {t.gpu.describe()}",
-                    argv + ("--workers", str(t.world_size)), TOOL_BUILD)
+        return Step(
+            f"compile the draft model's engine into <engine>/{DRAFT_ENGINE_SUBDIR} for {t.gpu.describe()}",
+            argv + ("--workers", str(t.world_size)),
+            TOOL_BUILD,
+        )
     tokens = _draft_tokens(spec)
     if tokens is not None:
         argv += ("--speculative_decoding_mode", t.speculative_decoding.value, "--max_draft_len", str(tokens[0]))
@@ -191,8 +251,10 @@ def _speculative_growth(spec: BuildSpec) -> str:
         return ""
     limits = spec.limits
     tokens = max(limits.max_num_tokens, limits.max_batch_size * (draft[0] + 1))
-    return (f" (the builder makes max_seq_len {limits.max_seq_len + sum(draft)} and max_num_tokens {tokens} for the "
-            "draft tokens: row speculative_decoding_grows_limits)")
+    return (
+        f" (the builder makes max_seq_len {limits.max_seq_len + sum(draft)} and max_num_tokens {tokens} for the "
+        "draft tokens: row speculative_decoding_grows_limits)"
+    )
 
 
 def lora_steps(spec: BuildSpec, paths: BuildPaths, dtype: str) -> list[Step]:
@@ -200,8 +262,10 @@ def lora_steps(spec: BuildSpec, paths: BuildPaths, dtype: str) -> list[Step]:
     is an example script, not a table tool: its arguments are cited in trtllm_lora.py)."""
     lora = spec.trtllm.lora
     argvs = convert_argv(lora, paths.examples_dir, paths.engine_dir, dtype, spec.trtllm.trtllm_version)
-    return [Step(f"convert LoRA adapter {name} (task {i})", argv)
-            for i, (name, argv) in enumerate(zip(lora.adapters, argvs), start=1)]
+    return [
+        Step(f"convert LoRA adapter {name} (task {i})", argv)
+        for i, (name, argv) in enumerate(zip(lora.adapters, argvs), start=1)
+    ]
 
 
 def checked(spec: BuildSpec, step: Step) -> Step:
@@ -209,8 +273,10 @@ def checked(spec: BuildSpec, step: Step) -> Step:
     if step.tool:
         problems = load_build_table(spec.trtllm.trtllm_version).check_argv(step.tool, step.argv[1:])
         if problems:
-            raise ConformanceError(f"the plan for TensorRT-LLM {spec.trtllm.trtllm_version} is not what its tools "
-                                   "accept: " + "; ".join(problems))
+            raise ConformanceError(
+                f"the plan for TensorRT-LLM {spec.trtllm.trtllm_version} is not what its tools "
+                "accept: " + "; ".join(problems)
+            )
     return step
 
 
@@ -219,8 +285,10 @@ def command_steps(spec: BuildSpec, info: CheckpointInfo, paths: BuildPaths) -> l
     checkpoint and engine, the draft model's (draft-target decoding), the LoRA adapters."""
     steps = [checkpoint_step(spec, info, paths), engine_step(spec, paths)]
     if spec.trtllm.has_draft_engine:
-        steps += [checkpoint_step(spec, read_draft(spec.trtllm.draft_target), paths, draft=True),
-                  engine_step(spec, paths, draft=True)]
+        steps += [
+            checkpoint_step(spec, read_draft(spec.trtllm.draft_target), paths, draft=True),
+            engine_step(spec, paths, draft=True),
+        ]
     return [checked(spec, step) for step in steps] + lora_steps(spec, paths, model_dtype(spec, info))
 
 
@@ -228,8 +296,14 @@ def plan_steps(spec: BuildSpec, info: CheckpointInfo, paths: BuildPaths) -> list
     draft = ", tensorrt_llm_draft" if spec.trtllm.has_draft_engine else ""
     return [
         *command_steps(spec, info, paths),
-        Step("copy the tokenizer files into <engine>/tokenizer, write build.json (spec, versions, checkpoint hash), "
-             "move the engine into place, delete the intermediate checkpoint" + ("s" if draft else ""), ()),
-        Step(f"render the Triton model repository (ensemble, preprocessing, engine_relay, tensorrt_llm{draft}, "
-             "postprocessing, tensorrt_llm_bls)", ()),
+        Step(
+            "copy the tokenizer files into <engine>/tokenizer, write build.json (spec, versions, checkpoint hash), "
+            "move the engine into place, delete the intermediate checkpoint" + ("s" if draft else ""),
+            (),
+        ),
+        Step(
+            f"render the Triton model repository (ensemble, preprocessing, engine_relay, tensorrt_llm{draft}, "
+            "postprocessing, tensorrt_llm_bls)",
+            (),
+        ),
     ]

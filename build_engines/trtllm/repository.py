@@ -49,8 +49,11 @@ def tensorrt_llm_parameters(engine_dir: Path, spec: BuildSpec) -> TensorRtLlmPar
 
 
 # The dtype templates of NVIDIA's config (fill_template.py variables), as this kit fills them.
-TEMPLATED_DTYPES = {"${logits_datatype}": "TYPE_FP32", "${prompt_embedding_table_data_type}": "TYPE_FP16",
-                    "${encoder_input_features_data_type}": "TYPE_FP16"}
+TEMPLATED_DTYPES = {
+    "${logits_datatype}": "TYPE_FP32",
+    "${prompt_embedding_table_data_type}": "TYPE_FP16",
+    "${encoder_input_features_data_type}": "TYPE_FP16",
+}
 
 
 def nvidia_io(decl: TensorDecl, cls: type):
@@ -98,8 +101,11 @@ def draft_model_config(engine_dir: Path, spec: BuildSpec) -> mc.ModelConfig:
     row draft_target_requirements); without the target's speculative decoding, LoRA and
     guided decoding (the draft loop sends the draft neither adapters nor guides)."""
     t = spec.trtllm
-    serving = dataclasses.replace(t.serving, guided_decoding_backend=GuidedDecodingBackend.NONE,
-                                  kv_cache_free_gpu_mem_fraction=t.engine_kv_cache_fraction)
+    serving = dataclasses.replace(
+        t.serving,
+        guided_decoding_backend=GuidedDecodingBackend.NONE,
+        kv_cache_free_gpu_mem_fraction=t.engine_kv_cache_fraction,
+    )
     plain = dataclasses.replace(t, speculative_decoding=SpeculativeDecoding.NONE, lora=TrtLlmLora(), serving=serving)
     config = tensorrt_llm_config(engine_dir / DRAFT_ENGINE_SUBDIR, dataclasses.replace(spec, trtllm=plain))
     config.name = names.TRTLLM_DRAFT
@@ -114,52 +120,102 @@ def speculative_parameters(spec: BuildSpec) -> dict[str, str]:
         return eagle_serving_parameters(t.eagle)
     if t.speculative_decoding != SpeculativeDecoding.LOOKAHEAD:
         return {}
-    return {"decoding_mode": "lookahead", "lookahead_window_size": str(t.lookahead.window_size),
-            "lookahead_ngram_size": str(t.lookahead.ngram_size),
-            "lookahead_verification_set_size": str(t.lookahead.verification_set_size)}
+    return {
+        "decoding_mode": "lookahead",
+        "lookahead_window_size": str(t.lookahead.window_size),
+        "lookahead_ngram_size": str(t.lookahead.ngram_size),
+        "lookahead_verification_set_size": str(t.lookahead.verification_set_size),
+    }
 
 
-def _relaying_model(name: str, inputs, outputs, engine_dir: Path, target_model: str,
-                    max_batch_size: int, decoupled: bool, first_token_timeout_s: float,
-                    draft: tuple[str, int] = ("", 0)) -> RenderedModel:
+def _relaying_model(
+    name: str,
+    inputs,
+    outputs,
+    engine_dir: Path,
+    target_model: str,
+    max_batch_size: int,
+    decoupled: bool,
+    first_token_timeout_s: float,
+    draft: tuple[str, int] = ("", 0),
+) -> RenderedModel:
     # In front of TensorRT-LLM the relays keep the promises the CPU engine keeps itself: a
     # first-token timeout and the llm_* metrics (the C++ backend has neither).
     trtllm = target_model == names.TRTLLM_ENGINE
-    params = EngineRelayParameters(target_model=target_model, engine_dir=engine_dir,
-                                   first_token_timeout_s=first_token_timeout_s if trtllm else 0.0,
-                                   record_metrics=trtllm,  # each request passes one of them
-                                   draft_model=draft[0], max_draft_len=draft[1])
-    config = python_model_config(name, inputs, outputs, max_batch_size=max_batch_size,
-                                 parameters=to_parameters(params), decoupled=decoupled, dynamic_batching=False)
+    params = EngineRelayParameters(
+        target_model=target_model,
+        engine_dir=engine_dir,
+        first_token_timeout_s=first_token_timeout_s if trtllm else 0.0,
+        record_metrics=trtllm,  # each request passes one of them
+        draft_model=draft[0],
+        max_draft_len=draft[1],
+    )
+    config = python_model_config(
+        name,
+        inputs,
+        outputs,
+        max_batch_size=max_batch_size,
+        parameters=to_parameters(params),
+        decoupled=decoupled,
+        dynamic_batching=False,
+    )
     return RenderedModel(config, f"model_repository.models.{name}.model")
 
 
-def relay_model(engine_dir: Path, target_model: str, max_batch_size: int, decoupled: bool = True,
-                first_token_timeout_s: float = 0.0) -> RenderedModel:
+def relay_model(
+    engine_dir: Path, target_model: str, max_batch_size: int, decoupled: bool = True, first_token_timeout_s: float = 0.0
+) -> RenderedModel:
     """The ensemble's engine step in front of `target_model` (echoes detokenize_params).  Not
     decoupled: one response per request (NVIDIA's decoupled_mode false), so the ensemble is
     not decoupled either and unary infer() works, while the engine behind it stays decoupled."""
-    return _relaying_model(names.ENGINE_RELAY, ENGINE_INPUTS, ENGINE_OUTPUTS, engine_dir, target_model, max_batch_size,
-                           decoupled, first_token_timeout_s)
+    return _relaying_model(
+        names.ENGINE_RELAY,
+        ENGINE_INPUTS,
+        ENGINE_OUTPUTS,
+        engine_dir,
+        target_model,
+        max_batch_size,
+        decoupled,
+        first_token_timeout_s,
+    )
 
 
-def bls_model(engine_dir: Path, target_model: str, max_batch_size: int, decoupled: bool = True,
-              first_token_timeout_s: float = 0.0, draft: tuple[str, int] = ("", 0)) -> RenderedModel:
+def bls_model(
+    engine_dir: Path,
+    target_model: str,
+    max_batch_size: int,
+    decoupled: bool = True,
+    first_token_timeout_s: float = 0.0,
+    draft: tuple[str, int] = ("", 0),
+) -> RenderedModel:
     """tensorrt_llm_bls: NVIDIA's BLS contract as one model whose client cancellation reaches the
     engine; `draft`: its draft model and max_draft_len (draft_relay)."""
-    return _relaying_model(names.LLM_BLS, BLS_INPUTS, ENSEMBLE_OUTPUTS, engine_dir, target_model, max_batch_size,
-                           decoupled, first_token_timeout_s, draft)
+    return _relaying_model(
+        names.LLM_BLS,
+        BLS_INPUTS,
+        ENSEMBLE_OUTPUTS,
+        engine_dir,
+        target_model,
+        max_batch_size,
+        decoupled,
+        first_token_timeout_s,
+        draft,
+    )
 
 
-def trtllm_engine_models(engine_dir: Path, spec: BuildSpec, tokenizer_dir: Path,
-                         decoupled: bool = True) -> list[RenderedModel]:
+def trtllm_engine_models(
+    engine_dir: Path, spec: BuildSpec, tokenizer_dir: Path, decoupled: bool = True
+) -> list[RenderedModel]:
     """The ensemble's engine step (the relay) and the model it relays to; with guided decoding,
     the xgrammar tokenizer info it names is written beside the engine (from `tokenizer_dir`)."""
     if spec.trtllm.serving.guided_decoding_backend.parameter:
         write_tokenizer_info(tokenizer_dir, engine_dir / INFO_FILE)
-    models = [relay_model(engine_dir, names.TRTLLM_ENGINE, spec.limits.max_batch_size, decoupled,
-                          spec.trtllm.serving.queue_timeout_s),
-              RenderedModel(tensorrt_llm_config(engine_dir, spec), None)]
+    models = [
+        relay_model(
+            engine_dir, names.TRTLLM_ENGINE, spec.limits.max_batch_size, decoupled, spec.trtllm.serving.queue_timeout_s
+        ),
+        RenderedModel(tensorrt_llm_config(engine_dir, spec), None),
+    ]
     if spec.trtllm.has_draft_engine:
         models.append(RenderedModel(draft_model_config(engine_dir, spec), None))
     return models

@@ -21,8 +21,14 @@ from contract.upstream.trtllm_build import BuildRule, TrtllmBuildTable
 
 # Our TensorRT-LLM precision -> the weight format as quantize.py names it (--qformat); 16-bit
 # weights are its full_prec.  The upstream rules are written in these names.
-WEIGHT_FORMAT = {"fp16": "full_prec", "bf16": "full_prec", "fp8": "fp8", "int8_sq": "int8_sq", "int8_wo": "int8_wo",
-                 "int4_awq": "int4_awq"}
+WEIGHT_FORMAT = {
+    "fp16": "full_prec",
+    "bf16": "full_prec",
+    "fp8": "fp8",
+    "int8_sq": "int8_sq",
+    "int8_wo": "int8_wo",
+    "int4_awq": "int4_awq",
+}
 
 if TYPE_CHECKING:
     from build_engines.checkpoint import CheckpointInfo
@@ -47,12 +53,32 @@ EAGLE_TREE, EAGLE_CHOICES_PARAMETER = "eagle_choices_tree", "eagle_choices_param
 SPECULATIVE_GROWS_LIMITS = "speculative_decoding_grows_limits"
 DRAFT_TARGET_MATRIX, DRAFT_TARGET_REQUIREMENTS = "draft_target_support_matrix", "draft_target_requirements"
 DRAFT_TARGET_BLS_LOOP = "draft_target_bls_loop"  # build_engines/trtllm/draft_target.py
-RULE_IDS = frozenset({CONTEXT_FMHA_OFF, FP8_CTX_NEEDS_FP8_WEIGHTS, FP8_KV_PAGED_NEEDS_FP8_WEIGHTS, FP8_CTX_MIN_SM,
-                      FP8_CTX_WITH_PAGED_NEEDS_FP8_KV, FP8_KV_ENABLES_FP8_CTX, INT8_KV_NO_PAGED, SM100_NO_INT_QUANT,
-                      SM100_NO_SMOOTHQUANT, REDUCE_FUSION_NEEDS_TP, CHUNKED_NEEDS_PAGED, REUSE_NEEDS_PAGED,
-                      PROMPT_NEEDS_CHUNKING, KV_HEAD_DUPLICATION, EAGLE_MATRIX, EAGLE_LIMITS, EAGLE_TREE,
-                      EAGLE_CHOICES_PARAMETER, SPECULATIVE_GROWS_LIMITS, DRAFT_TARGET_MATRIX,
-                      DRAFT_TARGET_REQUIREMENTS, DRAFT_TARGET_BLS_LOOP})
+RULE_IDS = frozenset(
+    {
+        CONTEXT_FMHA_OFF,
+        FP8_CTX_NEEDS_FP8_WEIGHTS,
+        FP8_KV_PAGED_NEEDS_FP8_WEIGHTS,
+        FP8_CTX_MIN_SM,
+        FP8_CTX_WITH_PAGED_NEEDS_FP8_KV,
+        FP8_KV_ENABLES_FP8_CTX,
+        INT8_KV_NO_PAGED,
+        SM100_NO_INT_QUANT,
+        SM100_NO_SMOOTHQUANT,
+        REDUCE_FUSION_NEEDS_TP,
+        CHUNKED_NEEDS_PAGED,
+        REUSE_NEEDS_PAGED,
+        PROMPT_NEEDS_CHUNKING,
+        KV_HEAD_DUPLICATION,
+        EAGLE_MATRIX,
+        EAGLE_LIMITS,
+        EAGLE_TREE,
+        EAGLE_CHOICES_PARAMETER,
+        SPECULATIVE_GROWS_LIMITS,
+        DRAFT_TARGET_MATRIX,
+        DRAFT_TARGET_REQUIREMENTS,
+        DRAFT_TARGET_BLS_LOOP,
+    }
+)
 
 
 def _switch(on: bool) -> str:
@@ -108,16 +134,29 @@ class EffectiveConfig:
         return next((o for o in self.overrides if o.setting == setting), None)
 
 
-def effective_config(table: TrtllmBuildTable, weights: str, options: "TrtLlmOptions", max_seq_len: int,
-                     max_num_tokens: int, max_input_len: int) -> EffectiveConfig:
-    s = _State(weights=weights, kv_cache_dtype=options.kv_cache_dtype.value, sm=options.gpu.sm,
-               tp_size=options.tp_size, settings={
-                   "reduce_fusion": options.plugins.reduce_fusion, "context_fmha": options.plugins.context_fmha,
-                   "use_paged_context_fmha": options.use_paged_context_fmha,
-                   # we ask for FP8 context FMHA exactly when the weights are FP8; the rules decide
-                   "use_fp8_context_fmha": weights == "fp8",
-                   "enable_chunked_context": options.serving.enable_chunked_context,
-                   "enable_kv_cache_reuse": options.serving.enable_kv_cache_reuse})
+def effective_config(
+    table: TrtllmBuildTable,
+    weights: str,
+    options: "TrtLlmOptions",
+    max_seq_len: int,
+    max_num_tokens: int,
+    max_input_len: int,
+) -> EffectiveConfig:
+    s = _State(
+        weights=weights,
+        kv_cache_dtype=options.kv_cache_dtype.value,
+        sm=options.gpu.sm,
+        tp_size=options.tp_size,
+        settings={
+            "reduce_fusion": options.plugins.reduce_fusion,
+            "context_fmha": options.plugins.context_fmha,
+            "use_paged_context_fmha": options.use_paged_context_fmha,
+            # we ask for FP8 context FMHA exactly when the weights are FP8; the rules decide
+            "use_fp8_context_fmha": weights == "fp8",
+            "enable_chunked_context": options.serving.enable_chunked_context,
+            "enable_kv_cache_reuse": options.serving.enable_kv_cache_reuse,
+        },
+    )
     _builder_rules(table, s)
     if options.speculative_decoding.value == "eagle":  # after the FMHA chain in builder.py (row eagle_builder_limits)
         s.set("use_paged_context_fmha", True, table.rule(EAGLE_LIMITS))
@@ -129,9 +168,18 @@ def effective_config(table: TrtllmBuildTable, weights: str, options: "TrtLlmOpti
         if max_input_len > max_prompt and (rule := table.rule(PROMPT_NEEDS_CHUNKING)):
             s.refusals.append(_prompt_refusal(s, rule, max_num_tokens, max_input_len, max_seq_len))
     v = s.settings
-    return EffectiveConfig(table.version, v["context_fmha"], v["use_paged_context_fmha"], v["use_fp8_context_fmha"],
-                           v["reduce_fusion"], v["enable_chunked_context"], v["enable_kv_cache_reuse"], max_prompt,
-                           tuple(s.overrides), tuple(s.refusals))
+    return EffectiveConfig(
+        table.version,
+        v["context_fmha"],
+        v["use_paged_context_fmha"],
+        v["use_fp8_context_fmha"],
+        v["reduce_fusion"],
+        v["enable_chunked_context"],
+        v["enable_kv_cache_reuse"],
+        max_prompt,
+        tuple(s.overrides),
+        tuple(s.refusals),
+    )
 
 
 def _builder_rules(table: TrtllmBuildTable, s: _State) -> None:
@@ -171,14 +219,20 @@ def _sm100_rules(table: TrtllmBuildTable, s: _State, gpu_name: str) -> None:
         rule = table.rule(rule_id)
         if rule is None or not rule.params["sm_min"] <= s.sm < rule.params["sm_max_exclusive"]:
             continue
-        where = (f"'gpu' {gpu_name} is SM {s.sm / 10:.1f}: TensorRT-LLM {table.version} refuses this on "
-                 f"SM {rule.params['sm_min'] / 10:.1f}-{(rule.params['sm_max_exclusive'] - 1) / 10:.1f}")
+        where = (
+            f"'gpu' {gpu_name} is SM {s.sm / 10:.1f}: TensorRT-LLM {table.version} refuses this on "
+            f"SM {rule.params['sm_min'] / 10:.1f}-{(rule.params['sm_max_exclusive'] - 1) / 10:.1f}"
+        )
         if s.weights in rule.params["weights"]:
-            s.refusals.append(f"'precision' {_precision_name(s.weights)!r}: {where} ({rule.describe()}); "
-                              "fix: use --precision fp8 (or fp16/bf16) on this GPU")
+            s.refusals.append(
+                f"'precision' {_precision_name(s.weights)!r}: {where} ({rule.describe()}); "
+                "fix: use --precision fp8 (or fp16/bf16) on this GPU"
+            )
         if s.kv_cache_dtype in rule.params.get("kv_cache_dtypes", ()):
-            s.refusals.append(f"'kv_cache_dtype' {s.kv_cache_dtype!r}: {where} ({rule.describe()}); "
-                              "fix: use --kv-cache-dtype fp8 (or auto)")
+            s.refusals.append(
+                f"'kv_cache_dtype' {s.kv_cache_dtype!r}: {where} ({rule.describe()}); "
+                "fix: use --kv-cache-dtype fp8 (or auto)"
+            )
 
 
 def _precision_name(weights: str) -> str:
@@ -192,23 +246,37 @@ def _executor_rules(table: TrtllmBuildTable, s: _State) -> None:
 
 
 def _prompt_refusal(s: _State, rule: BuildRule, max_num_tokens: int, max_input_len: int, max_seq_len: int) -> str:
-    head = (f"'max_num_tokens' ({max_num_tokens}) < 'max_input_len' ({max_input_len}) with chunked context off "
-            f"(kv_cache_dtype {s.kv_cache_dtype!r}, precision {_precision_name(s.weights)!r}): ")
+    head = (
+        f"'max_num_tokens' ({max_num_tokens}) < 'max_input_len' ({max_input_len}) with chunked context off "
+        f"(kv_cache_dtype {s.kv_cache_dtype!r}, precision {_precision_name(s.weights)!r}): "
+    )
     paged_off = s.causes.get("use_paged_context_fmha")
     if paged_off is not None:
-        why = (f"upstream turns use_paged_context_fmha off ({paged_off.describe()}), so the executor turns chunked "
-               f"context off ({s.causes['enable_chunked_context'].describe()})" if "enable_chunked_context" in s.causes
-               else f"upstream turns use_paged_context_fmha off ({paged_off.describe()})")
-        keep = ("--kv-cache-dtype auto, or FP8 weights with an fp8 KV cache (--precision fp8 --kv-cache-dtype fp8)"
-                if s.kv_cache_dtype != "auto" else "keep context FMHA enabled")
-        fix = (f"fix: raise --max-num-tokens to >= {max_input_len} (chunked context and KV-cache reuse stay off), "
-               f"or keep paged context FMHA: {keep}")
+        why = (
+            f"upstream turns use_paged_context_fmha off ({paged_off.describe()}), so the executor turns chunked "
+            f"context off ({s.causes['enable_chunked_context'].describe()})"
+            if "enable_chunked_context" in s.causes
+            else f"upstream turns use_paged_context_fmha off ({paged_off.describe()})"
+        )
+        keep = (
+            "--kv-cache-dtype auto, or FP8 weights with an fp8 KV cache (--precision fp8 --kv-cache-dtype fp8)"
+            if s.kv_cache_dtype != "auto"
+            else "keep context FMHA enabled"
+        )
+        fix = (
+            f"fix: raise --max-num-tokens to >= {max_input_len} (chunked context and KV-cache reuse stay off), "
+            f"or keep paged context FMHA: {keep}"
+        )
     else:
         why = "chunked context is off in the spec ('enable_chunked_context' false or 'use_paged_context_fmha' off)"
-        fix = (f"fix: raise --max-num-tokens to >= {max_input_len}, or enable chunked context "
-               "(--chunked-context with --paged-context-fmha)")
-    return (f"{head}{why}; then the longest prompt the engine accepts is min(max_seq_len - 1, max_num_tokens) = "
-            f"{min(max_seq_len - 1, max_num_tokens)} ({rule.describe()}); {fix}")
+        fix = (
+            f"fix: raise --max-num-tokens to >= {max_input_len}, or enable chunked context "
+            "(--chunked-context with --paged-context-fmha)"
+        )
+    return (
+        f"{head}{why}; then the longest prompt the engine accepts is min(max_seq_len - 1, max_num_tokens) = "
+        f"{min(max_seq_len - 1, max_num_tokens)} ({rule.describe()}); {fix}"
+    )
 
 
 def kv_heads_per_gpu(num_kv_heads: int, tp_size: int) -> int:
@@ -227,12 +295,15 @@ def kv_head_problems(table: TrtllmBuildTable, num_kv_heads: int, tp_size: int) -
     if rule is not None and tp_size % num_kv_heads == 0:
         return []
     allowed = "divide them or be a multiple of them (KV heads are duplicated)" if rule else "divide them"
-    return [f"'tp_size' {tp_size} must {allowed}: the checkpoint has {num_kv_heads} KV heads (num_key_value_heads)"
-            + (f" [{rule.citation}]" if rule else "")]
+    return [
+        f"'tp_size' {tp_size} must {allowed}: the checkpoint has {num_kv_heads} KV heads (num_key_value_heads)"
+        + (f" [{rule.citation}]" if rule else "")
+    ]
 
 
-def checkpoint_parallelism_problems(table: TrtllmBuildTable, info: "CheckpointInfo", tp_size: int,
-                                    pp_size: int) -> list[str]:
+def checkpoint_parallelism_problems(
+    table: TrtllmBuildTable, info: "CheckpointInfo", tp_size: int, pp_size: int
+) -> list[str]:
     """TP/PP against a checkpoint's heads and layers (the target's, and a draft model's)."""
     errors = kv_head_problems(table, info.num_kv_heads, tp_size)
     if info.num_heads % tp_size:

@@ -50,8 +50,10 @@ class TrtllmTarget:
 def release_of_image(image: str) -> str:
     match = _RELEASE.search(image.strip())
     if not match:
-        raise TrtllmTargetError(f"'image' {image!r} names no Triton release (expected e.g. 26.07 or "
-                                "nvcr.io/nvidia/tritonserver:26.07-trtllm-python-py3)")
+        raise TrtllmTargetError(
+            f"'image' {image!r} names no Triton release (expected e.g. 26.07 or "
+            "nvcr.io/nvidia/tritonserver:26.07-trtllm-python-py3)"
+        )
     return match.group(1)
 
 
@@ -62,16 +64,22 @@ def read_env_file(path: Path) -> dict[str, str]:
     return {k.strip(): v.strip() for k, v in pairs}
 
 
-def resolve_target(image: str | None = None, version: str | None = None, environ: dict[str, str] | None = None,
-                   env_file: Path = ENV_FILE) -> TrtllmTarget:
+def resolve_target(
+    image: str | None = None,
+    version: str | None = None,
+    environ: dict[str, str] | None = None,
+    env_file: Path = ENV_FILE,
+) -> TrtllmTarget:
     """The target named on the command line, else by the environment, else by .env."""
     if image is None and version is None:
         settings = read_env_file(env_file) | dict(os.environ if environ is None else environ)
         image, version = settings.get(IMAGE_VARIABLE), settings.get(VERSION_VARIABLE)
         where = f"{IMAGE_VARIABLE}/{VERSION_VARIABLE} (environment or {env_file.name})"
         if image is None and version is None:
-            raise TrtllmTargetError(f"no TensorRT-LLM target: give --image or --trtllm-version, or set {where}; "
-                                    f"supported versions: {supported_versions()}")
+            raise TrtllmTargetError(
+                f"no TensorRT-LLM target: give --image or --trtllm-version, or set {where}; "
+                f"supported versions: {supported_versions()}"
+            )
     else:
         where = "--image/--trtllm-version"
     try:

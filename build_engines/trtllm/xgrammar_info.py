@@ -33,26 +33,31 @@ def tokenizer_info(tokenizer: Any, eos_ids: tuple[int, ...] = ()) -> dict[str, A
     """encoded_vocab / tokenizer_str / stop_token_ids for a Hugging Face fast tokenizer."""
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if backend is None:
-        raise TokenizerInfoError("'tokenizer_dir': guided decoding needs a fast tokenizer (tokenizer.json); "
-                                 "this one has no backend_tokenizer")
+        raise TokenizerInfoError(
+            "'tokenizer_dir': guided decoding needs a fast tokenizer (tokenizer.json); "
+            "this one has no backend_tokenizer"
+        )
     by_id = sorted(tokenizer.get_vocab().items(), key=lambda item: item[1])
     holes = [i for i, (_, token_id) in enumerate(by_id) if token_id != i]
     if holes:
-        raise TokenizerInfoError(f"'tokenizer_dir': token ids are not contiguous (no token {holes[0]}); "
-                                 f"encoded_vocab would misplace every token after it")
+        raise TokenizerInfoError(
+            f"'tokenizer_dir': token ids are not contiguous (no token {holes[0]}); "
+            f"encoded_vocab would misplace every token after it"
+        )
     stops = [tokenizer.eos_token_id] if tokenizer.eos_token_id is not None else []
     stops += [i for i in eos_ids if i not in stops]
     if not stops:
         raise TokenizerInfoError("'tokenizer_dir': the tokenizer has no EOS token and the checkpoint names none")
-    return {"encoded_vocab": [token for token, _ in by_id], "tokenizer_str": backend.to_str(),
-            "stop_token_ids": stops}
+    return {"encoded_vocab": [token for token, _ in by_id], "tokenizer_str": backend.to_str(), "stop_token_ids": stops}
 
 
 def write_tokenizer_info(tokenizer_dir: Path, path: Path) -> Path:
     """Write the file for the tokenizer in `tokenizer_dir` (unchanged files are left alone)."""
     if not (tokenizer_dir / "tokenizer.json").is_file():
-        raise TokenizerInfoError(f"'guided_decoding_backend': the xgrammar tokenizer info needs a fast tokenizer; "
-                                 f"{tokenizer_dir} has no tokenizer.json (or render with --guided-decoding none)")
+        raise TokenizerInfoError(
+            f"'guided_decoding_backend': the xgrammar tokenizer info needs a fast tokenizer; "
+            f"{tokenizer_dir} has no tokenizer.json (or render with --guided-decoding none)"
+        )
     from transformers import AutoTokenizer
 
     from model_repository.text.generation_defaults import GenerationDefaults
