@@ -71,10 +71,15 @@ class BuildRecord:
     def read(cls, engine_dir: Path) -> "BuildRecord":
         path = engine_dir / BUILD_RECORD_FILE
         if not path.is_file():
-            raise BuildRecordError(f"{engine_dir} has no {BUILD_RECORD_FILE}: it was not built by build_engines (or the build did not finish)")
+            raise BuildRecordError(
+                f"{engine_dir} has no {BUILD_RECORD_FILE}: it was not built by build_engines (or the build did not "
+                "finish)"
+            )
         data = json.loads(path.read_text())
         if data.get("format_version") != FORMAT_VERSION:
-            raise BuildRecordError(f"{path}: format_version {data.get('format_version')} is not {FORMAT_VERSION}; rebuild the engine")
+            raise BuildRecordError(
+                f"{path}: format_version {data.get('format_version')} is not {FORMAT_VERSION}; rebuild the engine"
+            )
         return cls(**data)
 
 

@@ -14,11 +14,32 @@ import re
 from typing import Any, Callable
 
 # Keywords that constrain the output and are compiled into the grammar.
-CONSTRAINING = frozenset({
-    "type", "properties", "required", "additionalProperties", "items", "prefixItems", "enum", "const",
-    "anyOf", "oneOf", "$ref", "$defs", "definitions", "minLength", "maxLength", "pattern", "minimum", "maximum",
-    "exclusiveMinimum", "exclusiveMaximum", "minItems", "maxItems",
-})
+CONSTRAINING = frozenset(
+    {
+        "type",
+        "properties",
+        "required",
+        "additionalProperties",
+        "items",
+        "prefixItems",
+        "enum",
+        "const",
+        "anyOf",
+        "oneOf",
+        "$ref",
+        "$defs",
+        "definitions",
+        "minLength",
+        "maxLength",
+        "pattern",
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "minItems",
+        "maxItems",
+    }
+)
 # Annotations: no effect on what is valid.
 ANNOTATIONS = frozenset({"title", "description", "$schema", "$id", "$comment", "default", "examples", "strict"})
 # Keywords whose value is a map of sub-schemas / a list of sub-schemas / one sub-schema.
@@ -39,8 +60,12 @@ def _compilers() -> dict[str, Callable[[str], Any]]:
     import xgrammar
 
     grammar = xgrammar.Grammar
-    return {"json": lambda _: grammar.builtin_json_grammar(), "json_schema": grammar.from_json_schema,
-            "regex": grammar.from_regex, "ebnf_grammar": grammar.from_ebnf}
+    return {
+        "json": lambda _: grammar.builtin_json_grammar(),
+        "json_schema": grammar.from_json_schema,
+        "regex": grammar.from_regex,
+        "ebnf_grammar": grammar.from_ebnf,
+    }
 
 
 def warm_up() -> None:
@@ -82,8 +107,10 @@ def _walk(node: Any, where: str, problems: list[str]) -> None:
         return
     for key, value in node.items():
         if key not in CONSTRAINING and key not in ANNOTATIONS:
-            problems.append(f"'guided_decoding_guide': JSON-schema keyword '{key}' (at {where}) is not supported "
-                            f"by guided decoding; supported: {sorted(CONSTRAINING)}")
+            problems.append(
+                f"'guided_decoding_guide': JSON-schema keyword '{key}' (at {where}) is not supported "
+                f"by guided decoding; supported: {sorted(CONSTRAINING)}"
+            )
         elif key in _SCHEMA_MAPS and isinstance(value, dict):
             for name, sub in value.items():
                 _walk(sub, f"{where}/{key}/{name}", problems)

@@ -40,8 +40,10 @@ def discover(lora_dir: Path) -> list[LoraAdapter]:
     """Every PEFT adapter under `lora_dir`, in name order; LoraError naming what is wrong."""
     if not lora_dir.is_dir():
         raise LoraError(f"'lora_dir' {lora_dir} is not a directory")
-    adapters = [read_adapter(sub, task_id)
-                for task_id, sub in enumerate(sorted(p for p in lora_dir.iterdir() if p.is_dir()), start=1)]
+    adapters = [
+        read_adapter(sub, task_id)
+        for task_id, sub in enumerate(sorted(p for p in lora_dir.iterdir() if p.is_dir()), start=1)
+    ]
     if not adapters:
         raise LoraError(f"'lora_dir' {lora_dir} holds no adapter subdirectory")
     return adapters

@@ -28,37 +28,67 @@ ITL_BUCKETS = (0.002, 0.005, 0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.5
 REQUESTS_RUNNING = MetricSpec("llm_requests_running", MetricKind.GAUGE, "Requests in the engine's running batch")
 REQUESTS_WAITING = MetricSpec("llm_requests_waiting", MetricKind.GAUGE, "Requests received, not yet in the batch")
 KV_CACHE_USAGE = MetricSpec("llm_kv_cache_usage_ratio", MetricKind.GAUGE, "Fraction of the KV-cache pool in use")
-TIME_TO_FIRST_TOKEN = MetricSpec("llm_time_to_first_token_seconds", MetricKind.HISTOGRAM,
-                                 "Engine arrival to first generated token", LATENCY_BUCKETS)
-INTER_TOKEN_LATENCY = MetricSpec("llm_inter_token_latency_seconds", MetricKind.HISTOGRAM,
-                                 "Time between consecutive tokens of a request", ITL_BUCKETS)
-QUEUE_TIME = MetricSpec("llm_queue_time_seconds", MetricKind.HISTOGRAM,
-                        "Engine arrival to joining the running batch", LATENCY_BUCKETS)
+TIME_TO_FIRST_TOKEN = MetricSpec(
+    "llm_time_to_first_token_seconds", MetricKind.HISTOGRAM, "Engine arrival to first generated token", LATENCY_BUCKETS
+)
+INTER_TOKEN_LATENCY = MetricSpec(
+    "llm_inter_token_latency_seconds", MetricKind.HISTOGRAM, "Time between consecutive tokens of a request", ITL_BUCKETS
+)
+QUEUE_TIME = MetricSpec(
+    "llm_queue_time_seconds", MetricKind.HISTOGRAM, "Engine arrival to joining the running batch", LATENCY_BUCKETS
+)
 GENERATED_TOKENS = MetricSpec("llm_generated_tokens_total", MetricKind.COUNTER, "Tokens generated")
-REQUESTS_FINISHED = MetricSpec("llm_requests_finished_total", MetricKind.COUNTER,
-                               "Requests that left the engine, by outcome", labels=("model", "outcome"))
+REQUESTS_FINISHED = MetricSpec(
+    "llm_requests_finished_total",
+    MetricKind.COUNTER,
+    "Requests that left the engine, by outcome",
+    labels=("model", "outcome"),
+)
 
 # Prompt tokens in whole KV blocks looked up in the prefix cache, and those found (vLLM's
 # prefix_cache_queries / prefix_cache_hits, in tokens): hit rate = hits / queries.  On the CPU
 # engine an estimate (model_repository/engine_step/prefix_hits.py).
-PREFIX_CACHE_QUERIES = MetricSpec("llm_prefix_cache_queries_total", MetricKind.COUNTER,
-                                  "Prompt tokens (whole KV blocks) looked up in the prefix cache")
-PREFIX_CACHE_HITS = MetricSpec("llm_prefix_cache_hits_total", MetricKind.COUNTER,
-                               "Prompt tokens (whole KV blocks) the prefix cache held (CPU engine: estimated)")
+PREFIX_CACHE_QUERIES = MetricSpec(
+    "llm_prefix_cache_queries_total",
+    MetricKind.COUNTER,
+    "Prompt tokens (whole KV blocks) looked up in the prefix cache",
+)
+PREFIX_CACHE_HITS = MetricSpec(
+    "llm_prefix_cache_hits_total",
+    MetricKind.COUNTER,
+    "Prompt tokens (whole KV blocks) the prefix cache held (CPU engine: estimated)",
+)
 
-POSTPROCESSING_STREAMS = MetricSpec("llm_postprocessing_streams", MetricKind.GAUGE,
-                                    "Streams whose detokenizer state postprocessing holds")
+POSTPROCESSING_STREAMS = MetricSpec(
+    "llm_postprocessing_streams", MetricKind.GAUGE, "Streams whose detokenizer state postprocessing holds"
+)
 
 # What the launcher's supervisor did (serving/supervisor.py, contract/supervision.py): published
 # by the server it (re)started, so they survive the restart they count.
-SERVER_RESTARTS = MetricSpec("kit_server_restarts_total", MetricKind.COUNTER,
-                             "Restarts of tritonserver by the launcher's supervisor, by reason", labels=("reason",))
-WEDGES = MetricSpec("kit_wedges_total", MetricKind.COUNTER,
-                    "Entries (entry models, the OpenAI front) found wedged by the canary", labels=("entry",))
+SERVER_RESTARTS = MetricSpec(
+    "kit_server_restarts_total",
+    MetricKind.COUNTER,
+    "Restarts of tritonserver by the launcher's supervisor, by reason",
+    labels=("reason",),
+)
+WEDGES = MetricSpec(
+    "kit_wedges_total",
+    MetricKind.COUNTER,
+    "Entries (entry models, the OpenAI front) found wedged by the canary",
+    labels=("entry",),
+)
 SUPERVISION_METRICS = (SERVER_RESTARTS, WEDGES)
 
-ENGINE_METRICS = (REQUESTS_RUNNING, REQUESTS_WAITING, KV_CACHE_USAGE, TIME_TO_FIRST_TOKEN, INTER_TOKEN_LATENCY,
-                  QUEUE_TIME, GENERATED_TOKENS, REQUESTS_FINISHED)
+ENGINE_METRICS = (
+    REQUESTS_RUNNING,
+    REQUESTS_WAITING,
+    KV_CACHE_USAGE,
+    TIME_TO_FIRST_TOKEN,
+    INTER_TOKEN_LATENCY,
+    QUEUE_TIME,
+    GENERATED_TOKENS,
+    REQUESTS_FINISHED,
+)
 PREFIX_CACHE_METRICS = (PREFIX_CACHE_QUERIES, PREFIX_CACHE_HITS)  # engines that cache prefixes and count hits
 POSTPROCESSING_METRICS = (POSTPROCESSING_STREAMS,)
 
@@ -69,12 +99,18 @@ POSTPROCESSING_METRICS = (POSTPROCESSING_STREAMS,)
 # pkg/epp/framework/plugins/datalayer/extractor/metrics/factories.go, defaultEngineConfigs;
 # docs/proposals/003-model-server-protocol/README.md).  The CPU and PyTorch-backend engines
 # publish them beside ours, so one picker configuration serves every engine of the kit.
-TRTLLM_REQUEST_METRICS = MetricSpec("nv_trt_llm_request_metrics", MetricKind.GAUGE,
-                                    "Alias of llm_requests_*: TensorRT-LLM backend request counts by type",
-                                    labels=("model", "request_type"))
-TRTLLM_KV_CACHE_BLOCK_METRICS = MetricSpec("nv_trt_llm_kv_cache_block_metrics", MetricKind.GAUGE,
-                                           "Alias of llm_kv_cache_usage_ratio: TensorRT-LLM backend KV-cache block metrics",
-                                           labels=("model", "kv_cache_block_type"))
+TRTLLM_REQUEST_METRICS = MetricSpec(
+    "nv_trt_llm_request_metrics",
+    MetricKind.GAUGE,
+    "Alias of llm_requests_*: TensorRT-LLM backend request counts by type",
+    labels=("model", "request_type"),
+)
+TRTLLM_KV_CACHE_BLOCK_METRICS = MetricSpec(
+    "nv_trt_llm_kv_cache_block_metrics",
+    MetricKind.GAUGE,
+    "Alias of llm_kv_cache_usage_ratio: TensorRT-LLM backend KV-cache block metrics",
+    labels=("model", "kv_cache_block_type"),
+)
 
 
 @dataclass(frozen=True)

@@ -55,8 +55,11 @@ KV_CACHE_PRECISIONS = ("u8", "f16", "bf16", "f32")
 
 
 def prompt_lookup_problems(num_assistant_tokens: int, max_ngram_size: int) -> list[str]:
-    return [f"'{name}' must be >= 1, got {value}" for name, value in
-            (("num_assistant_tokens", num_assistant_tokens), ("max_ngram_size", max_ngram_size)) if value < 1]
+    return [
+        f"'{name}' must be >= 1, got {value}"
+        for name, value in (("num_assistant_tokens", num_assistant_tokens), ("max_ngram_size", max_ngram_size))
+        if value < 1
+    ]
 
 
 @dataclass(frozen=True)
@@ -79,6 +82,7 @@ class OpenVinoEngineParameters:
     @property
     def reserved_from_low_priority(self) -> int:
         return self.max_num_seqs // 4 if self.priority_reserved_seqs < 0 else self.priority_reserved_seqs
+
     queue_timeout_s: float = 60.0  # no first token after this long: fail (UNAVAILABLE); 0 = wait forever
     # A thread asks Triton this often whether each request's client cancelled (the step thread
     # drops those at its next step); 0: asked at every step, on the step thread.  The default is
@@ -120,24 +124,42 @@ class OpenVinoEngineParameters:
     def validate(self) -> None:
         problems = prompt_lookup_problems(self.num_assistant_tokens, self.max_ngram_size)
         if self.prompt_lookup and self.draft_model:
-            problems.append("'prompt_lookup' and 'draft_model' are exclusive: one kind of speculative decoding per engine")
+            problems.append(
+                "'prompt_lookup' and 'draft_model' are exclusive: one kind of speculative decoding per engine"
+            )
         if problems:
             raise ValueError("; ".join(problems))
         if self.activation_precision not in ACTIVATION_PRECISIONS:
-            raise ValueError(f"'activation_precision' must be one of {list(ACTIVATION_PRECISIONS)}, got {self.activation_precision!r}")
+            raise ValueError(
+                f"'activation_precision' must be one of {list(ACTIVATION_PRECISIONS)}, got "
+                f"{self.activation_precision!r}"
+            )
         if self.kv_cache_precision not in KV_CACHE_PRECISIONS:
-            raise ValueError(f"'kv_cache_precision' must be one of {list(KV_CACHE_PRECISIONS)}, got {self.kv_cache_precision!r}")
+            raise ValueError(
+                f"'kv_cache_precision' must be one of {list(KV_CACHE_PRECISIONS)}, got {self.kv_cache_precision!r}"
+            )
         if self.dynamic_quantization_group_size < 0:
-            raise ValueError(f"'dynamic_quantization_group_size' must be >= 0 (0: off), got {self.dynamic_quantization_group_size}")
-        if (self.max_queue_size < 0 or self.queue_timeout_s < 0 or self.stream_interval < 0 or self.priority_aging_per_s < 0
-                or self.cancel_check_period_ms < 0):
-            raise ValueError("'max_queue_size', 'queue_timeout_s', 'stream_interval', 'priority_aging_per_s' and "
-                             "'cancel_check_period_ms' must be >= 0")
+            raise ValueError(
+                f"'dynamic_quantization_group_size' must be >= 0 (0: off), got {self.dynamic_quantization_group_size}"
+            )
+        if (
+            self.max_queue_size < 0
+            or self.queue_timeout_s < 0
+            or self.stream_interval < 0
+            or self.priority_aging_per_s < 0
+            or self.cancel_check_period_ms < 0
+        ):
+            raise ValueError(
+                "'max_queue_size', 'queue_timeout_s', 'stream_interval', 'priority_aging_per_s' and "
+                "'cancel_check_period_ms' must be >= 0"
+            )
         if self.max_num_seqs < 1 or self.max_num_batched_tokens < 1:
             raise ValueError("'max_num_seqs' and 'max_num_batched_tokens' must be >= 1")
         if not -1 <= self.priority_reserved_seqs < self.max_num_seqs:
-            raise ValueError(f"'priority_reserved_seqs' must be -1 (a quarter of max_num_seqs) or 0 to max_num_seqs - 1 "
-                             f"({self.max_num_seqs - 1}), got {self.priority_reserved_seqs}")
+            raise ValueError(
+                f"'priority_reserved_seqs' must be -1 (a quarter of max_num_seqs) or 0 to max_num_seqs - 1 "
+                f"({self.max_num_seqs - 1}), got {self.priority_reserved_seqs}"
+            )
         if self.kv_cache_size_gb < 0:
             raise ValueError(f"'kv_cache_size_gb' must be >= 0 (0: grows on demand), got {self.kv_cache_size_gb}")
         if self.inference_threads < 0:
@@ -166,8 +188,10 @@ class EngineRelayParameters:
 
     def validate(self) -> None:
         if bool(self.draft_model) != (self.max_draft_len > 0):
-            raise ValueError(f"'draft_model' ({self.draft_model!r}) and 'max_draft_len' ({self.max_draft_len}) go "
-                             "together: a draft model and a max_draft_len >= 1, or neither")
+            raise ValueError(
+                f"'draft_model' ({self.draft_model!r}) and 'max_draft_len' ({self.max_draft_len}) go "
+                "together: a draft model and a max_draft_len >= 1, or neither"
+            )
         if not self.target_model.strip():
             raise ValueError("'target_model' must name a model of the repository")
         if self.cancel_check_period_ms < 1:
@@ -245,15 +269,23 @@ class PyTorchEngineParameters:
     lora_max_rank: int = 0
 
     def validate(self) -> None:
-        for name in ("max_batch_size", "max_num_tokens", "max_seq_len", "max_input_len", "tensor_parallel_size",
-                     "pipeline_parallel_size", "cancel_check_period_ms"):
+        for name in (
+            "max_batch_size",
+            "max_num_tokens",
+            "max_seq_len",
+            "max_input_len",
+            "tensor_parallel_size",
+            "pipeline_parallel_size",
+            "cancel_check_period_ms",
+        ):
             if getattr(self, name) < 1:
                 raise ValueError(f"'{name}' must be >= 1, got {getattr(self, name)}")
         if self.max_input_len >= self.max_seq_len:
             raise ValueError(f"'max_input_len' ({self.max_input_len}) must be < 'max_seq_len' ({self.max_seq_len})")
         if not 0 < self.kv_cache_free_gpu_mem_fraction <= 1:
-            raise ValueError(f"'kv_cache_free_gpu_mem_fraction' must be in (0, 1], got "
-                             f"{self.kv_cache_free_gpu_mem_fraction}")
+            raise ValueError(
+                f"'kv_cache_free_gpu_mem_fraction' must be in (0, 1], got {self.kv_cache_free_gpu_mem_fraction}"
+            )
         if self.dtype not in ("auto", "float16", "bfloat16"):
             raise ValueError(f"'dtype' must be auto, float16 or bfloat16, got {self.dtype!r}")
         if self.max_queue_size < 0 or self.queue_timeout_s < 0 or self.stats_period_s <= 0:

@@ -38,7 +38,9 @@ def _parse_value(field: str, kind: Any, text: str) -> Any:
         try:
             return kind(text)
         except ValueError:
-            raise ParameterError(f"'{field}' must be {'an integer' if kind is int else 'a number'}, got {text!r}") from None
+            raise ParameterError(
+                f"'{field}' must be {'an integer' if kind is int else 'a number'}, got {text!r}"
+            ) from None
     if kind is Path:
         if not text.strip():
             raise ParameterError(f"'{field}' must be a path, got an empty string")

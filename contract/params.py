@@ -110,18 +110,30 @@ def check_min_tokens(min_tokens: int, max_tokens: int, max_name: str = "max_toke
         raise InvalidParameter("min_tokens", f"{min_tokens} is greater than {max_name} ({max_tokens})")
 
 
-def check_lengths(prompt_tokens: int, max_tokens: int, max_input_len: int, max_seq_len: int, *,
-                  prompt_name: str = "text_input", max_name: str = "max_tokens") -> None:
+def check_lengths(
+    prompt_tokens: int,
+    max_tokens: int,
+    max_input_len: int,
+    max_seq_len: int,
+    *,
+    prompt_name: str = "text_input",
+    max_name: str = "max_tokens",
+) -> None:
     """The prompt and the tokens to generate against the engine's build limits."""
     if prompt_tokens == 0:
         raise InvalidParameter(prompt_name, "the prompt encodes to no tokens")
     if prompt_tokens > max_input_len:
-        raise InvalidParameter(prompt_name, f"the prompt has {prompt_tokens} tokens; this engine accepts at most "
-                                            f"{max_input_len} (max_input_len)")
+        raise InvalidParameter(
+            prompt_name,
+            f"the prompt has {prompt_tokens} tokens; this engine accepts at most {max_input_len} (max_input_len)",
+        )
     room = max_seq_len - prompt_tokens
     if max_tokens > room:
-        raise InvalidParameter(max_name, f"{max_tokens} is too large: the prompt has {prompt_tokens} tokens and the "
-                                         f"engine's max_seq_len is {max_seq_len}, so at most {room} can be generated")
+        raise InvalidParameter(
+            max_name,
+            f"{max_tokens} is too large: the prompt has {prompt_tokens} tokens and the "
+            f"engine's max_seq_len is {max_seq_len}, so at most {room} can be generated",
+        )
 
 
 def check_token_id(field: str, token: int, vocab_size: int) -> None:

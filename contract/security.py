@@ -11,5 +11,7 @@ ADMIN_KEY_HEADER = "triton-admin-key"  # gRPC clients send it as metadata "trito
 
 def restricted_api_flags(key: str) -> list[str]:
     apis = ",".join(ADMIN_APIS)
-    return [f"--http-restricted-api={apis}:{ADMIN_KEY_HEADER}={key}",
-            f"--grpc-restricted-protocol={apis}:{ADMIN_KEY_HEADER}={key}"]
+    return [
+        f"--http-restricted-api={apis}:{ADMIN_KEY_HEADER}={key}",
+        f"--grpc-restricted-protocol={apis}:{ADMIN_KEY_HEADER}={key}",
+    ]

@@ -31,5 +31,7 @@ class SupervisionRecord:
             data = json.loads(path.read_text())
         except FileNotFoundError:
             return cls()
-        return cls({str(k): int(v) for k, v in data.get("restarts", {}).items()},
-                   {str(k): int(v) for k, v in data.get("wedges", {}).items()})
+        return cls(
+            {str(k): int(v) for k, v in data.get("restarts", {}).items()},
+            {str(k): int(v) for k, v in data.get("wedges", {}).items()},
+        )

@@ -104,13 +104,17 @@ ENSEMBLE_INPUTS: tuple[TensorSpec, ...] = (
     _scalar("seed", DType.UINT64, "sampling seed"),
     _scalar("return_log_probs", DType.BOOL, "return per-token log probabilities"),
     _scalar("return_context_logits", DType.BOOL, "return the prompt's logits (engines built to gather them)"),
-    _scalar("return_generation_logits", DType.BOOL, "return the generated tokens' logits (engines built to gather them)"),
+    _scalar(
+        "return_generation_logits", DType.BOOL, "return the generated tokens' logits (engines built to gather them)"
+    ),
     _scalar("return_perf_metrics", DType.BOOL, "return the engine's KV-cache and timing metrics"),
     _scalar("return_num_input_tokens", DType.BOOL, "kept for compatibility; counts are always returned"),
     _scalar("return_num_output_tokens", DType.BOOL, "kept for compatibility; counts are always returned"),
     _scalar("beam_width", DType.INT32, "beams (1 is supported)"),
     _scalar("stream", DType.BOOL, "stream one response per generated step"),
-    TensorSpec("prompt_embedding_table", DType.FP16, (-1, -1), optional=True, doc="p-tuning table (engines built for it)"),
+    TensorSpec(
+        "prompt_embedding_table", DType.FP16, (-1, -1), optional=True, doc="p-tuning table (engines built for it)"
+    ),
     _scalar("prompt_table_extra_id", DType.UINT64, "p-tuning extra id (engines built for it)"),
     _scalar("prompt_vocab_size", DType.INT32, "p-tuning vocabulary size (engines built for it)"),
     TensorSpec("embedding_bias_words", DType.STRING, (-1,), optional=True, doc="words whose logits get a bias"),
@@ -123,11 +127,20 @@ ENSEMBLE_INPUTS: tuple[TensorSpec, ...] = (
     # ours
     _scalar("messages", DType.STRING, "chat messages as a JSON list of {role, content}", extra=True),
     _scalar("skip_special_tokens", DType.BOOL, "drop special tokens from the text (default true)", extra=True),
-    _scalar("priority", DType.FP32, "admission order when the engine is full: [0, 1], higher first, 0.5 default "
-            "(TensorRT-LLM's executor scale; the CPU engine honours it)", extra=True),
-    _scalar("top_logprobs", DType.INT32, f"0-{MAX_TOP_LOGPROBS}: the most likely tokens at each generated "
-            "position, with their log probs (output_top_ids / output_top_log_probs); needs return_log_probs",
-            extra=True),
+    _scalar(
+        "priority",
+        DType.FP32,
+        "admission order when the engine is full: [0, 1], higher first, 0.5 default "
+        "(TensorRT-LLM's executor scale; the CPU engine honours it)",
+        extra=True,
+    ),
+    _scalar(
+        "top_logprobs",
+        DType.INT32,
+        f"0-{MAX_TOP_LOGPROBS}: the most likely tokens at each generated "
+        "position, with their log probs (output_top_ids / output_top_log_probs); needs return_log_probs",
+        extra=True,
+    ),
     dataclasses.replace(STOP, extra=True),  # NVIDIA's ensemble has none; their BLS and engine do
 )
 
@@ -138,8 +151,12 @@ BLS_ONLY_INPUTS: tuple[TensorSpec, ...] = (
     _scalar("image_url_input", DType.STRING, "multimodal engines only"),
     TensorSpec("image_sizes_input", DType.INT64, (-1, 2), optional=True, doc="multimodal engines only"),
     TensorSpec("video_bytes_input", DType.UINT8, (-1, -1, -1, -1), optional=True, doc="multimodal engines only"),
-    _scalar("num_draft_tokens", DType.INT32, "draft tokens per round of draft-target speculative decoding (BLS, "
-            "engines built with a draft; one prompt, not streamed)"),
+    _scalar(
+        "num_draft_tokens",
+        DType.INT32,
+        "draft tokens per round of draft-target speculative decoding (BLS, "
+        "engines built with a draft; one prompt, not streamed)",
+    ),
     _scalar("use_draft_logits", DType.BOOL, "accept drafts by their logits (refused: drafts are accepted by token)"),
 )
 BLS_INPUTS: tuple[TensorSpec, ...] = ENSEMBLE_INPUTS + BLS_ONLY_INPUTS
@@ -169,10 +186,20 @@ ENGINE_CLIENT_OUTPUTS: tuple[TensorSpec, ...] = (
     TensorSpec("context_logits", DType.FP32, (-1, -1), doc="[prompt tokens, vocab]"),
     TensorSpec("generation_logits", DType.FP32, (-1, -1, -1), doc="[beam, tokens, vocab]"),
     # ours: NVIDIA's C++ backend returns the chosen tokens' log probs only
-    TensorSpec("output_top_ids", DType.INT32, (-1, -1, -1), extra=True,
-               doc="[beam, tokens, top_logprobs] the most likely tokens at each new token's position, most likely first"),
-    TensorSpec("output_top_log_probs", DType.FP32, (-1, -1, -1), extra=True,
-               doc="[beam, tokens, top_logprobs] their log probabilities (the raw model distribution)"),
+    TensorSpec(
+        "output_top_ids",
+        DType.INT32,
+        (-1, -1, -1),
+        extra=True,
+        doc="[beam, tokens, top_logprobs] the most likely tokens at each new token's position, most likely first",
+    ),
+    TensorSpec(
+        "output_top_log_probs",
+        DType.FP32,
+        (-1, -1, -1),
+        extra=True,
+        doc="[beam, tokens, top_logprobs] their log probabilities (the raw model distribution)",
+    ),
     _count("batch_index", DType.INT32, "which prompt of a batched request this response belongs to"),
     _count("sequence_index", DType.INT32, "which of num_return_sequences this response belongs to"),
 ) + PERF_METRIC_OUTPUTS
@@ -181,15 +208,24 @@ ENGINE_CLIENT_OUTPUTS: tuple[TensorSpec, ...] = (
 TOP_LOGPROB_OUTPUTS: tuple[str, ...] = ("output_top_ids", "output_top_log_probs")
 
 ENSEMBLE_OUTPUTS: tuple[TensorSpec, ...] = (
-    # One UTF-8 string per response: 1-D on the wire ([1]), as NVIDIA's postprocessing sends
-    # it (their clients read output[0].decode()).
-    TensorSpec("text_output", DType.STRING, (-1,), doc="text delta (stream) or whole text", wire_shape=(1,)),
-) + ENGINE_CLIENT_OUTPUTS + (
-    _count("num_input_tokens", DType.INT32, "prompt length in tokens"),
-    _count("num_output_tokens", DType.INT32, "tokens generated so far"),
-    TensorSpec("finish_reason", DType.STRING, (1,), extra=True, doc="'' while running, then stop|length"),
-    TensorSpec("output_ids", DType.INT32, (-1, -1), extra=True,
-               doc="[beam, tokens] the engine's new token ids, before stop strings are cut"),
+    (
+        # One UTF-8 string per response: 1-D on the wire ([1]), as NVIDIA's postprocessing sends
+        # it (their clients read output[0].decode()).
+        TensorSpec("text_output", DType.STRING, (-1,), doc="text delta (stream) or whole text", wire_shape=(1,)),
+    )
+    + ENGINE_CLIENT_OUTPUTS
+    + (
+        _count("num_input_tokens", DType.INT32, "prompt length in tokens"),
+        _count("num_output_tokens", DType.INT32, "tokens generated so far"),
+        TensorSpec("finish_reason", DType.STRING, (1,), extra=True, doc="'' while running, then stop|length"),
+        TensorSpec(
+            "output_ids",
+            DType.INT32,
+            (-1, -1),
+            extra=True,
+            doc="[beam, tokens] the engine's new token ids, before stop strings are cut",
+        ),
+    )
 )
 
 # --- engine step: the TensorRT-LLM backend contract ---------------------------------------
@@ -199,8 +235,14 @@ ENSEMBLE_OUTPUTS: tuple[TensorSpec, ...] = (
 # from different decoupled models"), so preprocessing cannot hand them to postprocessing
 # directly: the engine step takes them as one opaque JSON tensor and returns it, unchanged,
 # with every response.  This is the one tensor we add to TensorRT-LLM's engine contract.
-DETOKENIZE_PARAMS = TensorSpec("detokenize_params", DType.STRING, (1,), optional=True, extra=True,
-                               doc="JSON of PostprocessParams, echoed by the engine")
+DETOKENIZE_PARAMS = TensorSpec(
+    "detokenize_params",
+    DType.STRING,
+    (1,),
+    optional=True,
+    extra=True,
+    doc="JSON of PostprocessParams, echoed by the engine",
+)
 
 # What preprocessing computes for the engine (names/dtypes of tensorrt_llm/config.pbtxt);
 # model_repository.engine_step.engine_inputs.EngineInputs mirrors it field by field.
@@ -210,8 +252,9 @@ ENGINE_CORE_INPUTS: tuple[TensorSpec, ...] = (
     _scalar("request_output_len", DType.INT32, "maximum new tokens", optional=False),
     _scalar("end_id", DType.INT32, "end-of-sequence id; -1 disables"),
     _scalar("pad_id", DType.INT32, "padding id"),
-    TensorSpec("stop_words_list", DType.INT32, (2, -1), optional=True,
-               doc="[flat ids, cumulative end offsets padded with -1]"),
+    TensorSpec(
+        "stop_words_list", DType.INT32, (2, -1), optional=True, doc="[flat ids, cumulative end offsets padded with -1]"
+    ),
     TensorSpec("bad_words_list", DType.INT32, (2, -1), optional=True, doc="same layout as stop_words_list"),
     TensorSpec("embedding_bias", DType.FP32, (-1,), optional=True, doc="[vocab] logit bias (empty: none)"),
     _scalar("runtime_top_k", DType.INT32, "top-k; 0 or 1 with top_p 0 = greedy"),
@@ -232,12 +275,21 @@ ENGINE_CORE_INPUTS: tuple[TensorSpec, ...] = (
 # Engine inputs the ensemble feeds straight from its own inputs, as NVIDIA's ensemble does
 # (ensemble input -> engine input); preprocessing only checks them.
 ENGINE_PASSTHROUGH: dict[str, str] = {
-    "beam_width": "beam_width", "num_return_sequences": "num_return_sequences", "length_penalty": "len_penalty",
-    "return_context_logits": "return_context_logits", "return_generation_logits": "return_generation_logits",
-    "return_perf_metrics": "return_perf_metrics", "prompt_embedding_table": "prompt_embedding_table",
-    "prompt_vocab_size": "prompt_vocab_size", "lora_task_id": "lora_task_id", "lora_weights": "lora_weights",
-    "lora_config": "lora_config", "guided_decoding_guide_type": "guided_decoding_guide_type",
-    "guided_decoding_guide": "guided_decoding_guide", "priority": "priority", "top_logprobs": "top_logprobs",
+    "beam_width": "beam_width",
+    "num_return_sequences": "num_return_sequences",
+    "length_penalty": "len_penalty",
+    "return_context_logits": "return_context_logits",
+    "return_generation_logits": "return_generation_logits",
+    "return_perf_metrics": "return_perf_metrics",
+    "prompt_embedding_table": "prompt_embedding_table",
+    "prompt_vocab_size": "prompt_vocab_size",
+    "lora_task_id": "lora_task_id",
+    "lora_weights": "lora_weights",
+    "lora_config": "lora_config",
+    "guided_decoding_guide_type": "guided_decoding_guide_type",
+    "guided_decoding_guide": "guided_decoding_guide",
+    "priority": "priority",
+    "top_logprobs": "top_logprobs",
 }
 _ENSEMBLE_BY_NAME = {t.name: t for t in ENSEMBLE_INPUTS}
 ENGINE_PASSTHROUGH_INPUTS: tuple[TensorSpec, ...] = tuple(
@@ -246,9 +298,13 @@ ENGINE_PASSTHROUGH_INPUTS: tuple[TensorSpec, ...] = tuple(
 ENGINE_INPUTS: tuple[TensorSpec, ...] = ENGINE_CORE_INPUTS + ENGINE_PASSTHROUGH_INPUTS
 
 ENGINE_OUTPUTS: tuple[TensorSpec, ...] = (
-    TensorSpec("output_ids", DType.INT32, (-1, -1), doc="[beam, tokens] new tokens of this response"),
-    TensorSpec("sequence_length", DType.INT32, (-1,), doc="[beam] number of tokens in output_ids"),
-) + ENGINE_CLIENT_OUTPUTS + (DETOKENIZE_PARAMS,)
+    (
+        TensorSpec("output_ids", DType.INT32, (-1, -1), doc="[beam, tokens] new tokens of this response"),
+        TensorSpec("sequence_length", DType.INT32, (-1,), doc="[beam] number of tokens in output_ids"),
+    )
+    + ENGINE_CLIENT_OUTPUTS
+    + (DETOKENIZE_PARAMS,)
+)
 
 # What the relays send to the C++ `tensorrt_llm` model and ask back from it (a subset of
 # NVIDIA's declaration, which its config carries as it is): the engine contract without our

@@ -31,9 +31,10 @@ TRTLLM_KV_FRACTION = 'nv_trt_llm_kv_cache_block_metrics{kv_cache_block_type="fra
 @dataclass(frozen=True)
 class Slo:
     """The objectives the alerts guard (the bench's goodput SLO uses the same defaults)."""
+
     ttft_p99_s: float = 1.0
     itl_p99_s: float = 0.06
-    queue_depth: int = 8          # waiting requests per replica before growth alerts
+    queue_depth: int = 8  # waiting requests per replica before growth alerts
     kv_cache_ratio: float = 0.9
     error_ratio: float = 0.05
     window: str = "5m"
@@ -49,9 +50,13 @@ class AlertRule:
     description: str
 
     def to_dict(self) -> dict:
-        return {"alert": self.name, "expr": self.expr, "for": self.for_,
-                "labels": {"severity": self.severity},
-                "annotations": {"summary": self.summary, "description": self.description}}
+        return {
+            "alert": self.name,
+            "expr": self.expr,
+            "for": self.for_,
+            "labels": {"severity": self.severity},
+            "annotations": {"summary": self.summary, "description": self.description},
+        }
 
 
 def _p99(spec: metrics.MetricSpec, window: str) -> str:
@@ -65,29 +70,59 @@ def rules(slo: Slo = Slo()) -> tuple[AlertRule, ...]:
     failed = f"sum by (instance, model) (rate(nv_inference_request_failure[{w}]))"
     succeeded = f"sum by (instance, model) (rate(nv_inference_request_success[{w}]))"
     return (
-        AlertRule("LLMTimeToFirstTokenP99High", f"{_p99(metrics.TIME_TO_FIRST_TOKEN, w)} > {slo.ttft_p99_s}", "5m",
-                  "page", "TTFT p99 over the SLO",
-                  f"{{{{ $labels.instance }}}}: p99 time to first token is {{{{ $value | humanizeDuration }}}} "
-                  f"(SLO {slo.ttft_p99_s} s) over {w}."),
-        AlertRule("LLMInterTokenLatencyP99High", f"{_p99(metrics.INTER_TOKEN_LATENCY, w)} > {slo.itl_p99_s}", "5m",
-                  "page", "Inter-token latency p99 over the SLO",
-                  f"{{{{ $labels.instance }}}}: p99 inter-token latency is {{{{ $value | humanizeDuration }}}} "
-                  f"(SLO {slo.itl_p99_s} s) over {w}."),
-        AlertRule("LLMQueueGrowing", f"{waiting} > {slo.queue_depth} and deriv({waiting}[{w}:30s]) > 0", "10m",
-                  "ticket", "Requests queue up faster than the replica serves them",
-                  f"{{{{ $labels.instance }}}}: {{{{ $value }}}} requests waiting and rising for 10 minutes "
-                  f"(threshold {slo.queue_depth}): add replicas."),
-        AlertRule("LLMKVCacheNearlyFull", f"{kv} > {slo.kv_cache_ratio}", "5m", "ticket",
-                  f"KV-cache utilisation over {slo.kv_cache_ratio:.0%}",
-                  f"{{{{ $labels.instance }}}}: KV cache {{{{ $value | humanizePercentage }}}} full: new requests "
-                  f"wait for blocks or get evicted."),
-        AlertRule("LLMErrorRatioHigh", f"{failed} / ({succeeded} + {failed}) > {slo.error_ratio}", "5m", "page",
-                  f"More than {slo.error_ratio:.0%} of requests fail",
-                  f"{{{{ $labels.instance }}}} model {{{{ $labels.model }}}}: {{{{ $value | humanizePercentage }}}} "
-                  f"of requests failed over {w}."),
-        AlertRule("LLMReplicaNotReady", f'up{{job="{SCRAPE_JOB}"}} == 0', "2m", "page",
-                  "A Triton replica does not answer its metrics scrape",
-                  "{{ $labels.instance }} has been down or unreachable for 2 minutes."),
+        AlertRule(
+            "LLMTimeToFirstTokenP99High",
+            f"{_p99(metrics.TIME_TO_FIRST_TOKEN, w)} > {slo.ttft_p99_s}",
+            "5m",
+            "page",
+            "TTFT p99 over the SLO",
+            f"{{{{ $labels.instance }}}}: p99 time to first token is {{{{ $value | humanizeDuration }}}} "
+            f"(SLO {slo.ttft_p99_s} s) over {w}.",
+        ),
+        AlertRule(
+            "LLMInterTokenLatencyP99High",
+            f"{_p99(metrics.INTER_TOKEN_LATENCY, w)} > {slo.itl_p99_s}",
+            "5m",
+            "page",
+            "Inter-token latency p99 over the SLO",
+            f"{{{{ $labels.instance }}}}: p99 inter-token latency is {{{{ $value | humanizeDuration }}}} "
+            f"(SLO {slo.itl_p99_s} s) over {w}.",
+        ),
+        AlertRule(
+            "LLMQueueGrowing",
+            f"{waiting} > {slo.queue_depth} and deriv({waiting}[{w}:30s]) > 0",
+            "10m",
+            "ticket",
+            "Requests queue up faster than the replica serves them",
+            f"{{{{ $labels.instance }}}}: {{{{ $value }}}} requests waiting and rising for 10 minutes "
+            f"(threshold {slo.queue_depth}): add replicas.",
+        ),
+        AlertRule(
+            "LLMKVCacheNearlyFull",
+            f"{kv} > {slo.kv_cache_ratio}",
+            "5m",
+            "ticket",
+            f"KV-cache utilisation over {slo.kv_cache_ratio:.0%}",
+            "{{ $labels.instance }}: KV cache {{ $value | humanizePercentage }} full: new requests "
+            "wait for blocks or get evicted.",
+        ),
+        AlertRule(
+            "LLMErrorRatioHigh",
+            f"{failed} / ({succeeded} + {failed}) > {slo.error_ratio}",
+            "5m",
+            "page",
+            f"More than {slo.error_ratio:.0%} of requests fail",
+            f"{{{{ $labels.instance }}}} model {{{{ $labels.model }}}}: {{{{ $value | humanizePercentage }}}} "
+            f"of requests failed over {w}.",
+        ),
+        AlertRule(
+            "LLMReplicaNotReady",
+            f'up{{job="{SCRAPE_JOB}"}} == 0',
+            "2m",
+            "page",
+            "A Triton replica does not answer its metrics scrape",
+            "{{ $labels.instance }} has been down or unreachable for 2 minutes.",
+        ),
     )
 
 

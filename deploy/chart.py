@@ -67,8 +67,12 @@ def default_values(chart_dir: Path = CHART_DIR) -> dict[str, Any]:
     return yaml.safe_load((chart_dir / "values.yaml").read_text())
 
 
-def render(values: dict[str, Any], release: str = DEFAULT_RELEASE, namespace: str = DEFAULT_NAMESPACE,
-           chart_dir: Path = CHART_DIR) -> list[RenderedTemplate]:
+def render(
+    values: dict[str, Any],
+    release: str = DEFAULT_RELEASE,
+    namespace: str = DEFAULT_NAMESPACE,
+    chart_dir: Path = CHART_DIR,
+) -> list[RenderedTemplate]:
     """`helm template`: every template that produced at least one object, in template order."""
     try:
         files = helm_engine.render(chart_dir, values, release, namespace)
@@ -90,8 +94,10 @@ def lint(values: dict[str, Any], chart_dir: Path = CHART_DIR, namespace: str = D
         report = helm_engine.lint(chart_dir, values, namespace)
     except helm_engine.HelmFailure as e:
         raise ChartError(f"helm could not lint {chart_dir.name}: {e}") from None
-    findings = tuple(f"{LINT_SEVERITIES.get(m['severity'], m['severity'])} {m['path']}: {m['error']}"
-                     for m in report.get("messages", []))
+    findings = tuple(
+        f"{LINT_SEVERITIES.get(m['severity'], m['severity'])} {m['path']}: {m['error']}"
+        for m in report.get("messages", [])
+    )
     errors = tuple(str(e) for e in report.get("errors", []))
     errors += tuple(f for f, m in zip(findings, report.get("messages", [])) if m["severity"] >= 2)
     return LintReport(errors=errors, findings=findings)
@@ -117,4 +123,3 @@ def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
 
 
 _BlockDumper.add_representer(str, _str)
-

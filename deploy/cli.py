@@ -14,11 +14,18 @@ from deploy.engine_values import EngineValuesError, engine_values
 from deploy.parallelism import ParallelismError
 
 values_option = click.option(
-    "-f", "--values", "values_files", multiple=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="Values file (repeatable; later files win, as with helm -f).")
+    "-f",
+    "--values",
+    "values_files",
+    multiple=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Values file (repeatable; later files win, as with helm -f).",
+)
 engine_option = click.option(
-    "--engine-dir", type=click.Path(exists=True, file_okay=False, path_type=Path),
-    help="Take the GPU count from this engine's build.json (applied after the values files).")
+    "--engine-dir",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="Take the GPU count from this engine's build.json (applied after the values files).",
+)
 release_option = click.option("--release", default=chart.DEFAULT_RELEASE, show_default=True)
 namespace_option = click.option("--namespace", default=chart.DEFAULT_NAMESPACE, show_default=True)
 

@@ -44,6 +44,7 @@ def _call(fn, *args):
 
 # In the worker process:
 
+
 def _helm():
     try:
         import helm_python

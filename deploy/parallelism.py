@@ -41,8 +41,12 @@ def engine_parallelism(engine_dir: Path) -> Parallelism:
 
 
 def _size(spec: Mapping[str, Any], keys: tuple[str, ...]) -> int:
-    found = {f"{where}{key}": value for where, section in _sections(spec) for key, value in section.items()
-             if key in keys and value is not None}
+    found = {
+        f"{where}{key}": value
+        for where, section in _sections(spec)
+        for key, value in section.items()
+        if key in keys and value is not None
+    }
     if not found:
         return 1
     if len(set(map(repr, found.values()))) > 1:

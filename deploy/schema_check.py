@@ -115,8 +115,11 @@ def _dropped(original: Any, kept: Any, path: str = "") -> list[str]:
     """Paths present in `original` and missing from `kept` (what the model did not know)."""
     if isinstance(original, dict):
         kept = kept if isinstance(kept, dict) else {}
-        return [p for key, value in original.items()
-                for p in ([f"{path}{key}"] if key not in kept else _dropped(value, kept[key], f"{path}{key}."))]
+        return [
+            p
+            for key, value in original.items()
+            for p in ([f"{path}{key}"] if key not in kept else _dropped(value, kept[key], f"{path}{key}."))
+        ]
     if isinstance(original, list) and isinstance(kept, list):
         return [p for i, (a, b) in enumerate(zip(original, kept)) for p in _dropped(a, b, f"{path}{i}.")]
     return []
@@ -156,8 +159,10 @@ def _vendored_crd(file: str) -> Callable[[dict[str, Any]], list[str]]:
         validator = jsonschema.Draft7Validator(schema)
         source = vendored["source"]
         where = f"{source['repository']} {source['tag']}"
-        return [f"{'.'.join(map(str, e.path)) or '(top)'}: {e.message} (CRD schema of {where})"
-                for e in sorted(validator.iter_errors(doc), key=lambda e: list(map(str, e.path)))]
+        return [
+            f"{'.'.join(map(str, e.path)) or '(top)'}: {e.message} (CRD schema of {where})"
+            for e in sorted(validator.iter_errors(doc), key=lambda e: list(map(str, e.path)))
+        ]
 
     return check
 

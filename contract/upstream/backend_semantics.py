@@ -106,7 +106,9 @@ _STRUCTURAL = {"id", "topic", "rule", "cite", "also"}
 @lru_cache(maxsize=None)
 def backend_semantics(version: str) -> BackendSemantics:
     if version not in SUPPORTED_VERSIONS:
-        raise UpstreamTableError(f"no backend semantics table for TensorRT-LLM {version} (have {', '.join(SUPPORTED_VERSIONS)})")
+        raise UpstreamTableError(
+            f"no backend semantics table for TensorRT-LLM {version} (have {', '.join(SUPPORTED_VERSIONS)})"
+        )
     table = load_table(f"trtllm_backend_semantics_{version}")
     rules, errors, inputs, outputs, parameters = {}, {}, {}, {}, {}
     for row in table.rows:
@@ -114,13 +116,27 @@ def backend_semantics(version: str) -> BackendSemantics:
         extra = {k: v for k, v in row.items() if k not in _STRUCTURAL}
         rules[row["id"]] = Rule(row["id"], row["topic"], row["rule"], cite, extra)
         if "message" in row and "code" in row:
-            errors[row["id"]] = ErrorRule(row["id"], row["code"], row["message"], row.get("delivery", "final_response"),
-                                          row.get("where", "backend"), cite)
+            errors[row["id"]] = ErrorRule(
+                row["id"],
+                row["code"],
+                row["message"],
+                row.get("delivery", "final_response"),
+                row.get("where", "backend"),
+                cite,
+            )
         if row["topic"] == "input":
-            inputs[row["name"]] = RequestInput(row["name"], bool(row["required"]), row.get("default"), row["executor_field"],
-                                               row.get("dtype", ""), cite)
+            inputs[row["name"]] = RequestInput(
+                row["name"],
+                bool(row["required"]),
+                row.get("default"),
+                row["executor_field"],
+                row.get("dtype", ""),
+                cite,
+            )
         elif row["topic"] == "output" and "name" in row:
             outputs[row["name"]] = ResponseOutput(row["name"], row["shape"], row["dtype"], row["when"], cite)
         elif row["topic"] == "parameter" and "key" in row:
-            parameters[row["key"]] = ModelParameter(row["key"], row.get("type", ""), row.get("default"), bool(row.get("required", False)), cite)
+            parameters[row["key"]] = ModelParameter(
+                row["key"], row.get("type", ""), row.get("default"), bool(row.get("required", False)), cite
+            )
     return BackendSemantics(version, table, rules, errors, inputs, outputs, parameters)

@@ -66,8 +66,12 @@ class Table:
         cite = row.get("cite")
         if not isinstance(cite, dict) or cite.get("source") not in self.sources:
             raise UpstreamTableError(f"{self.name}: row {row!r} has no citation of a known source")
-        return Citation(self.sources[cite["source"]], str(cite.get("lines", "")), bool(cite.get("confirmed", True)),
-                        str(cite.get("note", "")))
+        return Citation(
+            self.sources[cite["source"]],
+            str(cite.get("lines", "")),
+            bool(cite.get("confirmed", True)),
+            str(cite.get("note", "")),
+        )
 
 
 @lru_cache(maxsize=None)

@@ -11,7 +11,8 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, field
 
-from contract import names, tensors as ours
+from contract import names
+from contract import tensors as ours
 from contract.upstream import nvidia_clients as nc
 from contract.upstream import triton_models as tm
 
@@ -29,17 +30,21 @@ OUR_MODELS = {
     names.ENSEMBLE: OurModel(names.ENSEMBLE, ours.ENSEMBLE_INPUTS, ours.ENSEMBLE_OUTPUTS, True),
     names.LLM_BLS: OurModel(names.LLM_BLS, ours.ENSEMBLE_INPUTS, ours.ENSEMBLE_OUTPUTS, True),
     names.TRTLLM_ENGINE: OurModel(names.TRTLLM_ENGINE, ours.TRTLLM_INPUTS, ours.TRTLLM_OUTPUTS, True),
-    names.OPENVINO_ENGINE: OurModel(names.OPENVINO_ENGINE, ours.ENGINE_INPUTS,
-                                    ours.ENGINE_OUTPUTS, True),
-    names.PREPROCESSING: OurModel(names.PREPROCESSING, ours.PREPROCESSING_INPUTS, ours.PREPROCESSING_OUTPUTS,
-                                  False),
-    names.POSTPROCESSING: OurModel(names.POSTPROCESSING, ours.POSTPROCESSING_INPUTS, ours.POSTPROCESSING_OUTPUTS,
-                                   False),
+    names.OPENVINO_ENGINE: OurModel(names.OPENVINO_ENGINE, ours.ENGINE_INPUTS, ours.ENGINE_OUTPUTS, True),
+    names.PREPROCESSING: OurModel(names.PREPROCESSING, ours.PREPROCESSING_INPUTS, ours.PREPROCESSING_OUTPUTS, False),
+    names.POSTPROCESSING: OurModel(
+        names.POSTPROCESSING, ours.POSTPROCESSING_INPUTS, ours.POSTPROCESSING_OUTPUTS, False
+    ),
 }
 
 # NVIDIA's model -> ours that plays its part (None: we have no model of that name).
-COUNTERPART = {"ensemble": names.ENSEMBLE, "tensorrt_llm_bls": names.LLM_BLS, "tensorrt_llm": names.TRTLLM_ENGINE,
-               "preprocessing": names.PREPROCESSING, "postprocessing": names.POSTPROCESSING}
+COUNTERPART = {
+    "ensemble": names.ENSEMBLE,
+    "tensorrt_llm_bls": names.LLM_BLS,
+    "tensorrt_llm": names.TRTLLM_ENGINE,
+    "preprocessing": names.PREPROCESSING,
+    "postprocessing": names.POSTPROCESSING,
+}
 
 UNARY = ("grpc_unary", "http_unary")
 
@@ -126,8 +131,10 @@ def report(version: str) -> str:
     lines = [f"## Tensor declarations, TensorRT-LLM {version}", ""]
     for nv_name, our_name in COUNTERPART.items():
         mine = OUR_MODELS[our_name]
-        for kind, nv_t, my_t in (("inputs", nvidia[nv_name].inputs, mine.inputs),
-                                 ("outputs", nvidia[nv_name].outputs, mine.outputs)):
+        for kind, nv_t, my_t in (
+            ("inputs", nvidia[nv_name].inputs, mine.inputs),
+            ("outputs", nvidia[nv_name].outputs, mine.outputs),
+        ):
             d = diff_tensors(nv_t, my_t, outputs=kind == "outputs")
             lines.append(f"### {nv_name} {kind} vs our {our_name}")
             missing = ", ".join(_fmt(t) for t in d.missing) or "none"

@@ -87,7 +87,7 @@ class LaterImage:
 
 
 def supported_releases() -> list[str]:
-    return sorted(name[len(TABLE_PREFIX):] for name in table_names() if name.startswith(TABLE_PREFIX))
+    return sorted(name[len(TABLE_PREFIX) :] for name in table_names() if name.startswith(TABLE_PREFIX))
 
 
 def _rows(table: Table, kind: str) -> list[dict[str, Any]]:
@@ -110,22 +110,38 @@ def load_image_packages(release: str) -> ImagePackageSet:
             raise UpstreamTableError(f"{table.name}: bad or repeated package row {row!r}")
         if row["basis"] == "inferred" and not row.get("bound"):
             raise UpstreamTableError(f"{table.name}: inferred row {name} must say the bound it was inferred in")
-        packages[name] = ImagePackage(name, row["version"], row["basis"], row.get("bound", ""), row["how"],
-                                      table.citation(row))
-    absent = {canonical(row["name"]): AbsentPackage(canonical(row["name"]), row["how"], table.citation(row))
-              for row in _rows(table, "absent")}
+        packages[name] = ImagePackage(
+            name, row["version"], row["basis"], row.get("bound", ""), row["how"], table.citation(row)
+        )
+    absent = {
+        canonical(row["name"]): AbsentPackage(canonical(row["name"]), row["how"], table.citation(row))
+        for row in _rows(table, "absent")
+    }
     both = set(packages) & set(absent)
     if both:
         raise UpstreamTableError(f"{table.name}: {sorted(both)} listed as present and absent")
-    return ImagePackageSet(release=image["release"], image=image["image"], python_version=image["python"],
-                           platform=image["platform"], glibc=image["glibc"], triton_version=image["triton_version"],
-                           trtllm_version=image["trtllm_version"], cutoff=image["cutoff"], packages=packages,
-                           absent=absent, table=table)
+    return ImagePackageSet(
+        release=image["release"],
+        image=image["image"],
+        python_version=image["python"],
+        platform=image["platform"],
+        glibc=image["glibc"],
+        triton_version=image["triton_version"],
+        trtllm_version=image["trtllm_version"],
+        cutoff=image["cutoff"],
+        packages=packages,
+        absent=absent,
+        table=table,
+    )
 
 
 @lru_cache(maxsize=None)
 def later_images() -> tuple[LaterImage, ...]:
     """The images after the newest supported one, with what could (not) be read about them."""
     table = load_table(LATER_IMAGES_TABLE)
-    return tuple(LaterImage(row["release"], row.get("trtllm_version"), row["engine_backend"], row["summary"],
-                            table.citation(row)) for row in table.rows)
+    return tuple(
+        LaterImage(
+            row["release"], row.get("trtllm_version"), row["engine_backend"], row["summary"], table.citation(row)
+        )
+        for row in table.rows
+    )

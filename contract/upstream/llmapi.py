@@ -88,7 +88,9 @@ class LlmApi:
         try:
             return self.signatures[name]
         except KeyError:
-            raise UpstreamTableError(f"TensorRT-LLM {self.version}: no signature {name!r} in the LLM API table") from None
+            raise UpstreamTableError(
+                f"TensorRT-LLM {self.version}: no signature {name!r} in the LLM API table"
+            ) from None
 
     def rule(self, rule_id: str) -> ApiRule:
         try:
@@ -108,8 +110,9 @@ def llmapi(version: str) -> LlmApi:
     signatures, fields, errors, rules = {}, {}, {}, {}
     for row in table.rows:
         cite = table.citation(row)
-        rules[row["id"]] = ApiRule(row["id"], row["topic"], row["rule"], cite,
-                                   {k: v for k, v in row.items() if k not in _STRUCTURAL})
+        rules[row["id"]] = ApiRule(
+            row["id"], row["topic"], row["rule"], cite, {k: v for k, v in row.items() if k not in _STRUCTURAL}
+        )
         if row["topic"] == "signature":
             params = tuple(Param(p["name"], p["default"], p["annotation"]) for p in row["params"])
             signatures[row["name"]] = Signature(row["name"], params, cite)

@@ -45,8 +45,10 @@ class ModelOptTable:
         try:
             return self.formats[precision]
         except KeyError:
-            raise UpstreamTableError(f"ModelOpt {self.version} exports no Hugging Face checkpoint for precision "
-                                     f"{precision!r}; it does for {sorted(self.formats)}") from None
+            raise UpstreamTableError(
+                f"ModelOpt {self.version} exports no Hugging Face checkpoint for precision "
+                f"{precision!r}; it does for {sorted(self.formats)}"
+            ) from None
 
     def rule(self, rule_id: str) -> dict[str, Any]:
         return self.rules[rule_id]
@@ -56,12 +58,13 @@ class ModelOptTable:
 
     def check_argv(self, argv: Sequence[str]) -> list[str]:
         """Every flag of argv (after the script) that hf_ptq.py at this version does not define or accept."""
-        return check_flags(argv, self.flags.get,
-                           lambda token: f"hf_ptq.py {token} is not a flag of ModelOpt {self.version}")
+        return check_flags(
+            argv, self.flags.get, lambda token: f"hf_ptq.py {token} is not a flag of ModelOpt {self.version}"
+        )
 
 
 def supported_versions() -> list[str]:
-    return sorted(name[len(TABLE_PREFIX):] for name in table_names() if name.startswith(TABLE_PREFIX))
+    return sorted(name[len(TABLE_PREFIX) :] for name in table_names() if name.startswith(TABLE_PREFIX))
 
 
 @lru_cache(maxsize=None)
@@ -81,10 +84,24 @@ def load_modelopt_table(version: str) -> ModelOptTable:
         trtllm_versions=tuple(r["trtllm_version"] for r in kinds["pin"]),
         requirement=kinds["pin"][0]["requirement"],
         tool_path=tool["command"],
-        flags={r["flag"]: ToolFlag(TOOL, r["flag"], FlagType(r["type"]), tuple(r.get("values", ())), r.get("default"),
-                                   table.citation(r), None) for r in kinds["flag"]},
-        formats={r["precision"]: ExportFormat(r["precision"], r["qformat"], r["quant_algo"], r.get("min_sm"),
-                                              table.citation(r)) for r in kinds["format"]},
+        flags={
+            r["flag"]: ToolFlag(
+                TOOL,
+                r["flag"],
+                FlagType(r["type"]),
+                tuple(r.get("values", ())),
+                r.get("default"),
+                table.citation(r),
+                None,
+            )
+            for r in kinds["flag"]
+        },
+        formats={
+            r["precision"]: ExportFormat(
+                r["precision"], r["qformat"], r["quant_algo"], r.get("min_sm"), table.citation(r)
+            )
+            for r in kinds["format"]
+        },
         kv_formats={r["kv_cache_dtype"]: r for r in kinds.get("kv_format", [])},
         rules={r["id"]: r for r in kinds.get("rule", [])},
         table=table,
@@ -97,5 +114,7 @@ def modelopt_for_trtllm(trtllm_version: str) -> ModelOptTable:
         table = load_modelopt_table(version)
         if trtllm_version in table.trtllm_versions:
             return table
-    raise UpstreamTableError(f"no ModelOpt table for TensorRT-LLM {trtllm_version}; tables: "
-                             + ", ".join(f"{v} ({load_modelopt_table(v).trtllm_versions})" for v in supported_versions()))
+    raise UpstreamTableError(
+        f"no ModelOpt table for TensorRT-LLM {trtllm_version}; tables: "
+        + ", ".join(f"{v} ({load_modelopt_table(v).trtllm_versions})" for v in supported_versions())
+    )

@@ -112,8 +112,17 @@ def _request(raw: dict[str, Any]) -> ClientRequest:
     outputs = None if raw["outputs"] is None else tuple(raw["outputs"])
     if raw["undeclared"] not in UNDECLARED:
         raise ValueError(f"unknown policy for undeclared tensors {raw['undeclared']!r}")
-    return ClientRequest(raw["model"], raw["transport"], bool(raw["streaming"]), inputs, dict(raw["parameters"]),
-                         outputs, tuple(raw["reads"]), raw.get("request_id", ""), raw["undeclared"])
+    return ClientRequest(
+        raw["model"],
+        raw["transport"],
+        bool(raw["streaming"]),
+        inputs,
+        dict(raw["parameters"]),
+        outputs,
+        tuple(raw["reads"]),
+        raw.get("request_id", ""),
+        raw["undeclared"],
+    )
 
 
 @lru_cache(maxsize=None)
@@ -125,9 +134,19 @@ def load_client_cases() -> tuple[ClientCase, ...]:
         citations(table, {"cite": row["cite"], **({"also": nested} if nested else {})})
         if row["kind"] != "case":
             continue
-        cases.append(ClientCase(row["script"], row["case"], row["argv"], tuple(_request(r) for r in row["requests"]),
-                                row["expects"], row["client_version"], table.citation(row),
-                                tuple(row["cite"].get("more_lines", ())), row.get("body", "")))
+        cases.append(
+            ClientCase(
+                row["script"],
+                row["case"],
+                row["argv"],
+                tuple(_request(r) for r in row["requests"]),
+                row["expects"],
+                row["client_version"],
+                table.citation(row),
+                tuple(row["cite"].get("more_lines", ())),
+                row.get("body", ""),
+            )
+        )
     return tuple(cases)
 
 

@@ -46,8 +46,13 @@ def recheck_of(table: Table, row: dict[str, Any]) -> Recheck | None:
     if raw is None:
         return None
     try:
-        return Recheck(raw["against"], RecheckStatus(raw["status"]), raw.get("read_at", ""),
-                       raw.get("older_commit", ""), raw.get("note", ""))
+        return Recheck(
+            raw["against"],
+            RecheckStatus(raw["status"]),
+            raw.get("read_at", ""),
+            raw.get("older_commit", ""),
+            raw.get("note", ""),
+        )
     except (KeyError, ValueError) as e:
         raise UpstreamTableError(f"{table.name}: malformed recheck {raw!r} ({e})") from None
 
@@ -92,8 +97,11 @@ def unchecked_rows(older: Table, newer: Table) -> list[str]:
         if _file(newer, row) not in old_files:
             continue
         check = recheck_of(newer, row)
-        if check is None or check.against != older.upstream_version or check.status not in (
-                RecheckStatus.UNCHANGED, RecheckStatus.NOT_REREAD):
+        if (
+            check is None
+            or check.against != older.upstream_version
+            or check.status not in (RecheckStatus.UNCHANGED, RecheckStatus.NOT_REREAD)
+        ):
             out.append(str(row.get("id") or row.get("flag") or row.get("name") or row))
     return out
 

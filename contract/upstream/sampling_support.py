@@ -26,8 +26,19 @@ from contract.upstream.citation import Citation, Table, UpstreamTableError, load
 TABLE_PREFIX = "sampling_support_"
 
 # The sampling fields we send to an engine, by their ensemble input names (contract/tensors.py).
-SAMPLING_FIELDS = ("temperature", "top_k", "top_p", "min_tokens", "repetition_penalty", "presence_penalty",
-                   "frequency_penalty", "seed", "bad_words", "stop_words", "embedding_bias")
+SAMPLING_FIELDS = (
+    "temperature",
+    "top_k",
+    "top_p",
+    "min_tokens",
+    "repetition_penalty",
+    "presence_penalty",
+    "frequency_penalty",
+    "seed",
+    "bad_words",
+    "stop_words",
+    "embedding_bias",
+)
 
 
 class EnginePath(str, enum.Enum):
@@ -72,8 +83,9 @@ class SamplingSupport:
         try:
             return self.rows[(EnginePath(path), field)]
         except KeyError:
-            raise UpstreamTableError(f"TensorRT-LLM {self.version}: no sampling row for {field!r} on the "
-                                     f"{EnginePath(path).value} path") from None
+            raise UpstreamTableError(
+                f"TensorRT-LLM {self.version}: no sampling row for {field!r} on the {EnginePath(path).value} path"
+            ) from None
 
     def ignored(self, path: EnginePath) -> tuple[SamplingRow, ...]:
         return tuple(r for (p, _), r in self.rows.items() if p == EnginePath(path) and r.support == Support.IGNORED)
@@ -83,7 +95,7 @@ class SamplingSupport:
 
 
 def supported_versions() -> list[str]:
-    return sorted(name[len(TABLE_PREFIX):] for name in table_names() if name.startswith(TABLE_PREFIX))
+    return sorted(name[len(TABLE_PREFIX) :] for name in table_names() if name.startswith(TABLE_PREFIX))
 
 
 def _row(table: Table, raw: dict) -> SamplingRow:
@@ -91,15 +103,25 @@ def _row(table: Table, raw: dict) -> SamplingRow:
     alternative = None
     if alt is not None:
         alternative = Alternative(alt["sampler"], alt["selected_by"], table.citation(alt))
-    return SamplingRow(raw["id"], EnginePath(raw["path"]), raw["field"], raw["sampler"], Support(raw["support"]),
-                       raw["rule"], table.citation(raw), alternative, tuple(raw.get("evidence", ())))
+    return SamplingRow(
+        raw["id"],
+        EnginePath(raw["path"]),
+        raw["field"],
+        raw["sampler"],
+        Support(raw["support"]),
+        raw["rule"],
+        table.citation(raw),
+        alternative,
+        tuple(raw.get("evidence", ())),
+    )
 
 
 @lru_cache(maxsize=None)
 def sampling_support(version: str) -> SamplingSupport:
     if version not in supported_versions():
-        raise UpstreamTableError(f"no sampling-support table for TensorRT-LLM {version} "
-                                 f"(have {', '.join(supported_versions())})")
+        raise UpstreamTableError(
+            f"no sampling-support table for TensorRT-LLM {version} (have {', '.join(supported_versions())})"
+        )
     table = load_table(TABLE_PREFIX + version)
     if table.upstream_version != version:
         raise UpstreamTableError(f"{table.name}: upstream_version {table.upstream_version!r} is not {version!r}")

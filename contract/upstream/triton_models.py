@@ -24,8 +24,14 @@ MODELS: tuple[str, ...] = ("ensemble", "tensorrt_llm_bls", "tensorrt_llm", "prep
 
 # config.pbtxt data_type -> the datatype string a tritonclient InferInput carries.
 WIRE_DTYPES = {
-    "TYPE_BOOL": "BOOL", "TYPE_UINT8": "UINT8", "TYPE_INT32": "INT32", "TYPE_INT64": "INT64",
-    "TYPE_UINT64": "UINT64", "TYPE_FP16": "FP16", "TYPE_BF16": "BF16", "TYPE_FP32": "FP32",
+    "TYPE_BOOL": "BOOL",
+    "TYPE_UINT8": "UINT8",
+    "TYPE_INT32": "INT32",
+    "TYPE_INT64": "INT64",
+    "TYPE_UINT64": "UINT64",
+    "TYPE_FP16": "FP16",
+    "TYPE_BF16": "BF16",
+    "TYPE_FP32": "FP32",
     "TYPE_STRING": "BYTES",
 }
 
@@ -131,9 +137,17 @@ def citations(table: Table, row: dict[str, Any]) -> tuple[Citation, ...]:
 
 
 def _tensor(table: Table, row: dict[str, Any]) -> TensorDecl:
-    return TensorDecl(row["name"], row["data_type"], tuple(row["dims"]), bool(row["optional"]),
-                      None if row["reshape"] is None else tuple(row["reshape"]), bool(row["allow_ragged_batch"]),
-                      tuple(row["wire_shape"]), table.citation(row), row.get("wire_note", ""))
+    return TensorDecl(
+        row["name"],
+        row["data_type"],
+        tuple(row["dims"]),
+        bool(row["optional"]),
+        None if row["reshape"] is None else tuple(row["reshape"]),
+        bool(row["allow_ragged_batch"]),
+        tuple(row["wire_shape"]),
+        table.citation(row),
+        row.get("wire_note", ""),
+    )
 
 
 @lru_cache(maxsize=None)
@@ -153,15 +167,30 @@ def load_models(version: str) -> dict[str, ModelDecl]:
             by_model[row["model"]][kind].append(_tensor(table, row))
         elif kind == "parameter":
             doc = row.get("corroboration")
-            by_model[row["model"]]["parameter"].append(ParameterDecl(
-                row["key"], row["template"], row["meaning"], bool(row["commented_out"]), table.citation(row),
-                table.citation({"cite": doc}) if doc else None))
+            by_model[row["model"]]["parameter"].append(
+                ParameterDecl(
+                    row["key"],
+                    row["template"],
+                    row["meaning"],
+                    bool(row["commented_out"]),
+                    table.citation(row),
+                    table.citation({"cite": doc}) if doc else None,
+                )
+            )
     models = {}
     for name, parts in by_model.items():
         row = parts["row"]
-        models[name] = ModelDecl(name, row["platform"], row["backend"], row["max_batch_size"], row["decoupled"],
-                                 tuple(parts["input"]), tuple(parts["output"]), tuple(parts["parameter"]),
-                                 table.citation(row))
+        models[name] = ModelDecl(
+            name,
+            row["platform"],
+            row["backend"],
+            row["max_batch_size"],
+            row["decoupled"],
+            tuple(parts["input"]),
+            tuple(parts["output"]),
+            tuple(parts["parameter"]),
+            table.citation(row),
+        )
     missing = set(MODELS) - set(models)
     if missing:
         raise UpstreamTableError(f"triton_models_{version}: no rows for {sorted(missing)}")
@@ -172,14 +201,18 @@ def load_models(version: str) -> dict[str, ModelDecl]:
 def ensemble_steps(version: str) -> tuple[StepMap, ...]:
     """The ensemble's input_map/output_map entries, step by step."""
     table = load_table(f"triton_models_{version}")
-    return tuple(StepMap(r["step"], r["map"], r["key"], r["value"], table.citation(r))
-                 for r in table.rows if r["kind"] == "step_map")
+    return tuple(
+        StepMap(r["step"], r["map"], r["key"], r["value"], table.citation(r))
+        for r in table.rows
+        if r["kind"] == "step_map"
+    )
 
 
 def fed_by(version: str, ensemble_input: str) -> tuple[tuple[str, str], ...]:
     """(step model, step tensor) pairs an ensemble input feeds, e.g. top_k -> (tensorrt_llm, runtime_top_k)."""
-    return tuple((s.step, s.key) for s in ensemble_steps(version)
-                 if s.direction == "input_map" and s.value == ensemble_input)
+    return tuple(
+        (s.step, s.key) for s in ensemble_steps(version) if s.direction == "input_map" and s.value == ensemble_input
+    )
 
 
 @lru_cache(maxsize=None)

@@ -107,8 +107,10 @@ class TrtllmBuildTable:
         for pin in self.images:
             if pin.release == release:
                 return pin
-        raise UpstreamTableError(f"Triton release {release!r} does not ship TensorRT-LLM {self.version}; "
-                                 f"its releases: {[p.release for p in self.images]}")
+        raise UpstreamTableError(
+            f"Triton release {release!r} does not ship TensorRT-LLM {self.version}; "
+            f"its releases: {[p.release for p in self.images]}"
+        )
 
     def rule(self, rule_id: str) -> BuildRule | None:
         return self.rules.get(rule_id)
@@ -124,12 +126,16 @@ class TrtllmBuildTable:
         """Every flag of `argv` (after the program) that the pinned `tool` does not define or accept."""
         if tool not in self.tools:
             return [f"{tool!r} is not a tool of TensorRT-LLM {self.version}; tools: {sorted(self.tools)}"]
-        return check_flags(argv, lambda token: self.flags.get((tool, token)),
-                           lambda token: f"{tool} {token} is not a flag of TensorRT-LLM {self.version}")
+        return check_flags(
+            argv,
+            lambda token: self.flags.get((tool, token)),
+            lambda token: f"{tool} {token} is not a flag of TensorRT-LLM {self.version}",
+        )
 
 
-def check_flags(argv: Sequence[str], flag_of: Callable[[str], "ToolFlag | None"],
-                unknown: Callable[[str], str]) -> list[str]:
+def check_flags(
+    argv: Sequence[str], flag_of: Callable[[str], "ToolFlag | None"], unknown: Callable[[str], str]
+) -> list[str]:
     """Walk a command line (after the program): every `--flag` the table does not define
     (`unknown(token)`), and every value a defined flag does not accept (its `problem`)."""
     problems, i = [], 0
@@ -152,28 +158,43 @@ def check_flags(argv: Sequence[str], flag_of: Callable[[str], "ToolFlag | None"]
 
 def _flag(table: Table, row: dict[str, Any]) -> ToolFlag:
     used = row.get("used_at_tag")
-    return ToolFlag(tool=row["tool"], flag=row["flag"], type=FlagType(row["type"]), values=tuple(row.get("values", ())),
-                    default=row.get("default"), citation=table.citation(row),
-                    used_at_tag=table.citation({"cite": used}) if used else None)
+    return ToolFlag(
+        tool=row["tool"],
+        flag=row["flag"],
+        type=FlagType(row["type"]),
+        values=tuple(row.get("values", ())),
+        default=row.get("default"),
+        citation=table.citation(row),
+        used_at_tag=table.citation({"cite": used}) if used else None,
+    )
 
 
 def _image(table: Table, row: dict[str, Any]) -> ImagePin:
     backend = row.get("backend") or {}
-    return ImagePin(release=row["release"], image=row["image"], trtllm_version=row["trtllm_version"],
-                    tensorrt_version=row["tensorrt_version"], trtllm_ref=row["trtllm_ref"],
-                    trtllm_commit=row["trtllm_commit"], citation=table.citation(row),
-                    backend_repo=backend.get("repo", ""), backend_ref=backend.get("ref", ""),
-                    backend_citation=table.citation(backend) if backend else None)
+    return ImagePin(
+        release=row["release"],
+        image=row["image"],
+        trtllm_version=row["trtllm_version"],
+        tensorrt_version=row["tensorrt_version"],
+        trtllm_ref=row["trtllm_ref"],
+        trtllm_commit=row["trtllm_commit"],
+        citation=table.citation(row),
+        backend_repo=backend.get("repo", ""),
+        backend_ref=backend.get("ref", ""),
+        backend_citation=table.citation(backend) if backend else None,
+    )
 
 
 def supported_versions() -> list[str]:
-    return sorted(name[len(TABLE_PREFIX):] for name in table_names() if name.startswith(TABLE_PREFIX))
+    return sorted(name[len(TABLE_PREFIX) :] for name in table_names() if name.startswith(TABLE_PREFIX))
 
 
 @lru_cache(maxsize=None)
 def load_build_table(version: str) -> TrtllmBuildTable:
     if version not in supported_versions():
-        raise UpstreamTableError(f"TensorRT-LLM {version!r} has no conformance table; supported: {supported_versions()}")
+        raise UpstreamTableError(
+            f"TensorRT-LLM {version!r} has no conformance table; supported: {supported_versions()}"
+        )
     table = load_table(TABLE_PREFIX + version)
     if table.upstream_version != version:
         raise UpstreamTableError(f"{table.name}: upstream_version {table.upstream_version!r} is not {version!r}")
@@ -188,8 +209,10 @@ def load_build_table(version: str) -> TrtllmBuildTable:
         images=tuple(_image(table, r) for r in by_kind.get("image", [])),
         tools={r["tool"]: table.citation(r) for r in by_kind.get("tool", [])},
         flags={(r["tool"], r["flag"]): _flag(table, r) for r in by_kind.get("flag", [])},
-        rules={r["id"]: BuildRule(r["id"], r["summary"], dict(r.get("params", {})), table.citation(r))
-               for r in by_kind.get("rule", [])},
+        rules={
+            r["id"]: BuildRule(r["id"], r["summary"], dict(r.get("params", {})), table.citation(r))
+            for r in by_kind.get("rule", [])
+        },
         table=table,
     )
 
