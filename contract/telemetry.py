@@ -66,12 +66,11 @@ class TraceSettings:
                    record_prompts=env.get(PROMPTS_ENV, "") in ("1", "true", "yes"))
 
     def environment(self) -> dict[str, str]:
-        """The variables that give another process these settings."""
+        """The variables that give another process these settings (not the service name: each
+        process keeps its own, e.g. triton-models, openai-front)."""
         out = {"OTEL_TRACES_SAMPLER_ARG": str(self.sample_ratio)}
         if self.endpoint:
             out["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] = self.endpoint
-        if self.service_name:
-            out["OTEL_SERVICE_NAME"] = self.service_name
         if self.record_prompts:
             out[PROMPTS_ENV] = "1"
         return out

@@ -14,9 +14,12 @@ ratio r becomes rate round(1/r); our own spans follow the client's flag (parent-
 
 from __future__ import annotations
 
+import os
+
 from contract.telemetry import TraceSettings
 
 DEFAULT_SERVICE = "triton-server"
+SERVICE_ENV = "KIT_TRACE_SERVICE"  # Triton's service.name where OTEL_SERVICE_NAME is not set (the chart sets it)
 LEVEL = "TIMESTAMPS"  # never TENSORS: it would export every input, prompts included
 
 
@@ -28,7 +31,7 @@ def trace_args(settings: TraceSettings | None) -> list[str]:
     """tritonserver flags for `settings`; [] when tracing is off."""
     if settings is None or not settings.enabled or settings.sample_ratio <= 0:
         return []
-    service = settings.service_name or DEFAULT_SERVICE
+    service = settings.service_name or os.environ.get(SERVICE_ENV) or DEFAULT_SERVICE
     return ["--trace-config=mode=opentelemetry", f"--trace-config=rate={triton_rate(settings.sample_ratio)}",
             f"--trace-config=level={LEVEL}", "--trace-config=count=-1",
             f"--trace-config=opentelemetry,url={settings.endpoint}",

@@ -61,3 +61,27 @@ def test_traceparent_round_trips_and_is_an_accepted_request_parameter():
     assert telemetry.context_from_json("not json") is None
     assert parameter_problems({"traceparent": parent, "tracestate": "a=b"}) == []
     assert parameter_problems({"nonsense": 1})
+
+
+def test_the_chart_and_compose_wire_tracing_through_the_environment():
+    from pathlib import Path
+
+    import yaml
+
+    from deploy import chart
+
+    def env_of(values):
+        rendered = chart.render(chart.merge_values(chart.load_values([]), values))
+        deployment = next(d for r in rendered for d in r.documents if d["kind"] == "Deployment")
+        return {c["name"]: {e["name"]: e.get("value") for e in c.get("env", [])}
+                for c in deployment["spec"]["template"]["spec"]["containers"]}
+
+    off = env_of({})
+    assert not any("OTEL_EXPORTER_OTLP_ENDPOINT" in env for env in off.values())
+    on = env_of({"tracing": {"endpoint": "http://collector:4318", "sampleRatio": 0.25}})
+    assert on["triton"]["OTEL_EXPORTER_OTLP_ENDPOINT"] == "http://collector:4318"
+    assert on["triton"]["OTEL_TRACES_SAMPLER_ARG"] == "0.25" and on["triton"]["KIT_TRACE_SERVICE"] == "triton-server"
+    compose = yaml.safe_load((Path(__file__).resolve().parents[2] / "docker-compose.yml").read_text())
+    for service in ("triton", "openai", "triton-cpu"):
+        assert "OTEL_EXPORTER_OTLP_ENDPOINT" in compose["services"][service]["environment"]
+    assert compose["services"]["jaeger"]["profiles"] == ["metrics"]
