@@ -1,7 +1,7 @@
 """The throughput cost of tracing (issue 38, docs/tracing.md), measured as DESIGN.md section 6
 asks: two servers of the same repository, one untraced and one traced at the default sampling
 ratio (Triton's own spans + our models' spans, exported over OTLP/HTTP to a receiver in its own
-process that reads and discards them), loaded in turn (A, B, A, B, ...) by a light in-process
+process that reads and discards them), loaded in turn (A, B, B, A, A, B, ...) by a light in-process
 asyncio gRPC client at the same concurrency; the ratio of each pair is reported.
 
     python -m bench.trace_cost --engine build/engines/SmolLM2-135M-Instruct-openvino-int8 \\
@@ -86,9 +86,12 @@ def main(engine: Path, model: str, concurrency: int, requests: int, max_tokens: 
         with TritonServer(plain) as a, TritonServer(traced) as b:
             for url in (a.settings.grpc_url, b.settings.grpc_url):  # warm-up: first compiles, first spans
                 asyncio.run(_throughput(url, model, concurrency, concurrency, 16))
-            for r in range(rounds):
-                ta = asyncio.run(_throughput(a.settings.grpc_url, model, concurrency, requests, max_tokens))
-                tb = asyncio.run(_throughput(b.settings.grpc_url, model, concurrency, requests, max_tokens))
+            for r in range(rounds):  # A, B then B, A: neither side always runs first (drift cancels)
+                run = {side: None for side in "ab"}
+                for side in ("ab" if r % 2 == 0 else "ba"):
+                    url = (a if side == "a" else b).settings.grpc_url
+                    run[side] = asyncio.run(_throughput(url, model, concurrency, requests, max_tokens))
+                ta, tb = run["a"], run["b"]
                 pairs.append({"round": r, "untraced_tok_s": round(ta, 1), "traced_tok_s": round(tb, 1),
                               "ratio_traced_over_untraced": round(tb / ta, 3)})
                 click.echo(json.dumps(pairs[-1]))

@@ -8,11 +8,10 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from opentelemetry.trace import SpanKind
-
 from client.errors import ClientError, InvalidRequestError, RequestCancelled, RequestTimeout, ServerUnavailable
 from client.types import StreamChunk
 from contract import telemetry
+from contract.telemetry import SpanKind
 
 _TRACER = telemetry.tracer("llama_triton.client")
 _CODES = ((InvalidRequestError, "INVALID_ARG"), (ServerUnavailable, "UNAVAILABLE"), (RequestTimeout, "DEADLINE_EXCEEDED"),

@@ -26,10 +26,16 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Iterator, Mapping
 
-from opentelemetry import context as otel_context
-from opentelemetry import trace
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode
-from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+try:
+    from opentelemetry import context as otel_context
+    from opentelemetry import trace
+    from opentelemetry.trace import INVALID_SPAN, Span, SpanKind, Status, StatusCode
+    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+    HAVE_API = True
+except ImportError:  # no opentelemetry-api (the GPU image's package set): every span is a no-op
+    from contract.otel_fallback import (INVALID_SPAN, Span, SpanKind, Status, StatusCode,  # noqa: F401
+                                        TraceContextTextMapPropagator, otel_context, trace)
+    HAVE_API = False
 
 DEFAULT_SAMPLE_RATIO = 1.0
 TRACEPARENT = "traceparent"
@@ -88,7 +94,7 @@ def setup(default_service: str, trace_settings: TraceSettings | None = None) -> 
     with _lock:
         if _provider is not None:
             return _provider is not False
-        if not chosen.enabled:
+        if not chosen.enabled or not HAVE_API:
             _provider = False
             return False
         try:
@@ -115,20 +121,20 @@ def flush(timeout_ms: int = 5000) -> None:
         _provider.force_flush(timeout_ms)
 
 
-def tracer(name: str) -> trace.Tracer:
+def tracer(name: str):
     return trace.get_tracer(name)
 
 
 # --- W3C trace context ---------------------------------------------------------------------
-def context_from(carrier: Mapping[str, str] | None) -> otel_context.Context | None:
+def context_from(carrier: Mapping[str, str] | None):
     """The remote parent in a carrier holding `traceparent` (+ `tracestate`), or None."""
     if not carrier or not carrier.get(TRACEPARENT):
         return None
     ctx = _PROPAGATOR.extract({k: str(v) for k, v in carrier.items() if k in (TRACEPARENT, TRACESTATE)})
-    return ctx if trace.get_current_span(ctx).get_span_context().is_valid else None
+    return ctx if ctx is not None and trace.get_current_span(ctx).get_span_context().is_valid else None
 
 
-def context_from_json(text: str | None) -> otel_context.Context | None:
+def context_from_json(text: str | None):
     """Triton's trace context (python_backend `request.trace().get_context()`): a JSON object of
     the W3C headers of Triton's span for this request, in opentelemetry mode."""
     if not text:
@@ -154,8 +160,8 @@ def trace_id(span: Span | None = None) -> str:
 
 
 @contextmanager
-def span(tracer_: trace.Tracer, name: str, parent: otel_context.Context | None = None,
-         kind: SpanKind = SpanKind.INTERNAL, attributes: Mapping | None = None) -> Iterator[Span]:
+def span(tracer_, name: str, parent=None, kind: SpanKind = SpanKind.INTERNAL,
+         attributes: Mapping | None = None) -> Iterator[Span]:
     """A span that records an escaping exception as its error status."""
     with tracer_.start_as_current_span(name, context=parent, kind=kind, attributes=dict(attributes or {}),
                                        record_exception=True, set_status_on_exception=True) as s:

@@ -18,11 +18,8 @@ from __future__ import annotations
 import logging
 import time
 
-from opentelemetry import context as otel_context
-from opentelemetry import trace
-from opentelemetry.trace import SpanKind
-
 from contract import request_ids, telemetry
+from contract.telemetry import SpanKind, otel_context, trace
 
 _TRACER = telemetry.tracer("llama_triton.openai_front")
 access_log = logging.getLogger("openai_front.access")

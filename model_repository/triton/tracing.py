@@ -24,9 +24,8 @@ import json
 import threading
 import time
 
-from opentelemetry.trace import Span, SpanKind
-
 from contract import request_ids, telemetry
+from contract.telemetry import INVALID_SPAN, Span, SpanKind
 
 SERVICE = "triton-models"  # OTEL_SERVICE_NAME overrides it
 _tracer = None
@@ -73,7 +72,6 @@ def start(request, name: str, model: str, kind: SpanKind = SpanKind.INTERNAL, **
     parent = parent_of(request)
     attrs = {telemetry.MODEL: model, telemetry.REQUEST_ID: request.request_id(), **attributes}
     if parent is None:  # not traced: keep untraced requests free (no root spans from the models)
-        from opentelemetry.trace import INVALID_SPAN
         return INVALID_SPAN
     return tracer().start_span(name, context=parent, kind=kind, attributes=attrs)
 

@@ -85,3 +85,27 @@ def test_the_chart_and_compose_wire_tracing_through_the_environment():
     for service in ("triton", "openai", "triton-cpu"):
         assert "OTEL_EXPORTER_OTLP_ENDPOINT" in compose["services"][service]["environment"]
     assert compose["services"]["jaeger"]["profiles"] == ["metrics"]
+
+
+def test_without_opentelemetry_api_every_span_is_a_no_op():
+    """The GPU image's package set has no opentelemetry-api: the client and the models must still import."""
+    import subprocess
+    import sys
+
+    code = """
+import builtins
+real = builtins.__import__
+def blocked(name, *args, **kwargs):
+    if name.startswith("opentelemetry"):
+        raise ImportError(name)
+    return real(name, *args, **kwargs)
+builtins.__import__ = blocked
+from contract import telemetry
+import client.aio_client, client.tracing
+assert not telemetry.HAVE_API and not telemetry.setup("x", telemetry.TraceSettings(endpoint="http://h/v1/traces"))
+span = client.tracing.RequestSpan("ensemble", "r1", True, "p")
+span.end(None, True)
+assert span.headers is None and telemetry.context_from({"traceparent": "00-" + "1" * 32 + "-" + "2" * 16 + "-01"}) is None
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
