@@ -32,13 +32,23 @@ _tracer = None
 _lock = threading.Lock()
 
 
+_enabled: bool | None = None
+
+
 def tracer():
-    global _tracer
+    global _tracer, _enabled
     with _lock:
         if _tracer is None:
-            telemetry.setup(SERVICE)
+            _enabled = telemetry.setup(SERVICE)
             _tracer = telemetry.tracer("llama_triton.models")
         return _tracer
+
+
+def enabled() -> bool:
+    """Whether this stub exports spans (OTEL_EXPORTER_OTLP_* set and the SDK present)."""
+    if _enabled is None:
+        tracer()
+    return bool(_enabled)
 
 
 def parameters(request) -> dict:
@@ -69,6 +79,8 @@ def carrier_of(request, span: Span | None = None) -> dict[str, str]:
 
 def start(request, name: str, model: str, kind: SpanKind = SpanKind.INTERNAL, **attributes) -> Span:
     """A span of this request (ended by the caller); a no-op span when nobody traces it."""
+    if not enabled():  # nothing exported from this process: skip reading the request's context
+        return INVALID_SPAN
     parent = parent_of(request)
     attrs = {telemetry.MODEL: model, telemetry.REQUEST_ID: request.request_id(), **attributes}
     if parent is None:  # not traced: keep untraced requests free (no root spans from the models)
