@@ -203,3 +203,32 @@ def test_refused_and_cancelled_requests_show_their_status(traced, receiver, monk
     assert client.status_code == 2 and client.attributes["error.type"] == "CANCELLED"
     engine = receiver.wait_for(cancelled_trace, {"llm.generate"})
     assert _one(engine, "llm.generate").attributes.get("llm.cancelled") is True  # stopped by the client's `stop`
+
+
+def test_every_grpc_response_carries_the_request_id(traced):
+    """On gRPC the request id comes back in each response's `id` (Triton echoes it); the client's
+    traceparent parameter is accepted by every model."""
+    import numpy as np
+    import tritonclient.grpc as grpcclient
+
+    layout, server, tmp = traced
+    responses = []
+    client = grpcclient.InferenceServerClient(server.settings.grpc_url)
+    client.start_stream(lambda result, error: responses.append((result, error)))
+
+    def tensor(name, array, dtype):
+        t = grpcclient.InferInput(name, array.shape, dtype)
+        t.set_data_from_numpy(array)
+        return t
+
+    inputs = [tensor("text_input", np.array([["Say hi"]], dtype=object), "BYTES"),
+              tensor("max_tokens", np.array([[4]], dtype=np.int32), "INT32"), tensor("stream", np.array([[True]]), "BOOL")]
+    client.async_stream_infer("ensemble", inputs, request_id="grpc-id-1", enable_empty_final_response=True,
+                              parameters={"traceparent": f"00-{'3' * 32}-{INCOMING_SPAN}-01"})
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not any(
+            r is not None and r.get_response().parameters["triton_final_response"].bool_param for r, _ in responses):
+        time.sleep(0.1)
+    client.stop_stream()
+    assert responses and all(e is None for _, e in responses), responses
+    assert {r.get_response().id for r, _ in responses} == {"grpc-id-1"}
