@@ -21,8 +21,9 @@ from tritonclient.utils import InferenceServerException
 from client.errors import ClientError, RequestCancelled, RequestTimeout, ServerUnavailable, from_triton
 from client.request_builder import build_inputs, requested_outputs, stop_inputs
 from client.response_parser import is_final, parse_chunk
+from client.tracing import RequestSpan
 from client.types import ChatMessage, GenerationResult, SamplingParams, StreamChunk
-from contract import lora, names
+from contract import lora, names, request_ids
 
 Prompt = str | Sequence[ChatMessage]
 
@@ -96,11 +97,13 @@ class AsyncLlmClient:
         server."""
         inputs = build_inputs(prompt, sampling, stream)
         echo = prompt if sampling.echo and isinstance(prompt, str) else ""
-        request_id = request_id or uuid.uuid4().hex
+        # The caller's id, else the one bound to this task (the OpenAI front's), else a new one.
+        request_id = request_id or request_ids.current() or uuid.uuid4().hex
+        traced = RequestSpan(self.model, request_id, stream, prompt)  # client/tracing.py
         request = {
             "model_name": self.model, "inputs": inputs, "outputs": requested_outputs(),
             "request_id": request_id,
-            "parameters": {"triton_enable_empty_final_response": True},
+            "parameters": {"triton_enable_empty_final_response": True, **traced.parameters},
         }
 
         async def one_request():
@@ -108,9 +111,10 @@ class AsyncLlmClient:
 
         t0 = time.monotonic()
         deadline = None if timeout_s is None else t0 + timeout_s
-        responses = self._client.stream_infer(one_request())
+        responses = self._client.stream_infer(one_request(), headers=traced.headers)
         iterator = responses.__aiter__()
         finished = False
+        failure: BaseException | None = None
         try:
             while True:
                 remaining = None if deadline is None else deadline - time.monotonic()
@@ -130,6 +134,7 @@ class AsyncLlmClient:
                     raise from_triton(error)
                 chunk = parse_chunk(result, time.monotonic() - t0)
                 if chunk is not None:
+                    traced.on_chunk(chunk)
                     if echo:
                         chunk, echo = dataclasses.replace(chunk, text=echo + chunk.text), ""
                     yield chunk
@@ -140,7 +145,11 @@ class AsyncLlmClient:
             # call leaves state behind on the server).
             async for _ in iterator:
                 pass
+        except BaseException as e:
+            failure = e
+            raise
         finally:
+            traced.end(failure, finished)
             if not finished:
                 responses.cancel()
                 # Triton's ensemble does not pass a cancellation on to the engine step that

@@ -80,6 +80,10 @@ def _sampling(kwargs: dict) -> SamplingParams:
 def main(ctx: click.Context, url: str, model: str) -> None:
     """Query the deployed Llama ensemble."""
     ctx.obj = {"url": url, "model": model}
+    from contract import telemetry  # spans of each request when OTEL_EXPORTER_OTLP_* is set (docs/tracing.md)
+
+    if telemetry.setup("llm-client"):
+        ctx.call_on_close(telemetry.flush)
 
 
 def _client(ctx: click.Context) -> LlmClient:

@@ -296,11 +296,15 @@ def refusals(values: Mapping[str, Any], engine: EngineFeatures,
 # TensorRT-LLM's backend reads `request_type` (contract/upstream/data/trtllm_backend_semantics
 # rows input.request_type_parameter); only its default (no disaggregated serving) is served.
 KNOWN_PARAMETERS: dict[str, tuple[Any, ...]] = {"request_type": ("context_and_generation",)}
+# Free-form parameters: the W3C trace context a client sends (contract/telemetry.py).
+TRACE_PARAMETERS = frozenset({"traceparent", "tracestate"})
 
 
 def parameter_problems(parameters: Mapping[str, Any], inputs: Iterable[str] = ()) -> list[str]:
     out = []
     for key, value in parameters.items():
+        if key in TRACE_PARAMETERS:
+            continue
         allowed = KNOWN_PARAMETERS.get(key)
         if allowed is None:
             hint = " (a request parameter, not an input: Triton's HTTP generate makes one of every JSON key that " \

@@ -18,10 +18,11 @@ from fastapi.responses import JSONResponse
 from client import AsyncLlmClient
 from client.types import StreamChunk
 from client.errors import ClientError, InvalidRequestError, RequestTimeout, ServerUnavailable
-from contract import lora, names, tool_formats
+from contract import lora, names, telemetry, tool_formats
 from openai_front.errors import ApiError, api_message, unsupported, validation_error_body
 from openai_front.logprobs import TokenTexts
 from openai_front.metrics import FrontMetrics, MetricsMiddleware
+from openai_front.observability import RequestContext
 from openai_front import responses
 from openai_front.response_store import StoreSettings
 from openai_front.schemas import ChatCompletionRequest, CompletionRequest
@@ -95,7 +96,9 @@ def create_app(settings: FrontSettings) -> FastAPI:
 
     app = FastAPI(title="Llama on Triton - OpenAI-compatible API", lifespan=lifespan)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
-    app.add_middleware(MetricsMiddleware, metrics=FrontMetrics())  # outermost: counts 413s too
+    app.add_middleware(MetricsMiddleware, metrics=FrontMetrics())  # counts 413s too
+    app.add_middleware(RequestContext)  # outermost: request id + span (openai_front/observability.py)
+    telemetry.setup("openai-front")  # contract/telemetry.py: exports when OTEL_EXPORTER_OTLP_* is set
 
     @app.exception_handler(ApiError)
     async def api_error(request: Request, e: ApiError):
@@ -161,7 +164,7 @@ def create_app(settings: FrontSettings) -> FastAPI:
             except ClientError as e:
                 raise _client_error(e, chat) from None
             return shaper.whole(results)
-        chunks = client.stream(prompt, sampling, timeout_s=settings.request_timeout_s, request_id=new_id("req"))
+        chunks = client.stream(prompt, sampling, timeout_s=settings.request_timeout_s)  # the request's id (observability.py)
         try:
             first = await chunks.__anext__()  # errors before the first byte become HTTP errors
         except StopAsyncIteration:

@@ -42,9 +42,15 @@ def main() -> None:
               help="Responses kept at most (the oldest goes first).")
 @click.option("--response-store-ttl", "store_ttl_s", type=click.FloatRange(min=0, min_open=True),
               default=response_store.DEFAULT_TTL_S, show_default=True, help="Seconds a stored response is kept.")
+@click.option("--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="Log lines as text or one JSON object per line; each carries the request id and trace id.")
 def serve(grpc_url, host, port, model_name, api_key_file, max_body_bytes, tokenizer_dir, request_timeout_s,
-          tool_call_format, store_mode, store_max_entries, store_ttl_s) -> None:
+          tool_call_format, store_mode, store_max_entries, store_ttl_s, log_format) -> None:
     import uvicorn
+
+    from contract.request_ids import configure_logging
+
+    configure_logging(json_lines=log_format == "json")
 
     from openai_front.app import FrontSettings, create_app
 

@@ -24,6 +24,7 @@ Nothing here starts or stops a server.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import threading
 import time
@@ -33,6 +34,7 @@ from dataclasses import dataclass, field
 
 from client import AsyncLlmClient, SamplingParams
 from client.errors import ClientError, InvalidRequestError, RequestTimeout, ServerUnavailable
+from contract import request_ids
 
 PROMPT = "ping"
 TOP_PRIORITY = 1.0
@@ -72,6 +74,14 @@ class EntryCanary:
     prioritized: bool = True
 
     async def probe(self, settings: CanarySettings) -> CanaryResult:
+        """One canary request under its own request id (contract/request_ids.py), which a failure's
+        detail names, so the launcher's line and the server's and models' lines can be matched."""
+        request_id = request_ids.new_request_id("canary")
+        with request_ids.bind(request_id):
+            result = await self._probe(settings)
+        return result if result.answered else dataclasses.replace(result, detail=f"{result.detail} (request_id={request_id})")
+
+    async def _probe(self, settings: CanarySettings) -> CanaryResult:
         t0 = time.monotonic()
         deadline = settings.deadline_s if self.prioritized else settings.unprioritized_deadline_s
         sampling = SamplingParams(max_tokens=1, temperature=0.0, priority=TOP_PRIORITY if self.prioritized else None)
@@ -82,7 +92,7 @@ class EntryCanary:
         except InvalidRequestError as e:
             if self.prioritized and "priority" in str(e):
                 self.prioritized = False  # the engine has no priorities: ask again without
-                return await self.probe(settings)
+                return await self._probe(settings)
             return CanaryResult(self.model, True, time.monotonic() - t0, f"answered with an error: {e}")
         except RequestTimeout:
             return CanaryResult(self.model, False, time.monotonic() - t0, f"no answer within {deadline:g}s")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import subprocess
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import click
 
-from contract import names
+from contract import names, telemetry
 from serving import ports
 from serving.launch_record import PID_FILE, LaunchRecord, RecordError
 from serving.launcher import ServerFailed, ServerSettings, TritonServer
@@ -41,6 +42,14 @@ def server_options(f):
         click.option("--ready-timeout", "ready_timeout_s", type=float, default=600.0, show_default=True),
         click.option("--openai-port", type=int, default=0, show_default=True,
                      help="Also serve the OpenAI-compatible API on this port (0 = off)."),
+        click.option("--trace-endpoint", envvar="OTEL_EXPORTER_OTLP_ENDPOINT", default=None,
+                     help="OTLP/HTTP collector (http://host:4318): Triton's spans, our models' and the OpenAI "
+                          "front's are exported there (docs/tracing.md); unset: no tracing."),
+        click.option("--trace-rate", "trace_ratio", envvar="OTEL_TRACES_SAMPLER_ARG", type=click.FloatRange(0, 1),
+                     default=telemetry.DEFAULT_SAMPLE_RATIO, show_default=True,
+                     help="Ratio of requests traced (a client's sampled traceparent is always followed by our spans)."),
+        click.option("--trace-service", envvar="KIT_TRACE_SERVICE", default="triton-server", show_default=True,
+                     help="service.name of Triton's own spans."),
         click.option("--admin-key-file", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
                      help=f"Key of Triton's admin APIs (or ${ADMIN_KEY_ENV}); unset: a random key, APIs locked."),
     ]
@@ -92,8 +101,20 @@ def _settings(kwargs: dict, record_file: Path | None = None) -> ServerSettings:
     key_file = kwargs.get("admin_key_file")
     admin_key = key_file.read_text().strip() if key_file else os.environ.get(ADMIN_KEY_ENV) or None
     supervision = ((SUPERVISION_FILE_ENV, str(supervision_file(kwargs["log_file"]))),)
+    trace = _trace_settings(kwargs)
     return ServerSettings(**{k: kwargs[k] for k in keys}, admin_key=admin_key, record_file=record_file,
-                          environment=supervision)
+                          environment=supervision, trace=trace)
+
+
+def _trace_settings(kwargs: dict) -> telemetry.TraceSettings | None:
+    """Triton's and our processes' tracing (serving/trace_config.py); the OpenAI front this
+    launcher starts inherits it through the environment."""
+    if not kwargs.get("trace_endpoint"):
+        return None
+    trace = telemetry.TraceSettings.from_env({"OTEL_EXPORTER_OTLP_ENDPOINT": kwargs["trace_endpoint"],
+                                              "OTEL_TRACES_SAMPLER_ARG": str(kwargs["trace_ratio"])})
+    os.environ.update(trace.environment())
+    return dataclasses.replace(trace, service_name=kwargs["trace_service"])
 
 
 def supervision_file(log_file: Path) -> Path:

@@ -31,6 +31,8 @@ from contract import names
 from contract.build_record import BuildRecord, check_runtime
 from contract.model_configs import PyTorchEngineParameters, TensorRtLlmParameters
 from contract.security import restricted_api_flags
+from contract.telemetry import TraceSettings
+from serving.trace_config import trace_args
 
 NGC_TRITONSERVER = "/opt/tritonserver/bin/tritonserver"
 ENGINE_PATH_KEY = "gpt_model_path"
@@ -105,7 +107,8 @@ def rank_args(s: GpuServerSettings, rank: int) -> list[str]:
                        f"--grpc-address={s.host}", f"--grpc-port={s.grpc_port}",
                        f"--metrics-address={s.host}", f"--metrics-port={s.metrics_port}",
                        "--allow-metrics=true", "--model-control-mode=none", "--strict-readiness=true",
-                       *restricted_api_flags(s.admin_key or secrets.token_urlsafe(24)), *s.extra_args]
+                       *restricted_api_flags(s.admin_key or secrets.token_urlsafe(24)),
+                       *trace_args(TraceSettings.from_env()), *s.extra_args]  # OTEL_* (docs/tracing.md)
     return args + ["--model-control-mode=explicit", *(f"--load-model={m}" for m in trtllm_models(s.repository)),
                    "--allow-http=false", "--allow-grpc=false", "--allow-metrics=false"]
 

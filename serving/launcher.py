@@ -34,7 +34,9 @@ from serving.ports import free_loopback_port  # noqa: F401  (re-exported: tests 
 from serving.launch_record import LaunchRecord
 from serving.server_log import ServerLog, Service
 from serving.stop_signals import die_with_parent
+from serving.trace_config import trace_args
 from serving.triton_install import TritonInstall, prepare_install
+from contract.telemetry import TraceSettings
 
 DEFAULT_SERVER_DIR = Path("build/tritonserver")
 # What "in flight" means for drain(): Triton's queues, our engines' batches, TensorRT-LLM's.
@@ -67,6 +69,8 @@ class ServerSettings:
     # Variables added to the server's environment (its models' stubs inherit them), e.g. a test's
     # PYTHONPATH; the launcher's own environment is never changed.
     environment: tuple[tuple[str, str], ...] = ()
+    # OpenTelemetry: Triton's own spans and our models' (serving/trace_config.py); None: off.
+    trace: TraceSettings | None = None
 
     @classmethod
     def on_free_ports(cls, repository: Path, log_file: Path, **settings) -> "ServerSettings":
@@ -108,6 +112,7 @@ def server_command(settings: ServerSettings, install: TritonInstall) -> list[str
         f"--exit-timeout-secs={settings.exit_timeout_s}",
         f"--log-verbose={settings.log_verbose}",
         *restricted_api_flags(settings.admin_key or secrets.token_urlsafe(24)),
+        *trace_args(settings.trace),
         *settings.extra_args,
     ]
 
@@ -157,8 +162,9 @@ class TritonServer:
         with open(s.log_file, "ab") as log:
             offset = log.seek(0, os.SEEK_END)  # what the log says before this is not about this server
             before = time.time()
+            env = server_env(install) | (s.trace.environment() if s.trace else {}) | dict(s.environment)
             self.process = subprocess.Popen(die_with_parent(server_command(s, install)), stdout=log,
-                                            stderr=subprocess.STDOUT, env=server_env(install) | dict(s.environment),
+                                            stderr=subprocess.STDOUT, env=env,
                                             start_new_session=True)
         try:
             self.identity = stubs.ServerIdentity.of(self.process.pid)

@@ -285,6 +285,7 @@ class EngineRunner:
 
     def _admit(self, request: EngineInputs, sink: ResponseSink, arrived: float, request_id: str) -> None:
         """Cancelled requests were dropped by _drop_cancelled_waiting in the same run_once."""
+        on_scheduled = getattr(sink, "on_scheduled", None)  # a traced sink's queue time (triton/tracing.py)
         if request.options.top_logprobs:
             scorer = getattr(self._backend, "scorer", None)
             if scorer is None:
@@ -300,6 +301,8 @@ class EngineRunner:
             return
         now = self._clock()
         self._observer.on_scheduled(now - arrived)
+        if on_scheduled is not None:
+            on_scheduled(now - arrived)
         n = request.options.num_return_sequences
         # Multi-token stops end the request in the engine only with one sequence (OpenVINO
         # stops a request, not one of its sequences); with n, postprocessing cuts each text.
@@ -333,6 +336,9 @@ class EngineRunner:
                 # never reaches a BLS caller).
                 a.handle.cancel()
                 del self._active[key]
+                stopped = getattr(a.sink, "on_stopped", None)  # a traced sink marks its span (triton/tracing.py)
+                if stopped is not None:
+                    stopped()
                 a.send_all(final=True)
                 self._observer.on_finished(a.request, a.total_generated, HandleStatus.CANCELLED)
                 continue

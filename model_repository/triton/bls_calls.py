@@ -59,10 +59,15 @@ READ_OUTPUTS = frozenset({"output_ids", "sequence_length", "cum_log_probs", "out
                           "sequence_index"})
 
 
-def call(model: str, arrays: Mapping[str, np.ndarray], outputs: Iterable[str]) -> dict[str, np.ndarray]:
-    """One request to a non-decoupled model; raises with the model's error message."""
-    response = pb_utils.InferenceRequest(model_name=model, inputs=tensors(arrays),
-                                         requested_output_names=list(outputs)).exec()
+def call(model: str, arrays: Mapping[str, np.ndarray], outputs: Iterable[str], request_id: str = "",
+         trace=None, parameters: Mapping[str, str] | None = None) -> dict[str, np.ndarray]:
+    """One request to a non-decoupled model; raises with the model's error message.  `trace`:
+    the calling request's `request.trace()` (only while that request is alive, i.e. inside
+    execute()); `parameters`: its W3C trace context (model_repository/triton/tracing.py)."""
+    extra = {} if trace is None else {"trace": trace}
+    response = pb_utils.InferenceRequest(model_name=model, inputs=tensors(arrays), request_id=request_id,
+                                         requested_output_names=list(outputs),
+                                         parameters=dict(parameters) if parameters else None, **extra).exec()
     if response.has_error():
         raise BlsError(response.error().message())
     return copied_outputs(response)
@@ -84,9 +89,10 @@ class EngineStreams:
     def __init__(self, client: EngineClient) -> None:
         self.client = client
 
-    def stream(self, model: str, arrays: Mapping[str, np.ndarray], outputs: Iterable[str], request_id: str):
+    def stream(self, model: str, arrays: Mapping[str, np.ndarray], outputs: Iterable[str], request_id: str,
+               trace: Mapping[str, str] | None = None):
         """A streamed request to `model`: iterate it to the end."""
-        for reply in self.client.stream(model, arrays, tuple(outputs), request_id):
+        for reply in self.client.stream(model, arrays, tuple(outputs), request_id, trace=trace):
             if reply.error is not None:
                 yield pb_utils.InferenceResponse(output_tensors=[], error=engine_error(reply.error))
             else:
@@ -218,7 +224,8 @@ class RelayModel:
         sink = sink if self.decoupled else SingleResponse(sink)
         return sink if self.recorder is None else MeasuredSink(sink, self.recorder)
 
-    def serve(self, channel, request_id: str, engine: dict, sink_for, id_prefix: str) -> None:
+    def serve(self, channel, request_id: str, engine: dict, sink_for, id_prefix: str,
+              trace: Mapping[str, str] | None = None) -> None:
         """Relay `engine` (the engine's inputs) to the target under the client's request id,
         or refuse what this deployment cannot serve; `sink_for(streaming)` makes the sink."""
         streaming = bool(np.asarray(engine.get("streaming", False)).reshape(-1)[0])
@@ -227,7 +234,7 @@ class RelayModel:
             triton_io.fail(channel, refusal)
             return
         relay_stream(self.pool, self.engines, self.params.target_model, without_base_adapter(engine),
-                     self.sink(sink_for(streaming)), request_id, id_prefix)
+                     self.sink(sink_for(streaming)), request_id, id_prefix, trace)
 
     def serve_draft_target(self, channel, request_id: str, engine: dict, drafts: int, sink, id_prefix: str) -> None:
         """The draft loop (model_repository/engines/relay/draft_target.py) on a pool worker, as
@@ -343,12 +350,12 @@ def start_relays(model_name: str, args) -> RelayModel:
 
 
 def relay_stream(pool: RelayPool, engines: EngineStreams, target: str, arrays: Mapping[str, np.ndarray], sink,
-                 request_id: str, id_prefix: str) -> None:
+                 request_id: str, id_prefix: str, trace: Mapping[str, str] | None = None) -> None:
     """Stream `arrays` to the engine model `target` on a pool worker, the responses into
     `sink`, under the client's request id: a `stop` for that id (through the ensemble or to
     this model) reaches the engine request, whose backend keys stops by the Triton request
     id it received (upstream table row stop.lookup).  A request without an id gets a fresh
     one (it cannot be stopped by id, as upstream: row request_id.map)."""
     request_id = request_id or f"{id_prefix}-{uuid.uuid4().hex}"
-    start = functools.partial(engines.stream, target, arrays, requested_outputs(arrays), request_id)
+    start = functools.partial(engines.stream, target, arrays, requested_outputs(arrays), request_id, trace)
     pool.submit(Relay(request_id, sink, start, functools.partial(engines.cancel, target)))

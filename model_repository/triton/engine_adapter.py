@@ -14,7 +14,8 @@ import triton_python_backend_utils as pb_utils
 
 from contract import features
 from contract.tensors import ENGINE_CORE_INPUTS, ENGINE_INPUTS, ENGINE_OUTPUTS, TOP_LOGPROB_OUTPUTS, by_name
-from model_repository.triton import triton_io
+from contract import telemetry
+from model_repository.triton import tracing, triton_io
 from model_repository.engine_step.runner import FailCode, ResponseSink
 from model_repository.engine_step.engine_inputs import EngineInputs, GenerationOptions
 from model_repository.triton.response_channel import SharedChannel
@@ -92,9 +93,22 @@ def serve_requests(requests: Iterable, engine: Engine, engine_features: features
         problems += [p for row in rows for p in row.option_problems() + checks(row)]
         if problems:
             triton_io.fail(channel, "; ".join(dict.fromkeys(problems)), "INVALID_ARG")
+            _refused(request, "; ".join(dict.fromkeys(problems)))
             continue
         n = options.num_return_sequences
         shared = SharedChannel(channel, len(rows) * n)
         for index, row in enumerate(rows):
             sink = TritonSink([shared.row() for _ in range(n)], row.detokenize_params, index)
-            engine.submit(row, sink, request.request_id())
+            span = tracing.start(request, "llm.generate", "engine", **{  # model_repository/triton/tracing.py
+                telemetry.PROMPT_TOKENS: row.input_lengths, "llm.max_tokens": row.request_output_len,
+                telemetry.STREAM: row.streaming})
+            engine.submit(row, tracing.TracedSink(sink, span, n) if span.is_recording() else sink,
+                          request.request_id())
+
+
+def _refused(request, message: str) -> None:
+    """A refused request's span and log line (the request id leads the line)."""
+    span = tracing.start(request, "llm.generate", "engine")
+    telemetry.set_error(span, "INVALID_ARG", message)
+    span.end()
+    triton_io.logger().log_verbose(tracing.log_line(request, f"refused: {message}"))

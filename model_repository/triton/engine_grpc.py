@@ -99,8 +99,10 @@ class EngineReply:
 
 
 def infer_request(model: str, arrays: Mapping[str, np.ndarray], outputs: Sequence[str],
-                  request_id: str) -> service_pb2.ModelInferRequest:
+                  request_id: str, trace: Mapping[str, str] | None = None) -> service_pb2.ModelInferRequest:
     request = service_pb2.ModelInferRequest(model_name=model, id=request_id)
+    for key, value in (trace or {}).items():  # the W3C trace context (model_repository/triton/tracing.py)
+        request.parameters[key].string_param = value
     for name, value in arrays.items():
         value = np.asarray(value)
         datatype = np_to_triton_dtype(value.dtype)
@@ -149,13 +151,14 @@ class EngineClient:
         self._stub = service_pb2_grpc.GRPCInferenceServiceStub(self._channel)
 
     def stream(self, model: str, arrays: Mapping[str, np.ndarray], outputs: Sequence[str], request_id: str,
-               timeout_s: float | None = None) -> Iterator[EngineReply]:
+               timeout_s: float | None = None, trace: Mapping[str, str] | None = None) -> Iterator[EngineReply]:
         """The engine's replies to one request, to the end of the call (the server ends it
         after the request's final response: the request side is closed after the request).
         A call that fails yields one error reply (rpc_failure) and ends."""
-        request = infer_request(model, arrays, outputs, request_id)
+        request = infer_request(model, arrays, outputs, request_id, trace)
+        metadata = tuple(trace.items()) if trace else None  # Triton's own tracing reads traceparent here
         try:
-            for response in self._stub.ModelStreamInfer(iter((request,)), timeout=timeout_s):
+            for response in self._stub.ModelStreamInfer(iter((request,)), timeout=timeout_s, metadata=metadata):
                 yield decode(response)
         except grpc.RpcError as e:
             yield EngineReply({}, rpc_failure(e))

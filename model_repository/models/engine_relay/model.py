@@ -5,7 +5,7 @@ this file only converts Triton objects."""
 
 from contract.tensors import DETOKENIZE_PARAMS
 from model_repository.triton import bls_calls
-from model_repository.triton import triton_io
+from model_repository.triton import tracing, triton_io
 from model_repository.engines.relay.bls_pipeline import relay_outputs
 from model_repository.engines.relay.relay import FORWARDED_INPUTS, OWN_INPUTS, forwarded
 
@@ -31,8 +31,10 @@ class TritonPythonModel:
                 continue
             arrays = bls_calls.copied_arrays(request, FORWARDED_INPUTS + OWN_INPUTS + (DETOKENIZE_PARAMS.name,))
             echo = arrays.pop(DETOKENIZE_PARAMS.name, triton_io.text_array(""))
+            span = tracing.start(request, "llm.relay", "engine_relay")  # model_repository/triton/tracing.py
             self.relays.serve(channel, request.request_id(), forwarded(arrays),
-                              lambda streaming: TritonRelaySink(channel, echo, streaming), "relay")
+                              lambda streaming, c=channel, e=echo, s=span: tracing.RelaySpanSink(
+                                  TritonRelaySink(c, e, streaming), s), "relay", tracing.carrier_of(request, span))
         return None
 
     def finalize(self):

@@ -7,7 +7,7 @@ import triton_python_backend_utils as pb_utils
 from contract import metrics
 from contract.model_configs import PostprocessingParameters
 from contract.tensors import POSTPROCESSING_INPUTS, POSTPROCESSING_OUTPUTS
-from model_repository.triton import triton_io
+from model_repository.triton import tracing, triton_io
 from model_repository.text.detokenizer import DetokenizerFactory
 from model_repository.text.stream_postprocessor import StreamPostprocessor
 from model_repository.triton.supervision_metrics import publish_supervision
@@ -34,7 +34,7 @@ class TritonPythonModel:
         self.supervision.clear()  # while the stub's shared memory exists (triton_metrics.py says why)
 
     def execute(self, requests):
-        return [self._one(request) for request in requests]
+        return [tracing.traced(request, "llm.postprocess", "postprocessing", self._one) for request in requests]
 
     def _one(self, request):
         try:
@@ -46,7 +46,7 @@ class TritonPythonModel:
             sequence = int(index.reshape(-1)[0]) if index is not None and index.size else 0
             out = self.streams.process(arrays["detokenize_params"].reshape(-1)[0], tokens, sequence)
         except Exception as e:
-            triton_io.logger().log_error(f"postprocessing failed: {e!r}")
+            triton_io.logger().log_error(tracing.log_line(request, f"postprocessing failed: {e!r}"))
             return triton_io.error_response(f"postprocessing failed: {e}", "INTERNAL")
         return pb_utils.InferenceResponse(triton_io.output_tensors({
             "text_output": triton_io.text_array(out.text),

@@ -7,7 +7,7 @@ import triton_python_backend_utils as pb_utils
 from contract.model_configs import PreprocessingParameters
 from contract.params import InvalidParameter
 from contract.tensors import PREPROCESSING_INPUTS, PREPROCESSING_OUTPUTS
-from model_repository.triton import triton_io
+from model_repository.triton import tracing, triton_io
 from model_repository.engine_step.engine_inputs import stack
 from model_repository.text.generate_request import parse_generate_requests
 from model_repository.text.preprocessor import Preprocessor
@@ -19,7 +19,7 @@ class TritonPythonModel:
         self.preprocess = Preprocessor(triton_io.load_parameters(args, PreprocessingParameters))
 
     def execute(self, requests):
-        return [self._one(request) for request in requests]
+        return [tracing.traced(request, "llm.preprocess", "preprocessing", self._one) for request in requests]
 
     def _one(self, request):
         problems = triton_io.parameter_problems(request)
@@ -30,6 +30,6 @@ class TritonPythonModel:
         except InvalidParameter as e:
             return triton_io.error_response(str(e))
         except Exception as e:  # a bug must fail this request only, loudly
-            triton_io.logger().log_error(f"preprocessing failed: {e!r}")
+            triton_io.logger().log_error(tracing.log_line(request, f"preprocessing failed: {e!r}"))
             return triton_io.error_response(f"preprocessing failed: {e}", "INTERNAL")
         return pb_utils.InferenceResponse(triton_io.output_tensors(stack(rows), PREPROCESSING_OUTPUTS))

@@ -167,3 +167,17 @@ app.kubernetes.io/name: {{ include "llama-triton.name" . }}-epp
 app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/component: endpoint-picker
 {{- end }}
+
+{{/* OpenTelemetry settings (docs/tracing.md) as the environment every container reads. */}}
+{{- define "llama-triton.tracingEnv" -}}
+{{- if .Values.tracing.endpoint }}
+- name: OTEL_EXPORTER_OTLP_ENDPOINT
+  value: {{ .Values.tracing.endpoint | quote }}
+- name: OTEL_TRACES_SAMPLER_ARG
+  value: {{ .Values.tracing.sampleRatio | quote }}
+{{- if .Values.tracing.recordPrompts }}
+- name: KIT_TRACE_PROMPTS
+  value: "1"
+{{- end }}
+{{- end }}
+{{- end }}

@@ -1,0 +1,234 @@
+"""Traces end to end (issue 38, docs/tracing.md), checked at an OTLP/HTTP receiver that decodes
+what arrives with opentelemetry-proto (tests/integration/otlp_receiver.py), nothing of ours
+mocked: one streamed request through the OpenAI front and one through tensorrt_llm_bls (the
+Python client's CLI) arrive as one tree each, Triton's own spans included; a refused and a
+cancelled request show their status; the request id is on every hop."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("opentelemetry.sdk", reason="opentelemetry-sdk (requirements/lock.txt) is not installed")
+pytest.importorskip("opentelemetry.proto", reason="opentelemetry-proto (requirements/lock.txt) is not installed")
+
+from bench import layouts  # noqa: E402
+from contract.telemetry import TraceSettings  # noqa: E402
+from serving.launcher import ServerSettings, TritonServer  # noqa: E402
+from tests.integration.openai_front_process import MODEL, running_front  # noqa: E402
+from tests.integration.otlp_receiver import OtlpReceiver, ReceivedSpan, tree  # noqa: E402
+
+pytestmark = pytest.mark.server
+ROOT = Path(__file__).resolve().parent.parent.parent
+INCOMING_TRACE = {"server": "4bf92f3577b34da6a3ce929d0e0e4701", "standin_server": "4bf92f3577b34da6a3ce929d0e0e4702"}
+INCOMING_SPAN = "00f067aa0ba902b7"
+TREES: dict[str, str] = {}  # printed at the end (the note's trace trees)
+
+
+def _python_path() -> str:
+    """The test process's own path, so the stubs import the same OpenTelemetry packages."""
+    return os.pathsep.join(p for p in sys.path if p and Path(p).is_dir())
+
+
+@pytest.fixture(scope="module")
+def receiver():
+    with OtlpReceiver() as rx:
+        yield rx
+
+
+def _traced_server(repository: Path, receiver: OtlpReceiver, tmp: Path, environment=()) -> TritonServer:
+    trace = TraceSettings(endpoint=receiver.endpoint + "/v1/traces", sample_ratio=1.0, service_name=None)
+    settings = ServerSettings.on_free_ports(repository, tmp / "tritonserver.log", server_dir=ROOT / "build" / "tritonserver",
+                                            exit_timeout_s=10, trace=trace,
+                                            environment=(("PYTHONPATH", _python_path()), *environment))
+    return TritonServer(settings)
+
+
+@pytest.fixture(scope="module", params=["server", "standin_server"])
+def traced(request, default_engine, receiver, tmp_path_factory):
+    """A traced server of the layout (the CPU engine; the GPU layout on the C++ backend's stand-in)."""
+    tmp = tmp_path_factory.mktemp(f"traced-{request.param}")
+    if request.param == "server":
+        rendered = layouts.render_layout(layouts.Layout.CPU, default_engine, tmp / "repository")
+    else:
+        rendered = layouts.render_layout(layouts.Layout.STANDIN, default_engine, tmp / "repository")
+    server = _traced_server(rendered.repository, receiver, tmp, tuple(rendered.environment))
+    with server:
+        yield request.param, server, tmp
+
+
+def _by_id(spans: list[ReceivedSpan]) -> dict[str, ReceivedSpan]:
+    return {s.span_id: s for s in spans}
+
+
+def _one(spans: list[ReceivedSpan], name: str) -> ReceivedSpan:
+    found = [s for s in spans if s.name == name]
+    assert found, f"no span {name!r} in {sorted({s.name for s in spans})}"
+    return found[0]
+
+
+def _assert_one_tree(spans: list[ReceivedSpan], root_parent: str = "") -> None:
+    ids = _by_id(spans)
+    roots = [s for s in spans if s.parent_id not in ids]
+    assert [s.parent_id for s in roots] == [root_parent], tree(spans)
+
+
+def _ancestors(span: ReceivedSpan, ids: dict[str, ReceivedSpan]) -> list[str]:
+    out = []
+    while span.parent_id in ids:
+        span = ids[span.parent_id]
+        out.append(span.name)
+    return out
+
+
+def test_streamed_request_through_the_front_is_one_tree(traced, receiver, monkeypatch):
+    layout, server, tmp = traced
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", receiver.endpoint + "/v1/traces")
+    monkeypatch.setenv("OTEL_SERVICE_NAME", "openai-front")
+    monkeypatch.setenv("PYTHONPATH", _python_path())
+    request_id = f"trace-test-{layout}"
+    incoming = INCOMING_TRACE[layout]  # one trace per layout: the receiver serves the module
+    with running_front(server.settings.grpc_url, tmp, "--log-format", "json") as base:
+        body = {"model": MODEL, "messages": [{"role": "user", "content": "Say hi"}], "max_tokens": 8, "stream": True,
+                "stream_options": {"include_usage": True}}
+        http = urllib.request.Request(base + "/v1/chat/completions", data=json.dumps(body).encode(), headers={
+            "content-type": "application/json", "x-request-id": request_id,
+            "traceparent": f"00-{incoming}-{INCOMING_SPAN}-01"})
+        with urllib.request.urlopen(http, timeout=120) as r:
+            assert r.headers["x-request-id"] == request_id
+            assert r.headers["x-trace-id"] == incoming
+            assert b"[DONE]" in r.read()
+        expected = {"POST /v1/chat/completions", "triton ensemble", "InferRequest", "ensemble", "preprocessing",
+                    "llm.preprocess", "postprocessing", "llm.postprocess"}
+        engine = {"server": {"openvino_llm", "llm.generate"}, "standin_server": {"engine_relay", "llm.relay",
+                                                                                "tensorrt_llm"}}[layout]
+        spans = receiver.wait_for(incoming, expected | engine)
+        front_log = (tmp / "front.log").read_text()
+    TREES[f"front, {layout}"] = tree(spans)
+    print(f"\n--- trace tree: streamed chat completion through the front ({layout})\n{tree(spans)}")
+    assert expected | engine <= {s.name for s in spans}, tree(spans)
+    _assert_one_tree(spans, INCOMING_SPAN)
+    ids = _by_id(spans)
+    front = _one(spans, "POST /v1/chat/completions")
+    client = _one(spans, "triton ensemble")
+    assert front.parent_id == INCOMING_SPAN and "POST /v1/chat/completions" in _ancestors(client, ids)
+    assert front.attributes["llm.request_id"] == request_id and client.attributes["llm.request_id"] == request_id
+    assert client.attributes["llm.usage.completion_tokens"] > 0 and "llm.time_to_first_token_ms" in client.attributes
+    assert any(s.name == "InferRequest" and s.parent_id == client.span_id for s in spans)  # Triton continued it
+    assert all(s.attributes.get("triton.request_id") == request_id for s in spans if s.name == "ensemble")
+    assert "ensemble" in _ancestors(_one(spans, "llm.preprocess"), ids)
+    if layout == "server":
+        generate = _one(spans, "llm.generate")
+        assert _ancestors(generate, ids)[:2] == ["openvino_llm", "ensemble"]
+        assert {"llm.queue_time_ms", "llm.time_to_first_token_ms", "llm.usage.completion_tokens"} <= set(generate.attributes)
+    else:  # the relay's engine call continues the relay's span (gRPC metadata): Triton's tensorrt_llm span under it
+        assert "llm.relay" in _ancestors(_one(spans, "tensorrt_llm"), ids)
+    assert "Say hi" not in json.dumps([s.attributes for s in spans])  # no prompt text unless asked
+    lines = [json.loads(line) for line in front_log.splitlines() if line.startswith("{")]
+    access = [line for line in lines if line.get("logger") == "openai_front.access"]
+    assert access and access[-1]["request_id"] == request_id and access[-1]["trace_id"] == incoming
+
+
+def test_bls_request_from_the_client_is_one_tree(traced, receiver):
+    layout, server, tmp = traced
+    before = {s.span_id for s in receiver.spans()}
+    env = os.environ | {"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": receiver.endpoint + "/v1/traces",
+                        "OTEL_SERVICE_NAME": "llm-client", "PYTHONPATH": _python_path()}
+    out = subprocess.run([sys.executable, "-m", "client", "--url", server.settings.grpc_url, "--model", "tensorrt_llm_bls",
+                          "generate", "Name a colour.", "--max-tokens", "8", "--stream", "--json"],
+                         env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    deadline = time.monotonic() + 20
+    client = None
+    while client is None and time.monotonic() < deadline:
+        client = next((s for s in receiver.spans() if s.name == "triton tensorrt_llm_bls" and s.service == "llm-client"
+                       and s.span_id not in before), None)
+        time.sleep(0.2)
+    assert client is not None, sorted({s.name for s in receiver.spans()})
+    expected = {"InferRequest", "tensorrt_llm_bls", "llm.bls", "preprocessing", "llm.preprocess", "llm.postprocess"}
+    expected |= {"server": {"openvino_llm", "llm.generate"}, "standin_server": {"tensorrt_llm"}}[layout]
+    spans = receiver.wait_for(client.trace_id, expected)
+    TREES[f"client -> tensorrt_llm_bls, {layout}"] = tree(spans)
+    print(f"\n--- trace tree: the client's streamed request to tensorrt_llm_bls ({layout})\n{tree(spans)}")
+    assert expected <= {s.name for s in spans}, tree(spans)
+    _assert_one_tree(spans)
+    ids = _by_id(spans)
+    assert _ancestors(_one(spans, "llm.bls"), ids)[:2] == ["tensorrt_llm_bls", "InferRequest"]
+    assert "llm.bls" in _ancestors(_one(spans, "llm.postprocess"), ids)
+    assert "tensorrt_llm_bls" in _ancestors(_one(spans, "llm.preprocess"), ids)  # via trace=request.trace()
+    bls = _one(spans, "llm.bls")
+    assert bls.attributes["llm.usage.completion_tokens"] > 0 and bls.status_code != 2
+
+
+def test_refused_and_cancelled_requests_show_their_status(traced, receiver, monkeypatch):
+    layout, server, tmp = traced
+    if layout != "server":
+        pytest.skip("statuses are the same code on every layout; checked on the CPU layout")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", receiver.endpoint + "/v1/traces")
+    monkeypatch.setenv("PYTHONPATH", _python_path())
+    with running_front(server.settings.grpc_url, tmp) as base:
+        refused_trace, cancelled_trace = "1" * 32, "2" * 32
+        body = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "max_tokens": -1}
+        http = urllib.request.Request(base + "/v1/chat/completions", data=json.dumps(body).encode(), headers={
+            "content-type": "application/json", "traceparent": f"00-{refused_trace}-{INCOMING_SPAN}-01"})
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(http, timeout=60)
+        assert refused.value.code == 400 and refused.value.headers["x-request-id"]
+        body = {"model": MODEL, "messages": [{"role": "user", "content": "Tell me a long story."}], "max_tokens": 400,
+                "stream": True, "min_tokens": 400}
+        http = urllib.request.Request(base + "/v1/chat/completions", data=json.dumps(body).encode(), headers={
+            "content-type": "application/json", "traceparent": f"00-{cancelled_trace}-{INCOMING_SPAN}-01"})
+        r = urllib.request.urlopen(http, timeout=60)
+        r.readline()
+        r.readline()
+        r.close()  # the client goes away mid-stream
+        refused_spans = receiver.wait_for(refused_trace, {"POST /v1/chat/completions"})
+        cancelled_spans = receiver.wait_for(cancelled_trace, {"POST /v1/chat/completions", "triton ensemble",
+                                                              "llm.generate"})
+    TREES["refused"] = tree(refused_spans)
+    TREES["cancelled"] = tree(cancelled_spans)
+    print(f"\n--- refused\n{tree(refused_spans)}\n--- cancelled\n{tree(cancelled_spans)}")
+    front = _one(refused_spans, "POST /v1/chat/completions")
+    assert front.status_code == 2 and front.attributes["error.type"] == "400"
+    front = _one(cancelled_spans, "POST /v1/chat/completions")
+    assert front.status_code == 2 and front.attributes["error.type"]  # CANCELLED, or FastAPI's own CancelledError
+    client = _one(cancelled_spans, "triton ensemble")
+    assert client.status_code == 2 and client.attributes["error.type"] == "CANCELLED"
+    engine = receiver.wait_for(cancelled_trace, {"llm.generate"})
+    assert _one(engine, "llm.generate").attributes.get("llm.cancelled") is True  # stopped by the client's `stop`
+
+
+def test_every_grpc_response_carries_the_request_id(traced):
+    """On gRPC the request id comes back in each response's `id` (Triton echoes it); the client's
+    traceparent parameter is accepted by every model."""
+    import numpy as np
+    import tritonclient.grpc as grpcclient
+
+    layout, server, tmp = traced
+    responses = []
+    client = grpcclient.InferenceServerClient(server.settings.grpc_url)
+    client.start_stream(lambda result, error: responses.append((result, error)))
+
+    def tensor(name, array, dtype):
+        t = grpcclient.InferInput(name, array.shape, dtype)
+        t.set_data_from_numpy(array)
+        return t
+
+    inputs = [tensor("text_input", np.array([["Say hi"]], dtype=object), "BYTES"),
+              tensor("max_tokens", np.array([[4]], dtype=np.int32), "INT32"), tensor("stream", np.array([[True]]), "BOOL")]
+    client.async_stream_infer("ensemble", inputs, request_id="grpc-id-1", enable_empty_final_response=True,
+                              parameters={"traceparent": f"00-{'3' * 32}-{INCOMING_SPAN}-01"})
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not any(
+            r is not None and r.get_response().parameters["triton_final_response"].bool_param for r, _ in responses):
+        time.sleep(0.1)
+    client.stop_stream()
+    assert responses and all(e is None for _, e in responses), responses
+    assert {r.get_response().id for r, _ in responses} == {"grpc-id-1"}
