@@ -87,7 +87,7 @@ def main(engine: Path, model: str, concurrency: int, requests: int, max_tokens: 
             for url in (a.settings.grpc_url, b.settings.grpc_url):  # warm-up: first compiles, first spans
                 asyncio.run(_throughput(url, model, concurrency, concurrency, 16))
             for r in range(rounds):  # A, B then B, A: neither side always runs first (drift cancels)
-                run = {side: None for side in "ab"}
+                run: dict[str, float] = {}
                 for side in ("ab" if r % 2 == 0 else "ba"):
                     url = (a if side == "a" else b).settings.grpc_url
                     run[side] = asyncio.run(_throughput(url, model, concurrency, requests, max_tokens))

@@ -19,7 +19,7 @@ import re
 import time
 import uuid
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Any, Iterator
 
 HEADER = "x-request-id"
 MAX_LENGTH = 128
@@ -79,7 +79,7 @@ class JsonFormatter(logging.Formatter):
     _STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
 
     def format(self, record: logging.LogRecord) -> str:
-        out = {"time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z",
+        out: dict[str, Any] = {"time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z",
                "level": record.levelname.lower(), "logger": record.name, "message": record.getMessage()}
         for key, value in vars(record).items():
             if key not in self._STANDARD and not key.startswith("_"):

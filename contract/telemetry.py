@@ -24,7 +24,7 @@ import os
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Iterator, Mapping
+from typing import Any, Iterator, Mapping
 
 try:
     from opentelemetry import context as otel_context
@@ -33,8 +33,16 @@ try:
     from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
     HAVE_API = True
 except ImportError:  # no opentelemetry-api (the GPU image's package set): every span is a no-op
-    from contract.otel_fallback import (INVALID_SPAN, Span, SpanKind, Status, StatusCode,  # noqa: F401
-                                        TraceContextTextMapPropagator, otel_context, trace)
+    from contract.otel_fallback import (  # type: ignore[assignment,no-redef]  # the same names, no-ops
+        INVALID_SPAN,
+        Span,
+        SpanKind,
+        Status,
+        StatusCode,
+        TraceContextTextMapPropagator,
+        otel_context,
+        trace,
+    )
     HAVE_API = False
 
 DEFAULT_SAMPLE_RATIO = 1.0
@@ -44,7 +52,7 @@ PROMPTS_ENV = "KIT_TRACE_PROMPTS"
 
 _PROPAGATOR = TraceContextTextMapPropagator()
 _lock = threading.Lock()
-_provider = None
+_provider: Any = None  # the SDK's TracerProvider; False: tracing off in this process
 log = logging.getLogger(__name__)
 
 

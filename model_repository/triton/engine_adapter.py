@@ -7,7 +7,7 @@ they hand the rows to.  Imported only inside the Python-backend stub."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Iterable, Protocol
+from typing import Any, Callable, Iterable, Protocol
 
 import numpy as np
 import triton_python_backend_utils as pb_utils
@@ -99,9 +99,9 @@ def serve_requests(requests: Iterable, engine: Engine, engine_features: features
         shared = SharedChannel(channel, len(rows) * n)
         for index, row in enumerate(rows):
             sink = TritonSink([shared.row() for _ in range(n)], row.detokenize_params, index)
-            span = tracing.start(request, "llm.generate", "engine", **{  # model_repository/triton/tracing.py
-                telemetry.PROMPT_TOKENS: row.input_lengths, "llm.max_tokens": row.request_output_len,
-                telemetry.STREAM: row.streaming})
+            attributes: dict[str, Any] = {telemetry.PROMPT_TOKENS: row.input_lengths,
+                                          "llm.max_tokens": row.request_output_len, telemetry.STREAM: row.streaming}
+            span = tracing.start(request, "llm.generate", "engine", **attributes)  # model_repository/triton/tracing.py
             engine.submit(row, tracing.TracedSink(sink, span, n) if span.is_recording() else sink,
                           request.request_id())
 

@@ -101,10 +101,10 @@ class EngineReply:
 def infer_request(model: str, arrays: Mapping[str, np.ndarray], outputs: Sequence[str],
                   request_id: str, trace: Mapping[str, str] | None = None) -> service_pb2.ModelInferRequest:
     request = service_pb2.ModelInferRequest(model_name=model, id=request_id)
-    for key, value in (trace or {}).items():  # the W3C trace context (model_repository/triton/tracing.py)
-        request.parameters[key].string_param = value
-    for name, value in arrays.items():
-        value = np.asarray(value)
+    for key, header in (trace or {}).items():  # the W3C trace context (model_repository/triton/tracing.py)
+        request.parameters[key].string_param = header
+    for name, array in arrays.items():
+        value = np.asarray(array)
         datatype = np_to_triton_dtype(value.dtype)
         request.inputs.add(name=name, datatype=datatype, shape=value.shape)
         if datatype == "BYTES":

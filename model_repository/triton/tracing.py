@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from typing import Any
 
 from contract import request_ids, telemetry
 from contract.telemetry import INVALID_SPAN, Span, SpanKind
@@ -151,7 +152,7 @@ def error_code(message: str) -> str:
 
 def _response_attributes(response) -> dict:
     """Token counts and finish reason a unary response of ours carries (preprocessing, postprocessing)."""
-    out = {}
+    out: dict[str, Any] = {}
     for tensor in response.output_tensors():
         name = tensor.name()
         if name in ("input_lengths", "num_input_tokens"):
