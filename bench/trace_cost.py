@@ -61,8 +61,12 @@ async def _throughput(url: str, model: str, concurrency: int, requests: int, max
 
 
 @click.command()
-@click.option("--engine", type=click.Path(exists=True, file_okay=False, path_type=Path),
-              default=Path("build/engines/SmolLM2-135M-Instruct-openvino-int8"), show_default=True)
+@click.option(
+    "--engine",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    default=Path("build/engines/SmolLM2-135M-Instruct-openvino-int8"),
+    show_default=True,
+)
 @click.option("--model", default=names.ENSEMBLE, show_default=True, help="ensemble or tensorrt_llm_bls")
 @click.option("--concurrency", default=16, show_default=True)
 @click.option("--requests", default=48, show_default=True)
@@ -88,19 +92,36 @@ def main(engine: Path, model: str, concurrency: int, requests: int, max_tokens: 
                 asyncio.run(_throughput(url, model, concurrency, concurrency, 16))
             for r in range(rounds):  # A, B then B, A: neither side always runs first (drift cancels)
                 run: dict[str, float] = {}
-                for side in ("ab" if r % 2 == 0 else "ba"):
+                for side in "ab" if r % 2 == 0 else "ba":
                     url = (a if side == "a" else b).settings.grpc_url
                     run[side] = asyncio.run(_throughput(url, model, concurrency, requests, max_tokens))
                 ta, tb = run["a"], run["b"]
-                pairs.append({"round": r, "untraced_tok_s": round(ta, 1), "traced_tok_s": round(tb, 1),
-                              "ratio_traced_over_untraced": round(tb / ta, 3)})
+                pairs.append(
+                    {
+                        "round": r,
+                        "untraced_tok_s": round(ta, 1),
+                        "traced_tok_s": round(tb, 1),
+                        "ratio_traced_over_untraced": round(tb / ta, 3),
+                    }
+                )
                 click.echo(json.dumps(pairs[-1]))
     finally:
         receiver.terminate()
     ratios = [p["ratio_traced_over_untraced"] for p in pairs]
-    click.echo(json.dumps({"model": model, "concurrency": concurrency, "max_tokens": max_tokens, "requests": requests,
-                           "sample_ratio": ratio, "median_ratio": statistics.median(ratios), "ratios": ratios,
-                           "host": platform.processor() or platform.machine()}))
+    click.echo(
+        json.dumps(
+            {
+                "model": model,
+                "concurrency": concurrency,
+                "max_tokens": max_tokens,
+                "requests": requests,
+                "sample_ratio": ratio,
+                "median_ratio": statistics.median(ratios),
+                "ratios": ratios,
+                "host": platform.processor() or platform.machine(),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

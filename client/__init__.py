@@ -6,6 +6,16 @@ from client.sync_client import LlmClient
 from client.types import ChatMessage, GenerationResult, Guide, SamplingParams, StreamChunk
 
 __all__ = [
-    "AsyncLlmClient", "LlmClient", "ChatMessage", "GenerationResult", "Guide", "SamplingParams", "StreamChunk",
-    "ClientError", "InvalidRequestError", "RequestCancelled", "RequestTimeout", "ServerUnavailable",
+    "AsyncLlmClient",
+    "LlmClient",
+    "ChatMessage",
+    "GenerationResult",
+    "Guide",
+    "SamplingParams",
+    "StreamChunk",
+    "ClientError",
+    "InvalidRequestError",
+    "RequestCancelled",
+    "RequestTimeout",
+    "ServerUnavailable",
 ]

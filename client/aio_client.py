@@ -89,9 +89,15 @@ class AsyncLlmClient:
         return {"server": server, "model": model}
 
     # --- generation -----------------------------------------------------------------------
-    async def stream(self, prompt: Prompt, sampling: SamplingParams = SamplingParams(), *,
-                     timeout_s: float | None = None, stream: bool = True,
-                     request_id: str | None = None) -> AsyncGenerator[StreamChunk, None]:
+    async def stream(
+        self,
+        prompt: Prompt,
+        sampling: SamplingParams = SamplingParams(),
+        *,
+        timeout_s: float | None = None,
+        stream: bool = True,
+        request_id: str | None = None,
+    ) -> AsyncGenerator[StreamChunk, None]:
         """Yield text deltas as the server produces them.  Leaving the loop early (break,
         exception, task cancellation) or passing `timeout_s` cancels the request on the
         server."""
@@ -101,7 +107,9 @@ class AsyncLlmClient:
         request_id = request_id or request_ids.current() or uuid.uuid4().hex
         traced = RequestSpan(self.model, request_id, stream, prompt)  # client/tracing.py
         request = {
-            "model_name": self.model, "inputs": inputs, "outputs": requested_outputs(),
+            "model_name": self.model,
+            "inputs": inputs,
+            "outputs": requested_outputs(),
             "request_id": request_id,
             "parameters": {"triton_enable_empty_final_response": True, **traced.parameters},
         }
@@ -160,8 +168,12 @@ class AsyncLlmClient:
                 task.add_done_callback(self._stopping.discard)
 
     async def _stop_on_server(self, request_id: str) -> None:
-        request = {"model_name": self.model, "inputs": stop_inputs(), "request_id": request_id,
-                   "parameters": {"triton_enable_empty_final_response": True}}
+        request = {
+            "model_name": self.model,
+            "inputs": stop_inputs(),
+            "request_id": request_id,
+            "parameters": {"triton_enable_empty_final_response": True},
+        }
 
         async def one():
             yield request
@@ -172,15 +184,27 @@ class AsyncLlmClient:
         except Exception:  # best effort: the engine request still ends at its max_tokens
             pass
 
-    async def generate(self, prompt: Prompt, sampling: SamplingParams = SamplingParams(), *,
-                       timeout_s: float | None = None, stream: bool = True) -> GenerationResult:
+    async def generate(
+        self,
+        prompt: Prompt,
+        sampling: SamplingParams = SamplingParams(),
+        *,
+        timeout_s: float | None = None,
+        stream: bool = True,
+    ) -> GenerationResult:
         """The whole answer, with token counts and timings (TTFT, per-chunk arrivals)."""
         if sampling.n != 1:
             raise ValueError("generate() returns one answer: use generate_n() for n > 1")
         return (await self.generate_n(prompt, sampling, timeout_s=timeout_s, stream=stream))[0]
 
-    async def generate_n(self, prompt: Prompt, sampling: SamplingParams = SamplingParams(), *,
-                         timeout_s: float | None = None, stream: bool = True) -> list[GenerationResult]:
+    async def generate_n(
+        self,
+        prompt: Prompt,
+        sampling: SamplingParams = SamplingParams(),
+        *,
+        timeout_s: float | None = None,
+        stream: bool = True,
+    ) -> list[GenerationResult]:
         """The n answers of `sampling.n` (one GenerationResult per sequence_index, in order)."""
         t0 = time.monotonic()
         collected = [_Collector() for _ in range(sampling.n)]

@@ -17,7 +17,9 @@ from contract import names
 
 def sampling_options(f):
     options = [
-        click.option("--max-tokens", type=int, default=None, help="Maximum generated tokens (server default if unset)."),
+        click.option(
+            "--max-tokens", type=int, default=None, help="Maximum generated tokens (server default if unset)."
+        ),
         click.option("--temperature", type=float, default=None, help="0 = greedy."),
         click.option("--top-p", type=float, default=None),
         click.option("--top-k", type=int, default=None),
@@ -28,18 +30,33 @@ def sampling_options(f):
         click.option("--frequency-penalty", type=float, default=None),
         click.option("--stop", multiple=True, help="Stop string (repeatable)."),
         click.option("-n", "--n", "n", type=int, default=None, help="Independent samples per prompt."),
-        click.option("--logprobs", "return_log_probs", is_flag=True, default=None,
-                     help="Return each token's log prob (shown with --json)."),
-        click.option("--top-logprobs", type=int, default=None,
-                     help="Also the K most likely tokens at each position, with log probs (0-20; shown with --json)."),
+        click.option(
+            "--logprobs",
+            "return_log_probs",
+            is_flag=True,
+            default=None,
+            help="Return each token's log prob (shown with --json).",
+        ),
+        click.option(
+            "--top-logprobs",
+            type=int,
+            default=None,
+            help="Also the K most likely tokens at each position, with log probs (0-20; shown with --json).",
+        ),
         click.option("--json-schema", default=None, help="Guided decoding: a JSON schema (text or @file)."),
         click.option("--json-object", is_flag=True, default=False, help="Guided decoding: any JSON object."),
         click.option("--regex", default=None, help="Guided decoding: the answer matches this regex."),
         click.option("--grammar", default=None, help="Guided decoding: an EBNF grammar (text or @file)."),
-        click.option("--priority", type=float, default=None,
-                     help="0-1, higher is admitted first when the engine is full (default 0.5)."),
+        click.option(
+            "--priority",
+            type=float,
+            default=None,
+            help="0-1, higher is admitted first when the engine is full (default 0.5).",
+        ),
         click.option("--lora-task-id", type=int, default=None, help="A served LoRA adapter's id (0: the base model)."),
-        click.option("--timeout", "timeout_s", type=float, default=None, help="Seconds; the request is cancelled after."),
+        click.option(
+            "--timeout", "timeout_s", type=float, default=None, help="Seconds; the request is cancelled after."
+        ),
     ]
     for option in reversed(options):
         f = option(f)
@@ -92,11 +109,20 @@ def _client(ctx: click.Context) -> LlmClient:
 
 @main.command()
 @click.argument("prompt", required=False)
-@click.option("--file", "prompt_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="One prompt per line; generated one after another.")
+@click.option(
+    "--file",
+    "prompt_file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="One prompt per line; generated one after another.",
+)
 @click.option("--stream/--no-stream", default=False, help="Print text as it is generated.")
-@click.option("--chat/--raw", "as_chat", default=True, show_default=True,
-              help="Send the prompt as a user chat message (the model's chat template applies) or as raw text.")
+@click.option(
+    "--chat/--raw",
+    "as_chat",
+    default=True,
+    show_default=True,
+    help="Send the prompt as a user chat message (the model's chat template applies) or as raw text.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object per prompt (text, counts, timings).")
 @sampling_options
 @click.pass_context
@@ -121,8 +147,11 @@ def generate(ctx, prompt, prompt_file, stream, as_chat, as_json, timeout_s, **kw
                 for index, result in enumerate(results):
                     if as_json:
                         record = {
-                            "prompt": text, "text": result.text, "finish_reason": result.finish_reason,
-                            "prompt_tokens": result.prompt_tokens, "completion_tokens": result.completion_tokens,
+                            "prompt": text,
+                            "text": result.text,
+                            "finish_reason": result.finish_reason,
+                            "prompt_tokens": result.prompt_tokens,
+                            "completion_tokens": result.completion_tokens,
                             # Without --stream the answer comes in one response: no first-token time to report.
                             "ttft_s": None if result.ttft_s is None else round(result.ttft_s, 4),
                             "latency_s": round(result.latency_s, 4),
@@ -132,8 +161,9 @@ def generate(ctx, prompt, prompt_file, stream, as_chat, as_json, timeout_s, **kw
                         if sampling.return_log_probs or sampling.top_logprobs:
                             record |= {"token_ids": result.token_ids, "log_probs": result.log_probs}
                         if sampling.top_logprobs:
-                            record["top_logprobs"] = [[list(pair) for pair in position]
-                                                      for position in result.top_logprobs]
+                            record["top_logprobs"] = [
+                                [list(pair) for pair in position] for position in result.top_logprobs
+                            ]
                         click.echo(json.dumps(record, ensure_ascii=False))
                     else:
                         click.echo(f"[{index}] {result.text}" if sampling.n > 1 else result.text)

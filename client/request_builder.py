@@ -53,9 +53,21 @@ def build_inputs(prompt: str | Sequence[ChatMessage], sampling: SamplingParams, 
         messages = [{"role": m.role, "content": m.content} for m in prompt]
         inputs = [_tensor("messages", json.dumps(messages, ensure_ascii=False))]
     inputs.append(_tensor("stream", stream))
-    for field_name in ("max_tokens", "temperature", "top_p", "top_k", "min_tokens", "seed", "repetition_penalty",
-                       "presence_penalty", "frequency_penalty", "skip_special_tokens", "priority", "lora_task_id",
-                       "num_draft_tokens"):
+    for field_name in (
+        "max_tokens",
+        "temperature",
+        "top_p",
+        "top_k",
+        "min_tokens",
+        "seed",
+        "repetition_penalty",
+        "presence_penalty",
+        "frequency_penalty",
+        "skip_special_tokens",
+        "priority",
+        "lora_task_id",
+        "num_draft_tokens",
+    ):
         value = getattr(sampling, field_name)
         if value is not None:
             inputs.append(_tensor(field_name, value))

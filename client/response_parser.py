@@ -28,8 +28,10 @@ def _alternatives(result) -> tuple[Alternatives, ...]:
     if ids is None or lps is None or ids.size == 0:
         return ()
     k = ids.shape[-1]
-    return tuple(tuple((int(t), float(lp)) for t, lp in zip(row_ids, row_lps))
-                 for row_ids, row_lps in zip(ids.reshape(-1, k), lps.reshape(-1, k)))
+    return tuple(
+        tuple((int(t), float(lp)) for t, lp in zip(row_ids, row_lps))
+        for row_ids, row_lps in zip(ids.reshape(-1, k), lps.reshape(-1, k))
+    )
 
 
 def parse_chunk(result, arrived_s: float) -> StreamChunk | None:

@@ -46,17 +46,30 @@ class LlmClient:
     def metadata(self) -> dict:
         return self._call(self._aio.metadata())
 
-    def generate(self, prompt: Prompt, sampling: SamplingParams = SamplingParams(), *,
-                 timeout_s: float | None = None, stream: bool = True) -> GenerationResult:
+    def generate(
+        self,
+        prompt: Prompt,
+        sampling: SamplingParams = SamplingParams(),
+        *,
+        timeout_s: float | None = None,
+        stream: bool = True,
+    ) -> GenerationResult:
         return self._call(self._aio.generate(prompt, sampling, timeout_s=timeout_s, stream=stream))
 
-    def generate_n(self, prompt: Prompt, sampling: SamplingParams = SamplingParams(), *,
-                   timeout_s: float | None = None, stream: bool = True) -> list[GenerationResult]:
+    def generate_n(
+        self,
+        prompt: Prompt,
+        sampling: SamplingParams = SamplingParams(),
+        *,
+        timeout_s: float | None = None,
+        stream: bool = True,
+    ) -> list[GenerationResult]:
         """The `sampling.n` answers, one per sequence_index."""
         return self._call(self._aio.generate_n(prompt, sampling, timeout_s=timeout_s, stream=stream))
 
-    def stream(self, prompt: Prompt, sampling: SamplingParams = SamplingParams(), *,
-               timeout_s: float | None = None) -> Iterator[StreamChunk]:
+    def stream(
+        self, prompt: Prompt, sampling: SamplingParams = SamplingParams(), *, timeout_s: float | None = None
+    ) -> Iterator[StreamChunk]:
         """Iterate text deltas; closing the iterator early (break, Ctrl-C) cancels the request."""
         chunks: queue.Queue = queue.Queue()
 

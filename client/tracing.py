@@ -14,8 +14,12 @@ from contract import telemetry
 from contract.telemetry import SpanKind
 
 _TRACER = telemetry.tracer("llama_triton.client")
-_CODES = ((InvalidRequestError, "INVALID_ARG"), (ServerUnavailable, "UNAVAILABLE"), (RequestTimeout, "DEADLINE_EXCEEDED"),
-          (RequestCancelled, "CANCELLED"))
+_CODES = (
+    (InvalidRequestError, "INVALID_ARG"),
+    (ServerUnavailable, "UNAVAILABLE"),
+    (RequestTimeout, "DEADLINE_EXCEEDED"),
+    (RequestCancelled, "CANCELLED"),
+)
 
 
 def error_code(e: ClientError) -> str:
@@ -24,9 +28,18 @@ def error_code(e: ClientError) -> str:
 
 class RequestSpan:
     def __init__(self, model: str, request_id: str, stream: bool, prompt: str | Sequence = "") -> None:
-        self.span = _TRACER.start_span(f"triton {model}", kind=SpanKind.CLIENT, attributes={
-            telemetry.MODEL: model, telemetry.REQUEST_ID: request_id, telemetry.STREAM: stream,
-            "rpc.system": "grpc", "rpc.service": "inference.GRPCInferenceService", "rpc.method": "ModelStreamInfer"})
+        self.span = _TRACER.start_span(
+            f"triton {model}",
+            kind=SpanKind.CLIENT,
+            attributes={
+                telemetry.MODEL: model,
+                telemetry.REQUEST_ID: request_id,
+                telemetry.STREAM: stream,
+                "rpc.system": "grpc",
+                "rpc.service": "inference.GRPCInferenceService",
+                "rpc.method": "ModelStreamInfer",
+            },
+        )
         if self.span.is_recording() and telemetry.settings().record_prompts:
             self.span.set_attribute(telemetry.PROMPT, prompt if isinstance(prompt, str) else str(list(prompt)))
         self.carrier = telemetry.carrier(self.span)  # {} when not sampled / tracing off

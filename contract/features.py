@@ -82,7 +82,8 @@ _ABSENT, _FALSE, _ONE = (_absent, "nothing (leave it out)"), (_absent, "false"),
 
 # Ensemble / BLS input -> the feature a non-neutral value asks for.
 INPUT_FEATURES: dict[str, InputUse] = {
-    name: InputUse(feature, *neutral) for name, feature, neutral in (
+    name: InputUse(feature, *neutral)
+    for name, feature, neutral in (
         ("beam_width", Feature.BEAM_SEARCH, _ONE),
         ("num_return_sequences", Feature.MULTIPLE_SEQUENCES, _ONE),
         ("return_context_logits", Feature.CONTEXT_LOGITS, _FALSE),
@@ -180,19 +181,24 @@ class EngineFeatures:
 # Penalties and seeds: GenerationConfig repetition/presence/frequency_penalty and rng_seed
 # (model_repository/engines/openvino/openvino_backend.py); no bad words.
 _CPU_SAMPLING = SAMPLING_FEATURES - {Feature.BAD_WORDS}
-CPU_ENGINE = EngineFeatures("the CPU engine (OpenVINO GenAI)",
-                            frozenset({Feature.MULTIPLE_SEQUENCES, Feature.GUIDED_DECODING, Feature.PRIORITY})
-                            | _CPU_SAMPLING)
+CPU_ENGINE = EngineFeatures(
+    "the CPU engine (OpenVINO GenAI)",
+    frozenset({Feature.MULTIPLE_SEQUENCES, Feature.GUIDED_DECODING, Feature.PRIORITY}) | _CPU_SAMPLING,
+)
 # The same with prompt-lookup decoding on: OpenVINO GenAI 2026.4.1 refuses parallel sampling with
 # assistant generation (generation_config.cpp: "Beam search and parallel sampling are not
 # compatible with assistant generation"); guided decoding and log probs work (checked).  min_tokens,
 # which it lets EOS cut short there, is refused by the engine model itself
 # (model_repository/engines/openvino/openvino_backend.py: assisted_generation_problems).
-CPU_ENGINE_PROMPT_LOOKUP = EngineFeatures("the CPU engine (OpenVINO GenAI, prompt-lookup decoding)",
-                                          frozenset({Feature.GUIDED_DECODING, Feature.PRIORITY}) | _CPU_SAMPLING)
+CPU_ENGINE_PROMPT_LOOKUP = EngineFeatures(
+    "the CPU engine (OpenVINO GenAI, prompt-lookup decoding)",
+    frozenset({Feature.GUIDED_DECODING, Feature.PRIORITY}) | _CPU_SAMPLING,
+)
 # Draft-model speculative decoding: the same assistant-generation restriction.
-CPU_ENGINE_DRAFT_MODEL = EngineFeatures("the CPU engine (OpenVINO GenAI, draft-model speculative decoding)",
-                                        frozenset({Feature.GUIDED_DECODING, Feature.PRIORITY}) | _CPU_SAMPLING)
+CPU_ENGINE_DRAFT_MODEL = EngineFeatures(
+    "the CPU engine (OpenVINO GenAI, draft-model speculative decoding)",
+    frozenset({Feature.GUIDED_DECODING, Feature.PRIORITY}) | _CPU_SAMPLING,
+)
 # What the C++ tensorrt_llm backend honours for every engine this kit builds (the logits
 # need engines built to gather them, LoRA a LoRA engine: neither of which the kit builds yet).
 # n samples per prompt (rows input.num_return_sequences -> SamplingConfig.numReturnSequences,
@@ -226,10 +232,13 @@ def trtllm_engine(version: str) -> EngineFeatures:
 
 # The repository renderer does not pass the version yet: what every pinned version honours.
 # (A pinned version without a sampling table fails tests/unit/test_sampling_support.py, not the import.)
-TRTLLM_ENGINE = EngineFeatures("TensorRT-LLM (engine flow)", frozenset.intersection(
-    *(trtllm_engine(v).features for v in pinned_versions() if v in sampling_versions())))
+TRTLLM_ENGINE = EngineFeatures(
+    "TensorRT-LLM (engine flow)",
+    frozenset.intersection(*(trtllm_engine(v).features for v in pinned_versions() if v in sampling_versions())),
+)
 # What tensorrt_llm_pytorch maps onto the LLM API (model_repository/engines/pytorch/sampling.py):
-# n samples (SamplingParams.n, one CompletionOutput each; greedy n > 1 refused as SamplingParams does).  Guided decoding is added by
+# n samples (SamplingParams.n, one CompletionOutput each; greedy n > 1 refused as SamplingParams does). Guided
+# decoding is added by
 # with_guided_decoding where the LLM is built with guided_decoding_backend (the default; it then
 # loads its tokenizer, which the executor's xgrammar decoder is built from: row
 # llm.guided.tokenizer), LoRA by with_lora where adapters are rendered (LoraConfig +
@@ -246,8 +255,10 @@ _PYTORCH_BASE = frozenset({Feature.MULTIPLE_SEQUENCES, Feature.TOP_LOG_PROBS})
 def pytorch_engine(version: str) -> EngineFeatures:
     """tensorrt_llm_pytorch on one TensorRT-LLM version, its default sampler named."""
     sampler = sampling_support(version).row(EnginePath.PYTORCH, "seed").sampler
-    return EngineFeatures(f"TensorRT-LLM {version}'s PyTorch backend (LLM API, {sampler})",
-                          _PYTORCH_BASE | _honoured(EnginePath.PYTORCH, version))
+    return EngineFeatures(
+        f"TensorRT-LLM {version}'s PyTorch backend (LLM API, {sampler})",
+        _PYTORCH_BASE | _honoured(EnginePath.PYTORCH, version),
+    )
 
 
 # The one version the PyTorch flow serves (= pytorch_spec.pytorch_versions(), held so by a test).
@@ -279,16 +290,18 @@ def with_top_logprobs(engine: EngineFeatures) -> EngineFeatures:
     return EngineFeatures(engine.label, engine.features | {Feature.TOP_LOG_PROBS})
 
 
-def refusals(values: Mapping[str, Any], engine: EngineFeatures,
-             uses: Mapping[str, InputUse] = INPUT_FEATURES) -> list[tuple[str, str]]:
+def refusals(
+    values: Mapping[str, Any], engine: EngineFeatures, uses: Mapping[str, InputUse] = INPUT_FEATURES
+) -> list[tuple[str, str]]:
     """(input, reason) for every input that asks `engine` for a feature it lacks."""
     out = []
     for name, value in values.items():
         use = uses.get(name)
         if use is None or use.feature in engine.features or use.neutral(value):
             continue
-        out.append((name, f"asks for {use.feature.value}, which {engine.label} does not support; "
-                          f"send {use.neutral_text}"))
+        out.append(
+            (name, f"asks for {use.feature.value}, which {engine.label} does not support; send {use.neutral_text}")
+        )
     return out
 
 
@@ -307,8 +320,12 @@ def parameter_problems(parameters: Mapping[str, Any], inputs: Iterable[str] = ()
             continue
         allowed = KNOWN_PARAMETERS.get(key)
         if allowed is None:
-            hint = " (a request parameter, not an input: Triton's HTTP generate makes one of every JSON key that " \
-                   "is not an input name)" if key not in set(inputs) else ""
+            hint = (
+                " (a request parameter, not an input: Triton's HTTP generate makes one of every JSON key that "
+                "is not an input name)"
+                if key not in set(inputs)
+                else ""
+            )
             out.append(f"request parameter '{key}' is not supported{hint}; supported: {sorted(KNOWN_PARAMETERS)}")
         elif value not in allowed:
             out.append(f"request parameter '{key}' = {value!r} is not supported; allowed: {list(allowed)}")

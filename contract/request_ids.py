@@ -66,6 +66,7 @@ class RequestIdFilter(logging.Filter):
         if not hasattr(record, "trace_id"):
             try:
                 from contract.telemetry import trace_id
+
                 record.trace_id = trace_id()
             except Exception:  # logging must never fail
                 record.trace_id = ""
@@ -79,8 +80,12 @@ class JsonFormatter(logging.Formatter):
     _STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
 
     def format(self, record: logging.LogRecord) -> str:
-        out: dict[str, Any] = {"time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z",
-               "level": record.levelname.lower(), "logger": record.name, "message": record.getMessage()}
+        out: dict[str, Any] = {
+            "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z",
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
         for key, value in vars(record).items():
             if key not in self._STANDARD and not key.startswith("_"):
                 out[key] = value if isinstance(value, (str, int, float, bool, type(None))) else str(value)

@@ -27,22 +27,24 @@ from dataclasses import dataclass
 from typing import Any, Iterator, Mapping
 
 try:
-    from opentelemetry import context as otel_context
+    from opentelemetry import context as otel_context  # noqa: F401  (re-exported)
     from opentelemetry import trace
-    from opentelemetry.trace import INVALID_SPAN, Span, SpanKind, Status, StatusCode
+    from opentelemetry.trace import INVALID_SPAN, Span, SpanKind, Status, StatusCode  # noqa: F401  (INVALID_SPAN: re-exported)
     from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
     HAVE_API = True
 except ImportError:  # no opentelemetry-api (the GPU image's package set): every span is a no-op
     from contract.otel_fallback import (  # type: ignore[assignment,no-redef]  # the same names, no-ops
-        INVALID_SPAN,
+        INVALID_SPAN,  # noqa: F401  (re-exported)
         Span,
         SpanKind,
         Status,
         StatusCode,
         TraceContextTextMapPropagator,
-        otel_context,
+        otel_context,  # noqa: F401  (re-exported)
         trace,
     )
+
     HAVE_API = False
 
 DEFAULT_SAMPLE_RATIO = 1.0
@@ -76,8 +78,12 @@ class TraceSettings:
         ratio = float(env.get("OTEL_TRACES_SAMPLER_ARG", DEFAULT_SAMPLE_RATIO))
         if not 0.0 <= ratio <= 1.0:
             raise ValueError(f"OTEL_TRACES_SAMPLER_ARG={ratio}: a ratio in [0, 1]")
-        return cls(endpoint=endpoint, sample_ratio=ratio, service_name=env.get("OTEL_SERVICE_NAME") or None,
-                   record_prompts=env.get(PROMPTS_ENV, "") in ("1", "true", "yes"))
+        return cls(
+            endpoint=endpoint,
+            sample_ratio=ratio,
+            service_name=env.get("OTEL_SERVICE_NAME") or None,
+            record_prompts=env.get(PROMPTS_ENV, "") in ("1", "true", "yes"),
+        )
 
     def environment(self) -> dict[str, str]:
         """The variables that give another process these settings (not the service name: each
@@ -117,8 +123,9 @@ def setup(default_service: str, trace_settings: TraceSettings | None = None) -> 
             return False
         resource = Resource.create({"service.name": chosen.service_name or default_service})
         provider = TracerProvider(resource=resource, sampler=ParentBased(TraceIdRatioBased(chosen.sample_ratio)))
-        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=chosen.endpoint),
-                                                       schedule_delay_millis=500))
+        provider.add_span_processor(
+            BatchSpanProcessor(OTLPSpanExporter(endpoint=chosen.endpoint), schedule_delay_millis=500)
+        )
         trace.set_tracer_provider(provider)
         _provider = provider
         return True
@@ -168,11 +175,18 @@ def trace_id(span: Span | None = None) -> str:
 
 
 @contextmanager
-def span(tracer_, name: str, parent=None, kind: SpanKind = SpanKind.INTERNAL,
-         attributes: Mapping | None = None) -> Iterator[Span]:
+def span(
+    tracer_, name: str, parent=None, kind: SpanKind = SpanKind.INTERNAL, attributes: Mapping | None = None
+) -> Iterator[Span]:
     """A span that records an escaping exception as its error status."""
-    with tracer_.start_as_current_span(name, context=parent, kind=kind, attributes=dict(attributes or {}),
-                                       record_exception=True, set_status_on_exception=True) as s:
+    with tracer_.start_as_current_span(
+        name,
+        context=parent,
+        kind=kind,
+        attributes=dict(attributes or {}),
+        record_exception=True,
+        set_status_on_exception=True,
+    ) as s:
         yield s
 
 

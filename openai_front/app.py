@@ -16,21 +16,26 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from client import AsyncLlmClient
-from client.types import StreamChunk
 from client.errors import ClientError, InvalidRequestError, RequestTimeout, ServerUnavailable
+from client.types import StreamChunk
 from contract import lora, names, telemetry, tool_formats
+from openai_front import responses
 from openai_front.errors import ApiError, api_message, unsupported, validation_error_body
 from openai_front.logprobs import TokenTexts
 from openai_front.metrics import FrontMetrics, MetricsMiddleware
 from openai_front.observability import RequestContext
-from openai_front import responses
 from openai_front.response_store import StoreSettings
 from openai_front.schemas import ChatCompletionRequest, CompletionRequest
-from openai_front.streaming import (DISCONNECT_CHECK_S, ClosingStreamingResponse, Disconnected, first_of,
-                                     watched)
+from openai_front.streaming import DISCONNECT_CHECK_S, ClosingStreamingResponse, Disconnected, first_of, watched
 from openai_front.tool_responses import ToolTurn
-from openai_front.translate import (PRIORITY_HEADER, ResponseShaper, chat_input, chat_tool_plan, completion_input,
-                                    new_id, with_priority_header)
+from openai_front.translate import (
+    PRIORITY_HEADER,
+    ResponseShaper,
+    chat_input,
+    chat_tool_plan,
+    completion_input,
+    with_priority_header,
+)
 
 
 @dataclass(frozen=True)
@@ -48,6 +53,7 @@ class FrontSettings:
         if self.tool_call_format is not None:
             return self.tool_call_format
         return tool_formats.recorded_or_detected(self.tokenizer_dir) if self.tokenizer_dir else tool_formats.JSON
+
     response_store: StoreSettings = StoreSettings()  # /v1/responses: previous_response_id, GET, DELETE
 
 
@@ -130,8 +136,12 @@ def create_app(settings: FrontSettings) -> FastAPI:
         served = await adapters()
         if model in served:
             return dataclasses.replace(sampling, lora_task_id=served[model])
-        raise ApiError(404, f"model {model!r} does not exist; this server serves {[settings.model_name, *served]}",
-                       param="model", code="model_not_found")
+        raise ApiError(
+            404,
+            f"model {model!r} does not exist; this server serves {[settings.model_name, *served]}",
+            param="model",
+            code="model_not_found",
+        )
 
     @app.get("/live")
     async def live():  # the process answers: the liveness probe (readiness is /health, Triton's too)
@@ -145,26 +155,42 @@ def create_app(settings: FrontSettings) -> FastAPI:
     @app.get("/v1/models", dependencies=[Depends(authorized)])
     async def models():
         ids = [settings.model_name, *(await adapters())]
-        return {"object": "list", "data": [{"id": i, "object": "model", "created": 0, "owned_by": "llama-triton-kit",
-                                            **({"parent": settings.model_name} if i != settings.model_name else {})}
-                                           for i in ids]}
+        return {
+            "object": "list",
+            "data": [
+                {
+                    "id": i,
+                    "object": "model",
+                    "created": 0,
+                    "owned_by": "llama-triton-kit",
+                    **({"parent": settings.model_name} if i != settings.model_name else {}),
+                }
+                for i in ids
+            ],
+        }
 
-    async def respond(request: Request, prompt, sampling, stream: bool, include_usage: bool, chat: bool,
-                      tools=None):
+    async def respond(request: Request, prompt, sampling, stream: bool, include_usage: bool, chat: bool, tools=None):
         client = state["client"]
         if sampling.return_log_probs and token_texts is None:
             raise unsupported("logprobs", "start the front with --tokenizer (the checkpoint's tokenizer.json)")
         shaper = ResponseShaper(settings.model_name, chat, token_texts if sampling.return_log_probs else None)
         if tools is not None:
-            return await tool_answer(request, ToolTurn(client, prompt, sampling, tools, settings.request_timeout_s),
-                                     shaper, stream, include_usage)
+            return await tool_answer(
+                request,
+                ToolTurn(client, prompt, sampling, tools, settings.request_timeout_s),
+                shaper,
+                stream,
+                include_usage,
+            )
         if not stream:
             try:
                 results = await client.generate_n(prompt, sampling, timeout_s=settings.request_timeout_s)
             except ClientError as e:
                 raise _client_error(e, chat) from None
             return shaper.whole(results)
-        chunks = client.stream(prompt, sampling, timeout_s=settings.request_timeout_s)  # the request's id (observability.py)
+        chunks = client.stream(
+            prompt, sampling, timeout_s=settings.request_timeout_s
+        )  # the request's id (observability.py)
         try:
             first = await chunks.__anext__()  # errors before the first byte become HTTP errors
         except StopAsyncIteration:
@@ -174,8 +200,9 @@ def create_app(settings: FrontSettings) -> FastAPI:
         events = _events(request, shaper, first, chunks, include_usage, chat, sampling.n)
         return ClosingStreamingResponse(events, media_type="text/event-stream")
 
-    async def _events(request: Request, shaper: ResponseShaper, first, chunks: AsyncGenerator, include_usage: bool,
-                      chat: bool, n: int):
+    async def _events(
+        request: Request, shaper: ResponseShaper, first, chunks: AsyncGenerator, include_usage: bool, chat: bool, n: int
+    ):
         """SSE of n interleaved choices: each chunk is one choice's delta (its `index` is the
         engine's sequence_index); each choice gets one finish_reason; usage sums the choices."""
         for opening in shaper.first_chunks(n):
@@ -219,8 +246,7 @@ def create_app(settings: FrontSettings) -> FastAPI:
             yield _sse(shaper.usage_chunk(prompt_tokens, sum(c.num_output_tokens for c in last.values())))
         yield _sse("[DONE]")
 
-    async def tool_answer(request: Request, turn: ToolTurn, shaper: ResponseShaper, stream: bool,
-                          include_usage: bool):
+    async def tool_answer(request: Request, turn: ToolTurn, shaper: ResponseShaper, stream: bool, include_usage: bool):
         """A chat answer with tools (openai_front/tool_responses.py), whole or as SSE."""
         if not stream:
             try:
@@ -260,10 +286,24 @@ def create_app(settings: FrontSettings) -> FastAPI:
         messages, sampling = chat_input(req, tool_format=tool_format, model=settings.model_name)
         sampling = await check_model(req.model, with_priority_header(sampling, request.headers.get(PRIORITY_HEADER)))
         include_usage = bool(req.stream_options and req.stream_options.include_usage)
-        return await respond(request, messages, sampling, req.stream, include_usage, chat=True,
-                             tools=chat_tool_plan(req, tool_format=tool_format, model=settings.model_name))
+        return await respond(
+            request,
+            messages,
+            sampling,
+            req.stream,
+            include_usage,
+            chat=True,
+            tools=chat_tool_plan(req, tool_format=tool_format, model=settings.model_name),
+        )
 
-    responses.register(app, store_settings=settings.response_store, client=lambda: state["client"],
-                       check_model=check_model, authorized=authorized, request_timeout_s=settings.request_timeout_s,
-                       tool_format=tool_format, model_name=settings.model_name)
+    responses.register(
+        app,
+        store_settings=settings.response_store,
+        client=lambda: state["client"],
+        check_model=check_model,
+        authorized=authorized,
+        request_timeout_s=settings.request_timeout_s,
+        tool_format=tool_format,
+        model_name=settings.model_name,
+    )
     return app

@@ -6,8 +6,15 @@ import re
 
 
 class ApiError(Exception):
-    def __init__(self, status: int, message: str, *, param: str | None = None,
-                 type_: str = "invalid_request_error", code: str | None = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        param: str | None = None,
+        type_: str = "invalid_request_error",
+        code: str | None = None,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
@@ -24,8 +31,12 @@ def invalid(message: str, param: str | None = None) -> ApiError:
 
 
 def unsupported(param: str, detail: str = "") -> ApiError:
-    return ApiError(400, f"'{param}' is not supported by this server{': ' + detail if detail else ''}",
-                    param=param, code="unsupported_parameter")
+    return ApiError(
+        400,
+        f"'{param}' is not supported by this server{': ' + detail if detail else ''}",
+        param=param,
+        code="unsupported_parameter",
+    )
 
 
 # Ensemble input names -> the OpenAI parameter a client sent.
@@ -44,8 +55,10 @@ def param_of(message: str, chat: bool) -> str | None:
 
 
 # Triton's wrapping of a model's error: "in ensemble 'ensemble', [INVALID_ARG] invalid 'x': ..."
-_TRITON_PREFIX = re.compile(r"^(?:\s*(?:in ensemble '[^']*',|\[[A-Z_]+\]|\[StatusCode\.[A-Z_]+\]|"
-                            r"[A-Za-z]*Error:|INVALID_ARG(?:UMENT)?:))+\s*")
+_TRITON_PREFIX = re.compile(
+    r"^(?:\s*(?:in ensemble '[^']*',|\[[A-Z_]+\]|\[StatusCode\.[A-Z_]+\]|"
+    r"[A-Za-z]*Error:|INVALID_ARG(?:UMENT)?:))+\s*"
+)
 _INVALID = re.compile(r"invalid '([a-z_]+)': ?(.*)", re.S)
 
 
@@ -70,9 +83,13 @@ def validation_error_body(error: dict) -> ApiError:
     loc = [x for x in error.get("loc", ()) if x != "body"]
     kind = error.get("type", "")
     if kind == "json_invalid" or (not loc and kind != "missing"):
-        return ApiError(400, f"the request body is not valid JSON: {error.get('msg')} "
-                             f"(at character {(error.get('loc') or ('', '?'))[-1]})"
-                        if kind == "json_invalid" else f"invalid request body: {error.get('msg')}")
+        return ApiError(
+            400,
+            f"the request body is not valid JSON: {error.get('msg')} "
+            f"(at character {(error.get('loc') or ('', '?'))[-1]})"
+            if kind == "json_invalid"
+            else f"invalid request body: {error.get('msg')}",
+        )
     param = ""
     for part in loc:
         if isinstance(part, int):
@@ -82,8 +99,9 @@ def validation_error_body(error: dict) -> ApiError:
         else:
             param += f".{part}" if param else str(part)
     if kind == "extra_forbidden":
-        return ApiError(400, f"Unrecognized request argument supplied: {param}", param=param,
-                        code="unrecognized_argument")
+        return ApiError(
+            400, f"Unrecognized request argument supplied: {param}", param=param, code="unrecognized_argument"
+        )
     if kind == "missing":
         return ApiError(400, f"Missing required parameter: '{param}'.", param=param, code="missing_required_parameter")
     return ApiError(400, f"Invalid '{param}': {error.get('msg')}", param=param)

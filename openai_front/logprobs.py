@@ -11,7 +11,6 @@ from typing import Sequence
 from tokenizers import Tokenizer
 
 from client.types import Alternatives
-
 from model_repository.text.detokenizer import build_token_table
 
 
@@ -37,8 +36,9 @@ class TokenTexts:
         text, raw = self.entry(token_id)
         return {"token": text, "logprob": float(log_prob), "bytes": raw}
 
-    def chat_content(self, ids: Sequence[int], log_probs: Sequence[float],
-                     tops: Sequence[Alternatives] = ()) -> list[dict]:
+    def chat_content(
+        self, ids: Sequence[int], log_probs: Sequence[float], tops: Sequence[Alternatives] = ()
+    ) -> list[dict]:
         """`tops`: each token's most likely tokens (top_logprobs), most likely first; () for none.
         Special tokens are left out (OpenAI's tokens join to exactly the content, which has no
         end-of-turn token)."""
@@ -50,8 +50,9 @@ class TokenTexts:
             out.append(self._top(token_id, lp) | {"top_logprobs": alternatives})
         return out
 
-    def completion(self, ids: Sequence[int], log_probs: Sequence[float], offset: int = 0,
-                   tops: Sequence[Alternatives] = ()) -> dict:
+    def completion(
+        self, ids: Sequence[int], log_probs: Sequence[float], offset: int = 0, tops: Sequence[Alternatives] = ()
+    ) -> dict:
         """The legacy shape; with `tops`, top_logprobs holds per token {text: log prob} of the
         most likely tokens and the chosen one (OpenAI: up to logprobs + 1 entries)."""
         tokens, offsets, top_logprobs = [], [], []
@@ -64,5 +65,9 @@ class TokenTexts:
                 top = {self.entry(t)[0]: float(a) for t, a in tops[i]}
                 top.setdefault(text, float(lp))
                 top_logprobs.append(top)
-        return {"tokens": tokens, "token_logprobs": [float(x) for x in log_probs], "text_offset": offsets,
-                "top_logprobs": top_logprobs if tops else None}
+        return {
+            "tokens": tokens,
+            "token_logprobs": [float(x) for x in log_probs],
+            "text_offset": offsets,
+            "top_logprobs": top_logprobs if tops else None,
+        }

@@ -14,7 +14,13 @@ REQUESTS = "openai_front_requests_total"
 IN_FLIGHT = "openai_front_requests_in_flight"
 DURATION = "openai_front_request_duration_seconds"
 DURATION_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
-ROUTES = ("/v1/completions", "/v1/chat/completions", "/v1/responses", "/v1/models", "/health")  # others count as "other"
+ROUTES = (
+    "/v1/completions",
+    "/v1/chat/completions",
+    "/v1/responses",
+    "/v1/models",
+    "/health",
+)  # others count as "other"
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
@@ -50,8 +56,10 @@ class FrontMetrics:
                 for le, count in zip([*map(str, DURATION_BUCKETS), "+Inf"], counts):
                     total += count
                     lines.append(f'{DURATION}_bucket{{route="{route}",le="{le}"}} {total}')
-                lines += [f'{DURATION}_sum{{route="{route}"}} {self.sums[route]}',
-                          f'{DURATION}_count{{route="{route}"}} {total}']
+                lines += [
+                    f'{DURATION}_sum{{route="{route}"}} {self.sums[route]}',
+                    f'{DURATION}_count{{route="{route}"}} {total}',
+                ]
         return "\n".join(lines) + "\n"
 
 
@@ -83,6 +91,11 @@ class MetricsMiddleware:
 
     async def _scrape(self, send) -> None:
         body = self.metrics.exposition().encode()
-        await send({"type": "http.response.start", "status": 200,
-                    "headers": [(b"content-type", CONTENT_TYPE.encode()), (b"content-length", str(len(body)).encode())]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", CONTENT_TYPE.encode()), (b"content-length", str(len(body)).encode())],
+            }
+        )
         await send({"type": "http.response.body", "body": body})

@@ -41,15 +41,21 @@ class RequestContext:
         span = trace.get_current_span()
         own = not span.is_recording()  # FastAPI >= 0.16x makes the HTTP server span itself: use it
         if own:
-            span = _TRACER.start_span(f"{method} {path}", context=telemetry.context_from(headers), kind=SpanKind.SERVER,
-                                      attributes={"http.request.method": method, "url.path": path})
+            span = _TRACER.start_span(
+                f"{method} {path}",
+                context=telemetry.context_from(headers),
+                kind=SpanKind.SERVER,
+                attributes={"http.request.method": method, "url.path": path},
+            )
         span.set_attribute(telemetry.REQUEST_ID, request_id)
         context = span.get_span_context()
         extra = [(b"x-request-id", request_id.encode())]
         if context.is_valid:
             trace_id = format(context.trace_id, "032x")
-            extra += [(b"x-trace-id", trace_id.encode()),
-                      (b"traceresponse", f"00-{trace_id}-{context.span_id:016x}-{context.trace_flags:02x}".encode())]
+            extra += [
+                (b"x-trace-id", trace_id.encode()),
+                (b"traceresponse", f"00-{trace_id}-{context.span_id:016x}-{context.trace_flags:02x}".encode()),
+            ]
         state = {"status": 0, "done": False}
         started = time.monotonic()
 
@@ -81,5 +87,12 @@ def _finish(span, own: bool, state: dict, method: str, path: str, seconds: float
         telemetry.set_error(span, "CANCELLED", "the client went away before the response ended")
     if own:
         span.end()
-    access_log.info("%s %s %s %.3fs%s", method, path, status, seconds, "" if state["done"] else " (client gone)",
-                    extra={"http_status": status, "duration_s": round(seconds, 4), "path": path})
+    access_log.info(
+        "%s %s %s %.3fs%s",
+        method,
+        path,
+        status,
+        seconds,
+        "" if state["done"] else " (client gone)",
+        extra={"http_status": status, "duration_s": round(seconds, 4), "path": path},
+    )

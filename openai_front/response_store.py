@@ -29,9 +29,11 @@ MODES = ("memory", "off")
 DEFAULT_MAX_ENTRIES = 1024
 DEFAULT_TTL_S = 3600.0
 
-OFF_REASON = ("this server keeps no responses (its response store is off: --response-store off, which the Helm "
-              "chart sets when the front runs as several replicas, since a follow-up request may reach a replica "
-              "that never saw the response and no shared store is configured)")
+OFF_REASON = (
+    "this server keeps no responses (its response store is off: --response-store off, which the Helm "
+    "chart sets when the front runs as several replicas, since a follow-up request may reach a replica "
+    "that never saw the response and no shared store is configured)"
+)
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,8 @@ A request becomes a chat completion request (openai_front.schemas.ChatCompletion
 goes through the chat path's own translation (openai_front.translate.chat_input: the chat
 template, sampling, guided decoding for `text.format` and for function tools, the model and
 LoRA check, the priority header), then to the ensemble like a chat completion.  The answer
-comes from the chat path's openai_front/tool_responses.py ToolTurn (text, or tool calls the model chose or was forced to make), whose chat deltas become
+comes from the chat path's openai_front/tool_responses.py ToolTurn (text, or tool calls the model
+chose or was forced to make), whose chat deltas become
 Responses output items and events here; openai_front/streaming.py holds what both routes do
 while streaming.
 
@@ -48,9 +49,16 @@ ROUTE = "/v1/responses"
 MAX_METADATA_KEYS, MAX_METADATA_KEY, MAX_METADATA_VALUE = 16, 64, 512  # OpenAI's bounds
 
 # The chat path's parameter names -> the Responses request's (its errors name these).
-_PARAMS = {"messages": "input", "prompt": "input", "text_input": "input", "max_completion_tokens": "max_output_tokens",
-           "max_tokens": "max_output_tokens", "response_format": "text.format", "logprobs": "top_logprobs",
-           "top_logprobs": "top_logprobs"}
+_PARAMS = {
+    "messages": "input",
+    "prompt": "input",
+    "text_input": "input",
+    "max_completion_tokens": "max_output_tokens",
+    "max_tokens": "max_output_tokens",
+    "response_format": "text.format",
+    "logprobs": "top_logprobs",
+    "top_logprobs": "top_logprobs",
+}
 
 
 def _param(name: str | None) -> str | None:
@@ -110,8 +118,9 @@ def _text_of(content, where: str) -> str:
         elif kind == "refusal" and isinstance(part.get("refusal"), str):
             texts.append(part["refusal"])
         else:
-            raise unsupported(f"{where}[{j}]", f"content part type {kind!r}: this server takes text only "
-                                               "(input_text, output_text)")
+            raise unsupported(
+                f"{where}[{j}]", f"content part type {kind!r}: this server takes text only (input_text, output_text)"
+            )
     return "".join(texts)
 
 
@@ -126,8 +135,9 @@ def input_items(req: ResponseCreateRequest) -> list[dict]:
         if kind == "message":
             role = item.get("role")
             if role not in ("system", "developer", "user", "assistant"):
-                raise invalid(f"'{where}.role' must be one of system, developer, user, assistant; got {role!r}",
-                              f"{where}.role")
+                raise invalid(
+                    f"'{where}.role' must be one of system, developer, user, assistant; got {role!r}", f"{where}.role"
+                )
             text = _text_of(item.get("content"), f"{where}.content")
             part = "output_text" if role == "assistant" else "input_text"
             items.append({"type": "message", "role": role, "content": [{"type": part, "text": text}]})
@@ -135,16 +145,24 @@ def input_items(req: ResponseCreateRequest) -> list[dict]:
             for field in ("call_id", "name", "arguments"):
                 if not isinstance(item.get(field), str):
                     raise invalid(f"'{where}.{field}' must be a string", f"{where}.{field}")
-            items.append({"type": "function_call", "call_id": item["call_id"], "name": item["name"],
-                          "arguments": item["arguments"]})
+            items.append(
+                {
+                    "type": "function_call",
+                    "call_id": item["call_id"],
+                    "name": item["name"],
+                    "arguments": item["arguments"],
+                }
+            )
         elif kind == "function_call_output":
             if not isinstance(item.get("call_id"), str):
                 raise invalid(f"'{where}.call_id' must be a string", f"{where}.call_id")
             output = _text_of(item.get("output"), f"{where}.output")
             items.append({"type": "function_call_output", "call_id": item["call_id"], "output": output})
         else:
-            raise unsupported(f"{where}.type", f"input item type {kind!r}: this server takes message, "
-                                              "function_call and function_call_output items")
+            raise unsupported(
+                f"{where}.type",
+                f"input item type {kind!r}: this server takes message, function_call and function_call_output items",
+            )
     return items
 
 
@@ -157,8 +175,11 @@ def chat_messages(items: list[dict] | tuple[dict, ...]) -> list[dict]:
         if kind == "message":
             messages.append({"role": item["role"], "content": _text_of(item["content"], "input")})
         elif kind == "function_call":
-            call = {"id": item["call_id"], "type": "function",
-                    "function": {"name": item["name"], "arguments": item["arguments"]}}
+            call = {
+                "id": item["call_id"],
+                "type": "function",
+                "function": {"name": item["name"], "arguments": item["arguments"]},
+            }
             if messages and messages[-1]["role"] == "assistant" and messages[-1].get("tool_calls"):
                 messages[-1]["tool_calls"].append(call)
             else:
@@ -175,8 +196,10 @@ def _chat_tools(tools: list[dict] | None) -> list[dict] | None:
     out = []
     for i, tool in enumerate(tools):
         if tool.get("type") != "function":
-            raise unsupported(f"tools[{i}].type", f"tool type {tool.get('type')!r}: this server runs no hosted "
-                                                  "tools; send function tools")
+            raise unsupported(
+                f"tools[{i}].type",
+                f"tool type {tool.get('type')!r}: this server runs no hosted tools; send function tools",
+            )
         if not isinstance(tool.get("name"), str):
             raise invalid(f"'tools[{i}].name' must be a string", f"tools[{i}].name")
         function = {k: tool[k] for k in ("name", "description", "parameters", "strict") if tool.get(k) is not None}
@@ -209,8 +232,10 @@ def _response_format(text: dict | None) -> dict | None:
     if fmt.get("type") == "json_schema":
         if not isinstance(fmt.get("schema"), dict):
             raise invalid("'text.format.schema' must be a JSON schema object", "text.format.schema")
-        return {"type": "json_schema", "json_schema": {k: fmt[k] for k in ("name", "schema", "strict", "description")
-                                                       if k in fmt}}
+        return {
+            "type": "json_schema",
+            "json_schema": {k: fmt[k] for k in ("name", "schema", "strict", "description") if k in fmt},
+        }
     return {"type": fmt.get("type")}
 
 
@@ -234,12 +259,20 @@ def _refusals(req: ResponseCreateRequest) -> None:
             raise invalid(f"'metadata' holds at most {MAX_METADATA_KEYS} keys, got {len(req.metadata)}", "metadata")
         for key, value in req.metadata.items():
             if len(key) > MAX_METADATA_KEY or len(value) > MAX_METADATA_VALUE:
-                raise invalid(f"'metadata' keys hold at most {MAX_METADATA_KEY} characters and values "
-                              f"{MAX_METADATA_VALUE}; {key[:MAX_METADATA_KEY]!r} is longer", "metadata")
+                raise invalid(
+                    f"'metadata' keys hold at most {MAX_METADATA_KEY} characters and values "
+                    f"{MAX_METADATA_VALUE}; {key[:MAX_METADATA_KEY]!r} is longer",
+                    "metadata",
+                )
 
 
-def translate(req: ResponseCreateRequest, history: tuple[dict, ...], *, tool_format: str = tool_formats.JSON,
-              model: str = "the model") -> tuple[list[dict], list[ChatMessage], SamplingParams, ToolPlan | None]:
+def translate(
+    req: ResponseCreateRequest,
+    history: tuple[dict, ...],
+    *,
+    tool_format: str = tool_formats.JSON,
+    model: str = "the model",
+) -> tuple[list[dict], list[ChatMessage], SamplingParams, ToolPlan | None]:
     """-> (this request's input items, the chat messages, sampling, tool plan), through the
     chat path's own translation; its errors come back in this request's parameter names."""
     _refusals(req)
@@ -251,13 +284,24 @@ def translate(req: ResponseCreateRequest, history: tuple[dict, ...], *, tool_for
         raise invalid("'input' is empty: send a string or at least one input item", "input")
     try:
         tools, choice = _chat_tools(req.tools), _chat_tool_choice(req.tool_choice)
-        fields = {"max_completion_tokens": req.max_output_tokens, "temperature": req.temperature, "top_p": req.top_p,
-                  "tools": tools, "tool_choice": choice, "parallel_tool_calls": req.parallel_tool_calls,
-                  "response_format": _response_format(req.text), "seed": req.seed, "top_k": req.top_k,
-                  "stop": req.stop, "repetition_penalty": req.repetition_penalty, "priority": req.priority,
-                  "user": req.user}
+        fields = {
+            "max_completion_tokens": req.max_output_tokens,
+            "temperature": req.temperature,
+            "top_p": req.top_p,
+            "tools": tools,
+            "tool_choice": choice,
+            "parallel_tool_calls": req.parallel_tool_calls,
+            "response_format": _response_format(req.text),
+            "seed": req.seed,
+            "top_k": req.top_k,
+            "stop": req.stop,
+            "repetition_penalty": req.repetition_penalty,
+            "priority": req.priority,
+            "user": req.user,
+        }
         chat = ChatCompletionRequest.model_validate(  # only what was sent: the chat path's defaults stay its own
-            {"model": req.model, "messages": messages} | {k: v for k, v in fields.items() if v is not None})
+            {"model": req.model, "messages": messages} | {k: v for k, v in fields.items() if v is not None}
+        )
         prompt, sampling = chat_input(chat, tool_format=tool_format, model=model)
         plan = chat_tool_plan(chat, tool_format=tool_format, model=model)
     except ApiError as e:
@@ -271,9 +315,13 @@ def translate(req: ResponseCreateRequest, history: tuple[dict, ...], *, tool_for
 
 # --- the response object ------------------------------------------------------------------
 def _usage(input_tokens: int, output_tokens: int) -> dict:
-    return {"input_tokens": input_tokens, "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
-            "output_tokens": output_tokens, "output_tokens_details": {"reasoning_tokens": 0},
-            "total_tokens": input_tokens + output_tokens}
+    return {
+        "input_tokens": input_tokens,
+        "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+        "output_tokens": output_tokens,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": input_tokens + output_tokens,
+    }
 
 
 def _hex_id(prefix: str) -> str:
@@ -291,26 +339,52 @@ class ResponseBuilder:
     def body(self, status: str, output: list[dict], usage: dict | None = None, *, error: dict | None = None) -> dict:
         req = self.req
         return {
-            "id": self.id, "object": "response", "created_at": self.created_at, "status": status,
+            "id": self.id,
+            "object": "response",
+            "created_at": self.created_at,
+            "status": status,
             "completed_at": int(time.time()) if status == "completed" else None,
-            "error": error, "incomplete_details": {"reason": "max_output_tokens"} if status == "incomplete" else None,
-            "instructions": req.instructions, "max_output_tokens": req.max_output_tokens, "metadata": req.metadata or {},
-            "model": req.model, "output": output, "parallel_tool_calls": req.parallel_tool_calls is not False,
-            "previous_response_id": req.previous_response_id, "reasoning": None, "store": self.stored,
-            "temperature": req.temperature, "text": {"format": (req.text or {}).get("format") or {"type": "text"}},
-            "tool_choice": req.tool_choice or ("auto" if req.tools else "none"), "tools": req.tools or [],
-            "top_p": req.top_p, "truncation": "disabled", "usage": usage, "user": req.user,
+            "error": error,
+            "incomplete_details": {"reason": "max_output_tokens"} if status == "incomplete" else None,
+            "instructions": req.instructions,
+            "max_output_tokens": req.max_output_tokens,
+            "metadata": req.metadata or {},
+            "model": req.model,
+            "output": output,
+            "parallel_tool_calls": req.parallel_tool_calls is not False,
+            "previous_response_id": req.previous_response_id,
+            "reasoning": None,
+            "store": self.stored,
+            "temperature": req.temperature,
+            "text": {"format": (req.text or {}).get("format") or {"type": "text"}},
+            "tool_choice": req.tool_choice or ("auto" if req.tools else "none"),
+            "tools": req.tools or [],
+            "top_p": req.top_p,
+            "truncation": "disabled",
+            "usage": usage,
+            "user": req.user,
         }
 
     @staticmethod
     def message_item(text: str, status: str, item_id: str | None = None) -> dict:
-        return {"id": item_id or _hex_id("msg"), "type": "message", "role": "assistant", "status": status,
-                "content": [ResponseBuilder.text_part(text)]}
+        return {
+            "id": item_id or _hex_id("msg"),
+            "type": "message",
+            "role": "assistant",
+            "status": status,
+            "content": [ResponseBuilder.text_part(text)],
+        }
 
     @staticmethod
     def call_item(call_id: str, name: str, arguments: str, status: str, item_id: str | None = None) -> dict:
-        return {"id": item_id or _hex_id("fc"), "type": "function_call", "call_id": call_id, "name": name,
-                "arguments": arguments, "status": status}
+        return {
+            "id": item_id or _hex_id("fc"),
+            "type": "function_call",
+            "call_id": call_id,
+            "name": name,
+            "arguments": arguments,
+            "status": status,
+        }
 
     @staticmethod
     def text_part(text: str) -> dict:
@@ -349,18 +423,36 @@ class EventWriter:
 
 
 def _message_opening(emit: EventWriter, index: int, item_id: str) -> list[str]:
-    return [emit("response.output_item.added", output_index=index,
-                 item={"id": item_id, "type": "message", "role": "assistant", "status": "in_progress", "content": []}),
-            emit("response.content_part.added", item_id=item_id, output_index=index, content_index=0,
-                 part=ResponseBuilder.text_part(""))]
+    return [
+        emit(
+            "response.output_item.added",
+            output_index=index,
+            item={"id": item_id, "type": "message", "role": "assistant", "status": "in_progress", "content": []},
+        ),
+        emit(
+            "response.content_part.added",
+            item_id=item_id,
+            output_index=index,
+            content_index=0,
+            part=ResponseBuilder.text_part(""),
+        ),
+    ]
 
 
 def _message_closing(emit: EventWriter, index: int, item: dict) -> list[str]:
     part = item["content"][0]
-    return [emit("response.output_text.done", item_id=item["id"], output_index=index, content_index=0,
-                 text=part["text"], logprobs=[]),
-            emit("response.content_part.done", item_id=item["id"], output_index=index, content_index=0, part=part),
-            emit("response.output_item.done", output_index=index, item=item)]
+    return [
+        emit(
+            "response.output_text.done",
+            item_id=item["id"],
+            output_index=index,
+            content_index=0,
+            text=part["text"],
+            logprobs=[],
+        ),
+        emit("response.content_part.done", item_id=item["id"], output_index=index, content_index=0, part=part),
+        emit("response.output_item.done", output_index=index, item=item),
+    ]
 
 
 class OutputEvents:
@@ -381,20 +473,39 @@ class OutputEvents:
                 self._open = {"type": "message", "id": _hex_id("msg"), "text": ""}
                 events += _message_opening(emit, len(self.output), self._open["id"])
             self._open["text"] += delta["content"]
-            events.append(emit("response.output_text.delta", item_id=self._open["id"], output_index=len(self.output),
-                               content_index=0, delta=delta["content"], logprobs=[]))
+            events.append(
+                emit(
+                    "response.output_text.delta",
+                    item_id=self._open["id"],
+                    output_index=len(self.output),
+                    content_index=0,
+                    delta=delta["content"],
+                    logprobs=[],
+                )
+            )
         for call in delta.get("tool_calls") or ():
             function = call.get("function") or {}
             if call.get("id"):  # a new call: its id and name come first
                 events += self._close("completed")
-                self._open = {"type": "function_call", "id": _hex_id("fc"), "call_id": call["id"],
-                              "name": function.get("name") or "", "arguments": ""}
+                self._open = {
+                    "type": "function_call",
+                    "id": _hex_id("fc"),
+                    "call_id": call["id"],
+                    "name": function.get("name") or "",
+                    "arguments": "",
+                }
                 item = ResponseBuilder.call_item(call["id"], self._open["name"], "", "in_progress", self._open["id"])
                 events.append(emit("response.output_item.added", output_index=len(self.output), item=item))
             if function.get("arguments") and self._open is not None:
                 self._open["arguments"] += function["arguments"]
-                events.append(emit("response.function_call_arguments.delta", item_id=self._open["id"],
-                                   output_index=len(self.output), delta=function["arguments"]))
+                events.append(
+                    emit(
+                        "response.function_call_arguments.delta",
+                        item_id=self._open["id"],
+                        output_index=len(self.output),
+                        delta=function["arguments"],
+                    )
+                )
         return events
 
     def _close(self, status: str) -> list[str]:
@@ -406,11 +517,19 @@ class OutputEvents:
             item = ResponseBuilder.message_item(opened["text"], status, opened["id"])
             events = _message_closing(self.emit, index, item)
         else:
-            item = ResponseBuilder.call_item(opened["call_id"], opened["name"], opened["arguments"], status,
-                                             opened["id"])
-            events = [self.emit("response.function_call_arguments.done", item_id=item["id"], output_index=index,
-                                name=item["name"], arguments=item["arguments"]),
-                      self.emit("response.output_item.done", output_index=index, item=item)]
+            item = ResponseBuilder.call_item(
+                opened["call_id"], opened["name"], opened["arguments"], status, opened["id"]
+            )
+            events = [
+                self.emit(
+                    "response.function_call_arguments.done",
+                    item_id=item["id"],
+                    output_index=index,
+                    name=item["name"],
+                    arguments=item["arguments"],
+                ),
+                self.emit("response.output_item.done", output_index=index, item=item),
+            ]
         self.output.append(item)
         return events
 
@@ -423,10 +542,17 @@ class OutputEvents:
 
 
 # --- the routes -----------------------------------------------------------------------------
-def register(app: FastAPI, *, store_settings: StoreSettings, client: Callable[[], object],
-             check_model: Callable[[str, SamplingParams], Awaitable[SamplingParams]],
-             authorized: Callable, request_timeout_s: float | None, tool_format: str = tool_formats.JSON,
-             model_name: str = "the model") -> ResponseStore:
+def register(
+    app: FastAPI,
+    *,
+    store_settings: StoreSettings,
+    client: Callable[[], object],
+    check_model: Callable[[str, SamplingParams], Awaitable[SamplingParams]],
+    authorized: Callable,
+    request_timeout_s: float | None,
+    tool_format: str = tool_formats.JSON,
+    model_name: str = "the model",
+) -> ResponseStore:
     """POST /v1/responses, GET and DELETE /v1/responses/{id} on `app` (create_app calls this
     with its client, model check, authentication and the served model's tool-call format)."""
 
@@ -436,15 +562,23 @@ def register(app: FastAPI, *, store_settings: StoreSettings, client: Callable[[]
         if previous is None:
             return ()
         if not store.enabled:
-            raise ApiError(400, f"'previous_response_id' cannot be honoured: {OFF_REASON}; send the whole "
-                                "conversation in 'input' instead", param="previous_response_id",
-                           code="response_store_disabled")
+            raise ApiError(
+                400,
+                f"'previous_response_id' cannot be honoured: {OFF_REASON}; send the whole "
+                "conversation in 'input' instead",
+                param="previous_response_id",
+                code="response_store_disabled",
+            )
         found = store.get(previous)
         if found is None:
-            raise ApiError(400, f"Previous response with id {previous!r} not found (this server keeps responses "
-                                f"stored with store: true for {store.settings.ttl_s:g} s, the latest "
-                                f"{store.settings.max_entries} at most)", param="previous_response_id",
-                           code="previous_response_not_found")
+            raise ApiError(
+                400,
+                f"Previous response with id {previous!r} not found (this server keeps responses "
+                f"stored with store: true for {store.settings.ttl_s:g} s, the latest "
+                f"{store.settings.max_entries} at most)",
+                param="previous_response_id",
+                code="previous_response_not_found",
+            )
         return found.conversation
 
     def keep(builder: ResponseBuilder, body: dict, history: tuple[dict, ...], items: list[dict]) -> None:
@@ -464,8 +598,9 @@ def register(app: FastAPI, *, store_settings: StoreSettings, client: Callable[[]
             except ClientError as e:
                 raise engine_error(e) from None
             finish = finishes.get(0, "stop")
-            body = builder.body(_status(finish), builder.output_items(answers[0], finish),
-                                _response_usage(turn.usage()))
+            body = builder.body(
+                _status(finish), builder.output_items(answers[0], finish), _response_usage(turn.usage())
+            )
             keep(builder, body, history, items)
             return body
         events = turn.events()
@@ -493,9 +628,17 @@ def register(app: FastAPI, *, store_settings: StoreSettings, client: Callable[[]
         except ClientError as e:
             error = engine_error(e)
             yield emit("error", code=error.code or error.type, message=error.message, param=error.param)
-            yield emit("response.failed", response=builder.body(
-                "failed", [], error={"code": "server_error" if error.status >= 500 else "invalid_prompt",
-                                     "message": error.message}))
+            yield emit(
+                "response.failed",
+                response=builder.body(
+                    "failed",
+                    [],
+                    error={
+                        "code": "server_error" if error.status >= 500 else "invalid_prompt",
+                        "message": error.message,
+                    },
+                ),
+            )
             return
         for event in output.finish(finish):
             yield event
@@ -504,11 +647,17 @@ def register(app: FastAPI, *, store_settings: StoreSettings, client: Callable[[]
         yield emit("response.completed" if body["status"] == "completed" else "response.incomplete", response=body)
 
     def not_found(response_id: str) -> ApiError:
-        why = OFF_REASON if not store.enabled else (
-            f"responses are kept only when created with store: true, for {store.settings.ttl_s:g} s, the latest "
-            f"{store.settings.max_entries} at most")
-        return ApiError(404, f"Response with id {response_id!r} not found: {why}", param="response_id",
-                        code="response_not_found")
+        why = (
+            OFF_REASON
+            if not store.enabled
+            else (
+                f"responses are kept only when created with store: true, for {store.settings.ttl_s:g} s, the latest "
+                f"{store.settings.max_entries} at most"
+            )
+        )
+        return ApiError(
+            404, f"Response with id {response_id!r} not found: {why}", param="response_id", code="response_not_found"
+        )
 
     @app.get(ROUTE + "/{response_id}", dependencies=[Depends(authorized)])
     async def retrieve_response(response_id: str):

@@ -1,12 +1,12 @@
 """One chat answer with tools: the engine's stream -> OpenAI deltas (content or tool calls),
 whole or streamed.  /v1/responses (openai_front/responses.py) answers through it too, with or
-without tools (no plan: content deltas only).  With tool_choice auto, a call the model starts is regenerated under guided
-decoding (openai_front/tools.py says why); the usage counts the answer returned."""
+without tools (no plan: content deltas only).  With tool_choice auto, a call the model starts is
+regenerated under guided decoding (openai_front/tools.py says why); the usage counts the answer returned."""
 
 from __future__ import annotations
 
 import dataclasses
-from typing import AsyncGenerator, AsyncIterator
+from typing import AsyncGenerator
 
 from client.types import SamplingParams
 from openai_front.tools import CallStream, ToolPlan, assemble, call_mode
@@ -14,8 +14,9 @@ from openai_front.translate import ResponseShaper, new_id, usage
 
 
 class ToolTurn:
-    def __init__(self, client, prompt, sampling: SamplingParams, plan: ToolPlan | None,
-                 timeout_s: float | None) -> None:
+    def __init__(
+        self, client, prompt, sampling: SamplingParams, plan: ToolPlan | None, timeout_s: float | None
+    ) -> None:
         self.client, self.prompt, self.sampling, self.plan, self.timeout_s = client, prompt, sampling, plan, timeout_s
         self.prompt_tokens = 0
         self.completion_tokens: dict[int, int] = {}
@@ -86,10 +87,13 @@ class ToolTurn:
 
     async def whole(self, shaper: ResponseShaper) -> dict:
         messages, finish = await self.messages()
-        choices = [{"index": i, "message": messages[i], "finish_reason": finish.get(i, "stop"),
-                    "logprobs": None} for i in range(self.sampling.n)]
+        choices = [
+            {"index": i, "message": messages[i], "finish_reason": finish.get(i, "stop"), "logprobs": None}
+            for i in range(self.sampling.n)
+        ]
         return shaper._envelope("chat.completion", choices, usage=self.usage())
 
     def chunk(self, shaper: ResponseShaper, index: int, delta: dict | None, reason: str | None) -> dict:
-        return shaper._envelope("chat.completion.chunk", [{"index": index, "delta": delta or {},
-                                                           "finish_reason": reason, "logprobs": None}])
+        return shaper._envelope(
+            "chat.completion.chunk", [{"index": index, "delta": delta or {}, "finish_reason": reason, "logprobs": None}]
+        )

@@ -21,8 +21,8 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from typing import Any
 from dataclasses import dataclass, field
+from typing import Any
 
 from client.types import ChatMessage, Guide
 from contract import tool_formats
@@ -34,18 +34,24 @@ def new_call_id() -> str:
 
 
 # --- the formats ------------------------------------------------------------------------------
-_LLAMA_ASK = ("Given the following functions, please respond with a JSON for a function call with its proper "
-              "arguments that best answers the given prompt.\n\nRespond in the format {\"name\": function name, "
-              "\"parameters\": dictionary of argument name and its value}. Do not use variables.\n\n")
+_LLAMA_ASK = (
+    "Given the following functions, please respond with a JSON for a function call with its proper "
+    "arguments that best answers the given prompt.\n\nRespond in the format {\"name\": function name, "
+    "\"parameters\": dictionary of argument name and its value}. Do not use variables.\n\n"
+)
 # The generic fallback: Llama's request, softened so a small model still answers in text when no
 # function fits (SmolLM2-135M with Llama's wording called a function even for "Say hi").
-_JSON_ASK = ("You can use the following functions. If one of them answers the prompt, respond with a JSON for a "
-             "function call with its proper arguments, in the format {\"name\": function name, \"parameters\": "
-             "dictionary of argument name and its value}. Otherwise answer the prompt.\n\n")
-_HERMES_ASK = ("# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided "
-               "with function signatures within <tools></tools> XML tags:\n<tools>\n{tools}\n</tools>\n\nFor each "
-               "function call, return a json object with function name and arguments within <tool_call></tool_call> "
-               "XML tags:\n<tool_call>\n{{\"name\": <function-name>, \"arguments\": <args-json-object>}}\n</tool_call>")
+_JSON_ASK = (
+    "You can use the following functions. If one of them answers the prompt, respond with a JSON for a "
+    "function call with its proper arguments, in the format {\"name\": function name, \"parameters\": "
+    "dictionary of argument name and its value}. Otherwise answer the prompt.\n\n"
+)
+_HERMES_ASK = (
+    "# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided "
+    "with function signatures within <tools></tools> XML tags:\n<tools>\n{tools}\n</tools>\n\nFor each "
+    "function call, return a json object with function name and arguments within <tool_call></tool_call> "
+    "XML tags:\n<tool_call>\n{{\"name\": <function-name>, \"arguments\": <args-json-object>}}\n</tool_call>"
+)
 _PYTHON_TAG = "<|python_tag|>"
 _TOOL_CALL_OPEN, _TOOL_CALL_CLOSE = "<tool_call>", "</tool_call>"
 _FENCES = ("```json", "```")
@@ -67,7 +73,11 @@ class ToolFormat:
                 return [ChatMessage("system", f"{messages[0].content}\n\n{text}"), *messages[1:]]
             return [ChatMessage("system", text), *messages]
         # llama3_json and json: Llama 3.x's template puts them in the first user message.
-        text = (_LLAMA_ASK if self.name == tool_formats.LLAMA3_JSON else _JSON_ASK) + "\n\n".join(json.dumps(t, indent=4, ensure_ascii=False) for t in tools) + "\n\n"
+        text = (
+            (_LLAMA_ASK if self.name == tool_formats.LLAMA3_JSON else _JSON_ASK)
+            + "\n\n".join(json.dumps(t, indent=4, ensure_ascii=False) for t in tools)
+            + "\n\n"
+        )
         out, done = [], False
         for m in messages:
             if m.role == "user" and not done:
@@ -89,11 +99,13 @@ class ToolFormat:
         if self.name == tool_formats.JSON:
             # Not as JSON: a small model shown its earlier call repeats it instead of answering
             # from the tool's result.
-            return " ".join(f"I called {o['name']} with {json.dumps(o[self.key], ensure_ascii=False)}."
-                            for o in objects)
+            return " ".join(
+                f"I called {o['name']} with {json.dumps(o[self.key], ensure_ascii=False)}." for o in objects
+            )
         if self.name == tool_formats.HERMES:
-            return "\n".join(f"{_TOOL_CALL_OPEN}\n{json.dumps(o, ensure_ascii=False)}\n{_TOOL_CALL_CLOSE}"
-                             for o in objects)
+            return "\n".join(
+                f"{_TOOL_CALL_OPEN}\n{json.dumps(o, ensure_ascii=False)}\n{_TOOL_CALL_CLOSE}" for o in objects
+            )
         return "; ".join(json.dumps(o, ensure_ascii=False) for o in objects)
 
     def call_start(self, text: str) -> bool | None:
@@ -107,7 +119,7 @@ class ToolFormat:
             return None if _TOOL_CALL_OPEN.startswith(head) else False
         for prefix in (_PYTHON_TAG, *_FENCES):
             if head.startswith(prefix):
-                head = head[len(prefix):].lstrip()
+                head = head[len(prefix) :].lstrip()
                 break
             if prefix.startswith(head):
                 return None
@@ -124,7 +136,7 @@ class ToolFormat:
             body = body.removeprefix(_PYTHON_TAG).strip()
             for fence in _FENCES:
                 if body.startswith(fence):
-                    body = body[len(fence):].strip().removesuffix("```").strip()
+                    body = body[len(fence) :].strip().removesuffix("```").strip()
                     break
             parts = [body]
         documents = []
@@ -148,8 +160,10 @@ class ToolFormat:
         return calls or None
 
 
-FORMATS = {name: ToolFormat(name, "arguments" if name == tool_formats.HERMES else "parameters")
-           for name in (tool_formats.LLAMA3_JSON, tool_formats.HERMES, tool_formats.JSON)}
+FORMATS = {
+    name: ToolFormat(name, "arguments" if name == tool_formats.HERMES else "parameters")
+    for name in (tool_formats.LLAMA3_JSON, tool_formats.HERMES, tool_formats.JSON)
+}
 
 
 # --- the plan of one request ------------------------------------------------------------------
@@ -163,10 +177,17 @@ class ToolPlan:
     tools: tuple = field(default=(), compare=False)  # the request's tool definitions, as sent
 
     def _call_schema(self, key: str) -> dict:
-        return {"anyOf": [
-            {"type": "object", "properties": {"name": {"const": name}, key: params},
-             "required": ["name", key], "additionalProperties": False}
-            for name, params in self.functions.items()]}
+        return {
+            "anyOf": [
+                {
+                    "type": "object",
+                    "properties": {"name": {"const": name}, key: params},
+                    "required": ["name", key],
+                    "additionalProperties": False,
+                }
+                for name, params in self.functions.items()
+            ]
+        }
 
     def guide(self) -> Guide | None:
         """The forced call's guide; auto generates freely (see regeneration_guide)."""
@@ -185,8 +206,11 @@ class ToolPlan:
         if self.auto:
             return self.format.describe(messages, list(self.tools))
         described = [{"name": name, "parameters": params} for name, params in self.functions.items()]
-        ask = (f"Call the function {self.named} and answer only with its arguments as JSON."
-               if self.named else "Call one of them and answer only with JSON {\"name\": ..., \"arguments\": {...}}.")
+        ask = (
+            f"Call the function {self.named} and answer only with its arguments as JSON."
+            if self.named
+            else "Call one of them and answer only with JSON {\"name\": ..., \"arguments\": {...}}."
+        )
         return [ChatMessage("system", f"You can call these functions: {json.dumps(described)}. {ask}"), *messages]
 
     def call(self, text: str) -> dict:
@@ -199,8 +223,14 @@ class ToolPlan:
         return {"id": new_call_id(), "type": "function", "function": {"name": name, "arguments": arguments}}
 
 
-def tool_plan(tools: list[dict] | None, tool_choice: str | dict | None, *, tool_format: str = tool_formats.JSON,
-              model: str = "the model", parallel_tool_calls: bool | None = None) -> ToolPlan | None:
+def tool_plan(
+    tools: list[dict] | None,
+    tool_choice: str | dict | None,
+    *,
+    tool_format: str = tool_formats.JSON,
+    model: str = "the model",
+    parallel_tool_calls: bool | None = None,
+) -> ToolPlan | None:
     if tool_choice not in (None, "none") and not tools:
         raise invalid("'tool_choice' needs 'tools'", "tool_choice")
     if not tools or tool_choice == "none":
@@ -214,17 +244,25 @@ def tool_plan(tools: list[dict] | None, tool_choice: str | dict | None, *, tool_
     parallel = parallel_tool_calls is not False
     if tool_choice in (None, "auto"):
         if tool_format not in FORMATS:
-            why = ("its chat template has a tool-call format this server does not parse"
-                   if tool_format == tool_formats.UNSUPPORTED else "automatic tool calling is off for it")
-            raise unsupported("tool_choice", f"'auto' with model {model!r}: {why}; send 'required' or "
-                                             "{'type': 'function', 'function': {'name': ...}}")
-        return ToolPlan(functions, None, auto=True, format=FORMATS[tool_format], parallel=parallel,
-                        tools=tuple(tools))
+            why = (
+                "its chat template has a tool-call format this server does not parse"
+                if tool_format == tool_formats.UNSUPPORTED
+                else "automatic tool calling is off for it"
+            )
+            raise unsupported(
+                "tool_choice",
+                f"'auto' with model {model!r}: {why}; send 'required' or "
+                "{'type': 'function', 'function': {'name': ...}}",
+            )
+        return ToolPlan(functions, None, auto=True, format=FORMATS[tool_format], parallel=parallel, tools=tuple(tools))
     if tool_choice == "required":
         return ToolPlan(functions, None, parallel=parallel, tools=tuple(tools))
     if isinstance(tool_choice, str):
-        raise invalid(f"'tool_choice' must be 'none', 'auto', 'required' or {{'type': 'function', 'function': "
-                      f"{{'name': ...}}}}, got {tool_choice!r}", "tool_choice")
+        raise invalid(
+            f"'tool_choice' must be 'none', 'auto', 'required' or {{'type': 'function', 'function': "
+            f"{{'name': ...}}}}, got {tool_choice!r}",
+            "tool_choice",
+        )
     name = tool_choice.get("function", {}).get("name") if isinstance(tool_choice, dict) else None
     if name not in functions:
         raise invalid(f"'tool_choice' names {name!r}, which is not one of the tools {sorted(functions)}", "tool_choice")
@@ -232,12 +270,14 @@ def tool_plan(tools: list[dict] | None, tool_choice: str | dict | None, *, tool_
 
 
 # --- one choice's text -> OpenAI deltas --------------------------------------------------------
-_CALL_HEAD = re.compile(r'\s*(?:<\|python_tag\|>)?\s*\{\s*"name"\s*:\s*"((?:[^"\\]|\\.)*)"\s*,\s*'
-                        r'"(?:parameters|arguments)"\s*:\s*')
-
+_CALL_HEAD = re.compile(
+    r'\s*(?:<\|python_tag\|>)?\s*\{\s*"name"\s*:\s*"((?:[^"\\]|\\.)*)"\s*,\s*'
+    r'"(?:parameters|arguments)"\s*:\s*'
+)
 
 
 NO_TOOLS = ToolPlan(functions={}, named=None)  # a plain answer: nothing to call
+
 
 class CallStream:
     """Text pieces of one choice in, OpenAI deltas out ({"content": ...} or {"tool_calls": [...]}).
@@ -261,8 +301,16 @@ class CallStream:
 
     def _call_head(self, name: str) -> dict:
         self.calls += 1
-        return {"tool_calls": [{"index": self.calls - 1, "id": new_call_id(), "type": "function",
-                                "function": {"name": name, "arguments": ""}}]}
+        return {
+            "tool_calls": [
+                {
+                    "index": self.calls - 1,
+                    "id": new_call_id(),
+                    "type": "function",
+                    "function": {"name": name, "arguments": ""},
+                }
+            ]
+        }
 
     def _fragment(self, text: str) -> dict:
         return {"tool_calls": [{"index": self.calls - 1, "function": {"arguments": text}}]}
@@ -296,11 +344,11 @@ class CallStream:
                 while self._args_from < len(self.text) and self.text[self._args_from].isspace():
                     self._args_from += 1
             # hold back a closing '}' at the end: it may close the call object rather than the arguments
-            ready = self.text[self._args_from:].rstrip()
+            ready = self.text[self._args_from :].rstrip()
             if ready.endswith("}"):
                 ready = ready[:-1].rstrip()
             if len(ready) > self._sent:
-                out.append(self._fragment(ready[self._sent:]))
+                out.append(self._fragment(ready[self._sent :]))
                 self._sent = len(ready)
             return out
         return []  # buffer
@@ -316,12 +364,12 @@ class CallStream:
             out = [self._call_head(self._named())] if self.calls == 0 else []
             return out, "tool_calls" if reason == "stop" else reason
         if self.mode == "object" and self._args_from is not None:
-            rest = self.text[self._args_from:]
+            rest = self.text[self._args_from :]
             if reason == "stop":
                 end = rest.rfind("}")
                 rest = rest[:end] if end >= 0 else rest
-                rest = rest[:max(len(rest.rstrip()), self._sent)]
-            rest = rest[self._sent:]
+                rest = rest[: max(len(rest.rstrip()), self._sent)]
+            rest = rest[self._sent :]
             return ([self._fragment(rest)] if rest else []), "tool_calls" if reason == "stop" else reason
         # buffer, or an object whose head never matched: parse the whole answer
         calls = self.plan.format.parse(self.text) if reason == "stop" else None
@@ -331,8 +379,11 @@ class CallStream:
             out = []
             for name, arguments in calls:
                 out.append(self._call_head(name))
-                out.append(self._fragment(arguments if isinstance(arguments, str)
-                                          else json.dumps(arguments, ensure_ascii=False)))
+                out.append(
+                    self._fragment(
+                        arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
+                    )
+                )
             return out, "tool_calls"
         return ([{"content": self.text}] if self.text else []), reason
 
@@ -349,7 +400,9 @@ def assemble(deltas: list[dict]) -> dict:
     for d in deltas:
         content += d.get("content") or ""
         for c in d.get("tool_calls", []):
-            call = calls.setdefault(c["index"], {"id": None, "type": "function", "function": {"name": "", "arguments": ""}})
+            call = calls.setdefault(
+                c["index"], {"id": None, "type": "function", "function": {"name": "", "arguments": ""}}
+            )
             call["id"] = c.get("id") or call["id"]
             call["function"]["name"] += c.get("function", {}).get("name") or ""
             call["function"]["arguments"] += c.get("function", {}).get("arguments") or ""
@@ -361,5 +414,14 @@ def assemble(deltas: list[dict]) -> dict:
     return message
 
 
-__all__ = ["ApiError", "CallStream", "FORMATS", "ToolFormat", "ToolPlan", "assemble", "call_mode", "new_call_id",
-           "tool_plan"]
+__all__ = [
+    "ApiError",
+    "CallStream",
+    "FORMATS",
+    "ToolFormat",
+    "ToolPlan",
+    "assemble",
+    "call_mode",
+    "new_call_id",
+    "tool_plan",
+]

@@ -3,19 +3,16 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 import uuid
 
-import json
-
-from contract import params
 from client.types import ChatMessage, GenerationResult, Guide, SamplingParams, StreamChunk
+from contract import params, tool_formats
 from openai_front.errors import invalid, unsupported
-from openai_front.schemas import ChatCompletionRequest, CompletionRequest, RequestBase
 from openai_front.params import check_policy
+from openai_front.schemas import ChatCompletionRequest, CompletionRequest, RequestBase
 from openai_front.tools import FORMATS, ToolFormat, ToolPlan, tool_plan
-from contract import tool_formats
-
 
 MAX_N = 16  # samples per request (each holds a KV-cache sequence)
 MAX_COMPLETION_LOGPROBS = 5  # OpenAI's bound for the completions endpoint's `logprobs`
@@ -41,8 +38,15 @@ def _guide(req: RequestBase) -> Guide | None:
     return Guide("regex" if name == "guided_regex" else "ebnf_grammar", value)
 
 
-def _sampling(req: RequestBase, max_tokens: int | None, echo: bool = False, *, log_probs: bool = False,
-              top_logprobs: int = 0, guide: Guide | None = None) -> SamplingParams:
+def _sampling(
+    req: RequestBase,
+    max_tokens: int | None,
+    echo: bool = False,
+    *,
+    log_probs: bool = False,
+    top_logprobs: int = 0,
+    guide: Guide | None = None,
+) -> SamplingParams:
     stop = (req.stop,) if isinstance(req.stop, str) else tuple(req.stop or ())
     min_tokens = req.min_tokens
     if req.ignore_eos:
@@ -53,10 +57,22 @@ def _sampling(req: RequestBase, max_tokens: int | None, echo: bool = False, *, l
     if req.n > 1 and temperature is None:
         temperature = 1.0  # OpenAI's default: n samples, not n copies of the greedy answer
     return SamplingParams(
-        max_tokens=max_tokens, temperature=temperature, n=req.n, return_log_probs=log_probs, top_logprobs=top_logprobs,
-        guide=guide, top_p=req.top_p, top_k=req.top_k, min_tokens=min_tokens,
-        seed=req.seed, repetition_penalty=req.repetition_penalty, presence_penalty=req.presence_penalty,
-        frequency_penalty=req.frequency_penalty, stop=stop, skip_special_tokens=req.skip_special_tokens, echo=echo,
+        max_tokens=max_tokens,
+        temperature=temperature,
+        n=req.n,
+        return_log_probs=log_probs,
+        top_logprobs=top_logprobs,
+        guide=guide,
+        top_p=req.top_p,
+        top_k=req.top_k,
+        min_tokens=min_tokens,
+        seed=req.seed,
+        repetition_penalty=req.repetition_penalty,
+        presence_penalty=req.presence_penalty,
+        frequency_penalty=req.frequency_penalty,
+        stop=stop,
+        skip_special_tokens=req.skip_special_tokens,
+        echo=echo,
         priority=req.priority,
     )
 
@@ -74,8 +90,9 @@ def with_priority_header(sampling: SamplingParams, header: str | None) -> Sampli
     except ValueError:
         value = float("nan")
     if not 0.0 <= value <= 1.0:
-        raise invalid(f"header X-Request-Priority must be a number in [0, 1] (higher first), got {header!r}",
-                      "priority")
+        raise invalid(
+            f"header X-Request-Priority must be a number in [0, 1] (higher first), got {header!r}", "priority"
+        )
     return dataclasses.replace(sampling, priority=value)
 
 
@@ -95,10 +112,12 @@ def completion_input(req: CompletionRequest) -> tuple[str, SamplingParams]:
     if not 0 <= top <= MAX_COMPLETION_LOGPROBS:
         raise invalid(f"'logprobs' must be in [0, {MAX_COMPLETION_LOGPROBS}], got {top}", "logprobs")
     if log_probs and req.echo:  # OpenAI would score the prompt too (lm-eval's loglikelihood requests)
-        raise unsupported("echo", "with 'logprobs': the engines return the generated tokens' log probs, not the "
-                                  "prompt's")
-    return prompt, _sampling(req, req.max_tokens, echo=req.echo, log_probs=log_probs, top_logprobs=top,
-                             guide=_guide(req))
+        raise unsupported(
+            "echo", "with 'logprobs': the engines return the generated tokens' log probs, not the prompt's"
+        )
+    return prompt, _sampling(
+        req, req.max_tokens, echo=req.echo, log_probs=log_probs, top_logprobs=top, guide=_guide(req)
+    )
 
 
 def _content(message, index: int, tool_format: ToolFormat = FORMATS[tool_formats.JSON]) -> str:
@@ -117,8 +136,9 @@ def _content(message, index: int, tool_format: ToolFormat = FORMATS[tool_formats
     return "".join(texts)
 
 
-def chat_input(req: ChatCompletionRequest, *, tool_format: str = tool_formats.JSON,
-               model: str = "the model") -> tuple[list[ChatMessage], SamplingParams]:
+def chat_input(
+    req: ChatCompletionRequest, *, tool_format: str = tool_formats.JSON, model: str = "the model"
+) -> tuple[list[ChatMessage], SamplingParams]:
     _common_checks(req)
     check_policy(req)
     plan = chat_tool_plan(req, tool_format=tool_format, model=model)
@@ -136,22 +156,33 @@ def chat_input(req: ChatCompletionRequest, *, tool_format: str = tool_formats.JS
     guide = _response_format(req.response_format) or _guide(req)
     if plan is not None:
         if guide is not None:
-            raise invalid("'tools' (unless tool_choice is 'none') fix the output format themselves; drop "
-                          "'response_format'", "response_format")
+            raise invalid(
+                "'tools' (unless tool_choice is 'none') fix the output format themselves; drop 'response_format'",
+                "response_format",
+            )
         guide = plan.guide()
     written_as = plan.format if plan is not None and plan.auto else FORMATS.get(tool_format, FORMATS[tool_formats.JSON])
-    messages = [ChatMessage("system" if m.role == "developer" else m.role, _content(m, i, written_as))
-                for i, m in enumerate(req.messages)]
+    messages = [
+        ChatMessage("system" if m.role == "developer" else m.role, _content(m, i, written_as))
+        for i, m in enumerate(req.messages)
+    ]
     if plan is not None:
         messages = plan.messages(messages)
-    return messages, _sampling(req, req.max_completion_tokens or req.max_tokens, log_probs=bool(req.logprobs),
-                               top_logprobs=req.top_logprobs or 0, guide=guide)
+    return messages, _sampling(
+        req,
+        req.max_completion_tokens or req.max_tokens,
+        log_probs=bool(req.logprobs),
+        top_logprobs=req.top_logprobs or 0,
+        guide=guide,
+    )
 
 
-def chat_tool_plan(req: ChatCompletionRequest, *, tool_format: str = tool_formats.JSON,
-                   model: str = "the model") -> ToolPlan | None:
-    return tool_plan(req.tools, req.tool_choice, tool_format=tool_format, model=model,
-                     parallel_tool_calls=req.parallel_tool_calls)
+def chat_tool_plan(
+    req: ChatCompletionRequest, *, tool_format: str = tool_formats.JSON, model: str = "the model"
+) -> ToolPlan | None:
+    return tool_plan(
+        req.tools, req.tool_choice, tool_format=tool_format, model=model, parallel_tool_calls=req.parallel_tool_calls
+    )
 
 
 def _response_format(fmt: dict | None) -> Guide | None:
@@ -167,15 +198,17 @@ def _response_format(fmt: dict | None) -> Guide | None:
     if kind == "json_schema":
         spec = fmt.get("json_schema")
         if not isinstance(spec, dict) or not isinstance(spec.get("schema", {}), dict):
-            raise invalid("'response_format.json_schema' must be an object with a 'schema' object",
-                          "response_format")
+            raise invalid("'response_format.json_schema' must be an object with a 'schema' object", "response_format")
         return Guide.json_schema(spec.get("schema") or {"type": "object"})
     raise invalid(f"'response_format.type' {kind!r} is not one of text, json_object, json_schema", "response_format")
 
 
 def usage(prompt_tokens: int, completion_tokens: int) -> dict:
-    return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-            "total_tokens": prompt_tokens + completion_tokens}
+    return {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+    }
 
 
 def new_id(prefix: str) -> str:
@@ -225,9 +258,13 @@ class ResponseShaper:
     def first_chunks(self, n: int) -> list[dict]:
         if not self.chat:
             return []
-        return [self._envelope("chat.completion.chunk", [{"index": i, "delta": {"role": "assistant", "content": ""},
-                                                          "finish_reason": None, "logprobs": None}])
-                for i in range(n)]
+        return [
+            self._envelope(
+                "chat.completion.chunk",
+                [{"index": i, "delta": {"role": "assistant", "content": ""}, "finish_reason": None, "logprobs": None}],
+            )
+            for i in range(n)
+        ]
 
     def chunk(self, chunk: StreamChunk, finish_reason: str | None) -> dict:
         index = chunk.sequence_index

@@ -79,7 +79,11 @@ class EntryCanary:
         request_id = request_ids.new_request_id("canary")
         with request_ids.bind(request_id):
             result = await self._probe(settings)
-        return result if result.answered else dataclasses.replace(result, detail=f"{result.detail} (request_id={request_id})")
+        return (
+            result
+            if result.answered
+            else dataclasses.replace(result, detail=f"{result.detail} (request_id={request_id})")
+        )
 
     async def _probe(self, settings: CanarySettings) -> CanaryResult:
         t0 = time.monotonic()
@@ -110,13 +114,15 @@ def probe_openai(base_url: str, deadline_s: float, api_key: str | None = None) -
     t0 = time.monotonic()
     headers = {"Content-Type": "application/json"} | ({"Authorization": f"Bearer {api_key}"} if api_key else {})
     try:
-        with urllib.request.urlopen(urllib.request.Request(f"{base_url}/v1/models", headers=headers),
-                                    timeout=deadline_s) as r:
+        with urllib.request.urlopen(
+            urllib.request.Request(f"{base_url}/v1/models", headers=headers), timeout=deadline_s
+        ) as r:
             model = json.load(r)["data"][0]["id"]
         body = json.dumps({"model": model, "prompt": PROMPT, "max_tokens": 1, "temperature": 0}).encode()
         left = max(0.1, deadline_s - (time.monotonic() - t0))
-        with urllib.request.urlopen(urllib.request.Request(f"{base_url}/v1/completions", body, headers),
-                                    timeout=left) as r:
+        with urllib.request.urlopen(
+            urllib.request.Request(f"{base_url}/v1/completions", body, headers), timeout=left
+        ) as r:
             r.read()
         return CanaryResult("openai", True, time.monotonic() - t0, "answered")
     except urllib.error.HTTPError as e:  # the front answered; 502/504: Triton did not
@@ -143,8 +149,11 @@ class Canary:
     async def probe_async(self) -> list[CanaryResult]:
         jobs = [entry.probe(self.settings) for entry in self._entries]
         if self.openai_url:
-            jobs.append(asyncio.to_thread(probe_openai, self.openai_url, self.settings.unprioritized_deadline_s,
-                                          self.openai_api_key))
+            jobs.append(
+                asyncio.to_thread(
+                    probe_openai, self.openai_url, self.settings.unprioritized_deadline_s, self.openai_api_key
+                )
+            )
         return list(await asyncio.gather(*jobs))
 
     def probe(self) -> list[CanaryResult]:

@@ -15,43 +15,83 @@ from pathlib import Path
 import click
 
 from contract import names, telemetry
+from contract.supervision import SUPERVISION_FILE_ENV
 from serving import ports
+from serving.canary import Canary, CanarySettings
 from serving.launch_record import PID_FILE, LaunchRecord, RecordError
 from serving.launcher import ServerFailed, ServerSettings, TritonServer
 from serving.openai_process import OpenAiFront, served_model_name, served_tokenizer_dir
 from serving.stop_signals import StopSignals
-from serving.canary import Canary, CanarySettings
-from contract.supervision import SUPERVISION_FILE_ENV
 from serving.supervisor import GaveUp, RestartPolicy, Supervisor
 from serving.teardown import StillRunning, launcher_process, stop_recorded
 
 
 def server_options(f):
     options = [
-        click.option("--repository", type=click.Path(file_okay=False, path_type=Path), default=Path("build/repository"),
-                     show_default=True),
-        click.option("--host", default=names.DEFAULT_HOST, show_default=True, help="Address to bind (loopback by default)."),
+        click.option(
+            "--repository",
+            type=click.Path(file_okay=False, path_type=Path),
+            default=Path("build/repository"),
+            show_default=True,
+        ),
+        click.option(
+            "--host", default=names.DEFAULT_HOST, show_default=True, help="Address to bind (loopback by default)."
+        ),
         click.option("--http-port", type=int, default=names.DEFAULT_HTTP_PORT, show_default=True),
         click.option("--grpc-port", type=int, default=names.DEFAULT_GRPC_PORT, show_default=True),
         click.option("--metrics-port", type=int, default=names.DEFAULT_METRICS_PORT, show_default=True),
-        click.option("--log-file", type=click.Path(dir_okay=False, path_type=Path),
-                     default=Path("build/logs/tritonserver.log"), show_default=True),
+        click.option(
+            "--log-file",
+            type=click.Path(dir_okay=False, path_type=Path),
+            default=Path("build/logs/tritonserver.log"),
+            show_default=True,
+        ),
         click.option("--log-verbose", type=int, default=0, show_default=True),
-        click.option("--exit-timeout", "exit_timeout_s", type=int, default=30, show_default=True,
-                     help="Seconds in-flight requests get to finish on shutdown."),
+        click.option(
+            "--exit-timeout",
+            "exit_timeout_s",
+            type=int,
+            default=30,
+            show_default=True,
+            help="Seconds in-flight requests get to finish on shutdown.",
+        ),
         click.option("--ready-timeout", "ready_timeout_s", type=float, default=600.0, show_default=True),
-        click.option("--openai-port", type=int, default=0, show_default=True,
-                     help="Also serve the OpenAI-compatible API on this port (0 = off)."),
-        click.option("--trace-endpoint", envvar="OTEL_EXPORTER_OTLP_ENDPOINT", default=None,
-                     help="OTLP/HTTP collector (http://host:4318): Triton's spans, our models' and the OpenAI "
-                          "front's are exported there (docs/tracing.md); unset: no tracing."),
-        click.option("--trace-rate", "trace_ratio", envvar="OTEL_TRACES_SAMPLER_ARG", type=click.FloatRange(0, 1),
-                     default=telemetry.DEFAULT_SAMPLE_RATIO, show_default=True,
-                     help="Ratio of requests traced (a client's sampled traceparent is always followed by our spans)."),
-        click.option("--trace-service", envvar="KIT_TRACE_SERVICE", default="triton-server", show_default=True,
-                     help="service.name of Triton's own spans."),
-        click.option("--admin-key-file", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
-                     help=f"Key of Triton's admin APIs (or ${ADMIN_KEY_ENV}); unset: a random key, APIs locked."),
+        click.option(
+            "--openai-port",
+            type=int,
+            default=0,
+            show_default=True,
+            help="Also serve the OpenAI-compatible API on this port (0 = off).",
+        ),
+        click.option(
+            "--trace-endpoint",
+            envvar="OTEL_EXPORTER_OTLP_ENDPOINT",
+            default=None,
+            help="OTLP/HTTP collector (http://host:4318): Triton's spans, our models' and the OpenAI "
+            "front's are exported there (docs/tracing.md); unset: no tracing.",
+        ),
+        click.option(
+            "--trace-rate",
+            "trace_ratio",
+            envvar="OTEL_TRACES_SAMPLER_ARG",
+            type=click.FloatRange(0, 1),
+            default=telemetry.DEFAULT_SAMPLE_RATIO,
+            show_default=True,
+            help="Ratio of requests traced (a client's sampled traceparent is always followed by our spans).",
+        ),
+        click.option(
+            "--trace-service",
+            envvar="KIT_TRACE_SERVICE",
+            default="triton-server",
+            show_default=True,
+            help="service.name of Triton's own spans.",
+        ),
+        click.option(
+            "--admin-key-file",
+            type=click.Path(exists=True, dir_okay=False, path_type=Path),
+            default=None,
+            help=f"Key of Triton's admin APIs (or ${ADMIN_KEY_ENV}); unset: a random key, APIs locked.",
+        ),
     ]
     for option in reversed(options):
         f = option(f)
@@ -64,17 +104,39 @@ _CANARY = CanarySettings()
 
 def canary_options(f):
     options = [
-        click.option("--canary/--no-canary", "canary", default=True, show_default=True,
-                     help="Send a one-token request through each entry model every --canary-period seconds; "
-                          "not ready while one gets no answer, restart when one is wedged (serving/canary.py)."),
+        click.option(
+            "--canary/--no-canary",
+            "canary",
+            default=True,
+            show_default=True,
+            help="Send a one-token request through each entry model every --canary-period seconds; "
+            "not ready while one gets no answer, restart when one is wedged (serving/canary.py).",
+        ),
         click.option("--canary-period", "canary_period_s", type=float, default=_CANARY.period_s, show_default=True),
-        click.option("--canary-deadline", "canary_deadline_s", type=float, default=_CANARY.deadline_s,
-                     show_default=True, help="Seconds an entry whose engine takes priorities has to answer."),
-        click.option("--canary-deadline-unprioritized", "canary_unprioritized_deadline_s", type=float,
-                     default=_CANARY.unprioritized_deadline_s, show_default=True,
-                     help="The same for engines without priorities (TensorRT-LLM): above their first-token timeout."),
-        click.option("--canary-failures", "canary_failures", type=int, default=_CANARY.failures_to_wedge,
-                     show_default=True, help="Failed canaries in a row that make an entry wedged (a restart)."),
+        click.option(
+            "--canary-deadline",
+            "canary_deadline_s",
+            type=float,
+            default=_CANARY.deadline_s,
+            show_default=True,
+            help="Seconds an entry whose engine takes priorities has to answer.",
+        ),
+        click.option(
+            "--canary-deadline-unprioritized",
+            "canary_unprioritized_deadline_s",
+            type=float,
+            default=_CANARY.unprioritized_deadline_s,
+            show_default=True,
+            help="The same for engines without priorities (TensorRT-LLM): above their first-token timeout.",
+        ),
+        click.option(
+            "--canary-failures",
+            "canary_failures",
+            type=int,
+            default=_CANARY.failures_to_wedge,
+            show_default=True,
+            help="Failed canaries in a row that make an entry wedged (a restart).",
+        ),
     ]
     for option in reversed(options):
         f = option(f)
@@ -82,8 +144,12 @@ def canary_options(f):
 
 
 def _canary_settings(kwargs: dict) -> CanarySettings:
-    settings = CanarySettings(kwargs["canary_deadline_s"], kwargs["canary_unprioritized_deadline_s"],
-                              kwargs["canary_period_s"], kwargs["canary_failures"])
+    settings = CanarySettings(
+        kwargs["canary_deadline_s"],
+        kwargs["canary_unprioritized_deadline_s"],
+        kwargs["canary_period_s"],
+        kwargs["canary_failures"],
+    )
     try:
         settings.validate()
     except ValueError as e:
@@ -102,8 +168,13 @@ def _settings(kwargs: dict, record_file: Path | None = None) -> ServerSettings:
     admin_key = key_file.read_text().strip() if key_file else os.environ.get(ADMIN_KEY_ENV) or None
     supervision = ((SUPERVISION_FILE_ENV, str(supervision_file(kwargs["log_file"]))),)
     trace = _trace_settings(kwargs)
-    return ServerSettings(**{k: kwargs[k] for k in keys}, admin_key=admin_key, record_file=record_file,
-                          environment=supervision, trace=trace)
+    return ServerSettings(
+        **{k: kwargs[k] for k in keys},
+        admin_key=admin_key,
+        record_file=record_file,
+        environment=supervision,
+        trace=trace,
+    )
 
 
 def _trace_settings(kwargs: dict) -> telemetry.TraceSettings | None:
@@ -111,8 +182,9 @@ def _trace_settings(kwargs: dict) -> telemetry.TraceSettings | None:
     launcher starts inherits it through the environment."""
     if not kwargs.get("trace_endpoint"):
         return None
-    trace = telemetry.TraceSettings.from_env({"OTEL_EXPORTER_OTLP_ENDPOINT": kwargs["trace_endpoint"],
-                                              "OTEL_TRACES_SAMPLER_ARG": str(kwargs["trace_ratio"])})
+    trace = telemetry.TraceSettings.from_env(
+        {"OTEL_EXPORTER_OTLP_ENDPOINT": kwargs["trace_endpoint"], "OTEL_TRACES_SAMPLER_ARG": str(kwargs["trace_ratio"])}
+    )
     os.environ.update(trace.environment())
     return dataclasses.replace(trace, service_name=kwargs["trace_service"])
 
@@ -125,7 +197,9 @@ def supervision_file(log_file: Path) -> Path:
 def _ensure_ports_free(settings: ServerSettings, openai_port: int) -> None:
     """Every port this launch needs, checked before anything starts (Triton's alone fail later)."""
     try:
-        ports.ensure_free(settings.host, [*settings.named_ports(), ports.NamedPort("OpenAI", "--openai-port", openai_port)])
+        ports.ensure_free(
+            settings.host, [*settings.named_ports(), ports.NamedPort("OpenAI", "--openai-port", openai_port)]
+        )
     except ports.PortUnavailable as e:
         raise click.ClickException(str(e)) from None
 
@@ -136,14 +210,17 @@ def _echo_err(message: str) -> None:
 
 def _banner(s: ServerSettings, openai_url: str | None = None) -> str:
     openai = f"  OpenAI   {openai_url}/v1\n" if openai_url else ""
-    return (f"Triton is serving {s.repository} (ensemble ready)\n"
-            f"  gRPC     {s.grpc_url}\n  HTTP     {s.http_url}\n  metrics  {s.metrics_url}\n{openai}"
-            f"  log      {s.log_file}\n"
-            f"Try: python -m client --url {s.grpc_url} generate \"Tell me a story about a brave knight.\" --stream")
+    return (
+        f"Triton is serving {s.repository} (ensemble ready)\n"
+        f"  gRPC     {s.grpc_url}\n  HTTP     {s.http_url}\n  metrics  {s.metrics_url}\n{openai}"
+        f"  log      {s.log_file}\n"
+        f"Try: python -m client --url {s.grpc_url} generate \"Tell me a story about a brave knight.\" --stream"
+    )
 
 
-def _start(settings: ServerSettings, ready_timeout_s: float, openai_port: int,
-           stop: threading.Event) -> tuple[TritonServer, OpenAiFront | None]:
+def _start(
+    settings: ServerSettings, ready_timeout_s: float, openai_port: int, stop: threading.Event
+) -> tuple[TritonServer, OpenAiFront | None]:
     """Triton, ready; then the OpenAI front if asked.  Exits with a clear message on failure
     (a port taken, the server failing or exiting, `stop` set by a signal)."""
     _ensure_ports_free(settings, openai_port)
@@ -153,9 +230,14 @@ def _start(settings: ServerSettings, ready_timeout_s: float, openai_port: int,
         server.start()
         server.wait_ready(ready_timeout_s)
         if openai_port:
-            front = OpenAiFront(settings.grpc_url, settings.host, openai_port, served_model_name(settings.repository),
-                                settings.log_file.with_name("openai_front.log"),
-                                tokenizer_dir=served_tokenizer_dir(settings.repository))
+            front = OpenAiFront(
+                settings.grpc_url,
+                settings.host,
+                openai_port,
+                served_model_name(settings.repository),
+                settings.log_file.with_name("openai_front.log"),
+                tokenizer_dir=served_tokenizer_dir(settings.repository),
+            )
             front.start()
     except (ServerFailed, RuntimeError) as e:
         if front:
@@ -174,10 +256,16 @@ def main() -> None:
 @server_options
 @canary_options
 @click.option("--detach", is_flag=True, help=f"Return once ready; the server keeps running (pid in {PID_FILE}).")
-@click.option("--record-file", type=click.Path(dir_okay=False, path_type=Path), default=None, hidden=True,
-              help="Where to record the server's pid and readiness (set by --detach).")
-def up(detach: bool, record_file: Path | None, ready_timeout_s: float, openai_port: int, canary: bool,
-       **kwargs) -> None:
+@click.option(
+    "--record-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    hidden=True,
+    help="Where to record the server's pid and readiness (set by --detach).",
+)
+def up(
+    detach: bool, record_file: Path | None, ready_timeout_s: float, openai_port: int, canary: bool, **kwargs
+) -> None:
     """Start the server and stay in the foreground until Ctrl-C / SIGTERM / SIGHUP; restart it when
     it dies, a stub dies, or an entry model stops answering (the canary)."""
     canary_settings = _canary_settings(kwargs)
@@ -188,10 +276,23 @@ def up(detach: bool, record_file: Path | None, ready_timeout_s: float, openai_po
     with StopSignals() as signals:
         server, front = _start(settings, ready_timeout_s, openai_port, signals.event)
         click.echo(_banner(settings, front.url if front else None))
-        probe = Canary(settings.grpc_url, entry_models(settings.repository), front.url if front else None,
-                       settings=canary_settings) if canary else None
-        supervisor = Supervisor(server, RestartPolicy(ready_timeout_s=ready_timeout_s), report=_echo_err, canary=probe,
-                                record_file=supervision_file(settings.log_file))
+        probe = (
+            Canary(
+                settings.grpc_url,
+                entry_models(settings.repository),
+                front.url if front else None,
+                settings=canary_settings,
+            )
+            if canary
+            else None
+        )
+        supervisor = Supervisor(
+            server,
+            RestartPolicy(ready_timeout_s=ready_timeout_s),
+            report=_echo_err,
+            canary=probe,
+            record_file=supervision_file(settings.log_file),
+        )
         supervisor.started()
         code = 0
         try:
@@ -212,15 +313,17 @@ def _up_detached(settings: ServerSettings, ready_timeout_s: float, openai_port: 
     if PID_FILE.is_file():
         running = launcher_process(_read_record().launcher_pid)
         if running:
-            raise click.ClickException(f"a detached server already runs (launcher pid {running.pid}, {PID_FILE}): "
-                                       "`make stop` stops it")
+            raise click.ClickException(
+                f"a detached server already runs (launcher pid {running.pid}, {PID_FILE}): `make stop` stops it"
+            )
     _ensure_ports_free(settings, openai_port)
     args = [a for a in sys.argv[1:] if a != "--detach"] + ["--record-file", str(PID_FILE)]
     launcher_log = settings.log_file.with_suffix(".launcher.log")
     launcher_log.parent.mkdir(parents=True, exist_ok=True)
     with open(launcher_log, "ab") as err:
-        child = subprocess.Popen([sys.executable, "-m", "serving", *args], start_new_session=True,
-                                 stdout=subprocess.DEVNULL, stderr=err)
+        child = subprocess.Popen(
+            [sys.executable, "-m", "serving", *args], start_new_session=True, stdout=subprocess.DEVNULL, stderr=err
+        )
     LaunchRecord(child.pid).write(PID_FILE)  # the child's own record comes after its imports and port check
     deadline = time.monotonic() + ready_timeout_s
     while time.monotonic() < deadline:
@@ -233,8 +336,10 @@ def _up_detached(settings: ServerSettings, ready_timeout_s: float, openai_port: 
             click.echo(_banner(settings, openai))
             return
         time.sleep(0.5)
-    raise click.ClickException(f"not ready after {ready_timeout_s:.0f}s (the launcher keeps trying; `make stop` "
-                               f"stops it); see {settings.log_file}")
+    raise click.ClickException(
+        f"not ready after {ready_timeout_s:.0f}s (the launcher keeps trying; `make stop` "
+        f"stops it); see {settings.log_file}"
+    )
 
 
 def _read_record() -> LaunchRecord:
@@ -312,17 +417,36 @@ def status(ready_timeout_s: float, openai_port: int, **kwargs) -> None:
 
 @main.command()
 @click.option("--grpc-url", default=f"{names.DEFAULT_HOST}:{names.DEFAULT_GRPC_PORT}", show_default=True)
-@click.option("--model", "models", multiple=True,
-              help="Entry model to probe (repeatable); default, unless --openai-url is given: the ensemble, and "
-                   "the BLS where the server has it.")
+@click.option(
+    "--model",
+    "models",
+    multiple=True,
+    help="Entry model to probe (repeatable); default, unless --openai-url is given: the ensemble, and "
+    "the BLS where the server has it.",
+)
 @click.option("--openai-url", default=None, help="Also probe the OpenAI front at this base URL (http://host:port).")
-@click.option("--openai-api-key-env", default="OPENAI_API_KEY", show_default=True,
-              help="Environment variable holding the front's API key, where it needs one.")
+@click.option(
+    "--openai-api-key-env",
+    default="OPENAI_API_KEY",
+    show_default=True,
+    help="Environment variable holding the front's API key, where it needs one.",
+)
 @click.option("--deadline", "deadline_s", type=float, default=_CANARY.deadline_s, show_default=True)
-@click.option("--deadline-unprioritized", "unprioritized_deadline_s", type=float,
-              default=_CANARY.unprioritized_deadline_s, show_default=True)
-def canary(grpc_url: str, models: tuple[str, ...], openai_url: str | None, openai_api_key_env: str, deadline_s: float,
-           unprioritized_deadline_s: float) -> None:
+@click.option(
+    "--deadline-unprioritized",
+    "unprioritized_deadline_s",
+    type=float,
+    default=_CANARY.unprioritized_deadline_s,
+    show_default=True,
+)
+def canary(
+    grpc_url: str,
+    models: tuple[str, ...],
+    openai_url: str | None,
+    openai_api_key_env: str,
+    deadline_s: float,
+    unprioritized_deadline_s: float,
+) -> None:
     """One tiny generation through each entry of a running server (the chart's probes run this):
     exit 0 if every entry answered within its deadline, 1 if one did not (wedged or down)."""
     import tritonclient.grpc as grpcclient
@@ -336,7 +460,9 @@ def canary(grpc_url: str, models: tuple[str, ...], openai_url: str | None, opena
     settings = CanarySettings(deadline_s, unprioritized_deadline_s)
     results = Canary(grpc_url, models, openai_url, os.environ.get(openai_api_key_env) or None, settings).probe()
     for result in results:
-        click.echo(f"{result.entry}: {'ok' if result.answered else 'FAILED'} in {result.seconds:.2f}s ({result.detail})")
+        click.echo(
+            f"{result.entry}: {'ok' if result.answered else 'FAILED'} in {result.seconds:.2f}s ({result.detail})"
+        )
     sys.exit(0 if all(r.answered for r in results) else 1)
 
 
@@ -349,8 +475,12 @@ def _model_ready(client, model: str) -> bool:
 
 @main.command("gpu-up")
 @canary_options
-@click.option("--repository", type=click.Path(exists=True, file_okay=False, path_type=Path),
-              default=Path("build/repository"), show_default=True)
+@click.option(
+    "--repository",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    default=Path("build/repository"),
+    show_default=True,
+)
 @click.option("--host", default="0.0.0.0", show_default=True, help="Address rank 0 binds (inside the container).")
 @click.option("--http-port", type=int, default=names.DEFAULT_HTTP_PORT, show_default=True)
 @click.option("--grpc-port", type=int, default=names.DEFAULT_GRPC_PORT, show_default=True)

@@ -18,8 +18,8 @@ from __future__ import annotations
 import os
 import secrets
 import signal
-import sys
 import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -68,8 +68,10 @@ def engine_dir_of(repository: Path) -> Path:
         return Path(read_config(pytorch).parameters[PYTORCH_DIR_KEY].string_value)
     config_file = repository / names.TRTLLM_ENGINE / "config.pbtxt"
     if not config_file.is_file():
-        raise LaunchError(f"{repository} has no {names.TRTLLM_ENGINE}/config.pbtxt: render a TensorRT-LLM repository "
-                          "first (python -m build_engines build --backend tensorrt_llm ...)")
+        raise LaunchError(
+            f"{repository} has no {names.TRTLLM_ENGINE}/config.pbtxt: render a TensorRT-LLM repository "
+            "first (python -m build_engines build --backend tensorrt_llm ...)"
+        )
     params = read_config(config_file).parameters
     if ENGINE_PATH_KEY not in params:
         raise LaunchError(f"{config_file} has no '{ENGINE_PATH_KEY}' parameter")
@@ -99,18 +101,36 @@ def trtllm_models(repository: Path) -> list[str]:
 
 
 def rank_args(s: GpuServerSettings, rank: int) -> list[str]:
-    args = [s.tritonserver, f"--model-repository={s.repository}", "--disable-auto-complete-config",
-            f"--backend-config=python,shm-region-prefix-name=prefix{rank}_",
-            f"--exit-timeout-secs={s.exit_timeout_s}", f"--log-verbose={s.log_verbose}"]
+    args = [
+        s.tritonserver,
+        f"--model-repository={s.repository}",
+        "--disable-auto-complete-config",
+        f"--backend-config=python,shm-region-prefix-name=prefix{rank}_",
+        f"--exit-timeout-secs={s.exit_timeout_s}",
+        f"--log-verbose={s.log_verbose}",
+    ]
     if rank == 0:
-        return args + [f"--http-address={s.host}", f"--http-port={s.http_port}",
-                       f"--grpc-address={s.host}", f"--grpc-port={s.grpc_port}",
-                       f"--metrics-address={s.host}", f"--metrics-port={s.metrics_port}",
-                       "--allow-metrics=true", "--model-control-mode=none", "--strict-readiness=true",
-                       *restricted_api_flags(s.admin_key or secrets.token_urlsafe(24)),
-                       *trace_args(TraceSettings.from_env()), *s.extra_args]  # OTEL_* (docs/tracing.md)
-    return args + ["--model-control-mode=explicit", *(f"--load-model={m}" for m in trtllm_models(s.repository)),
-                   "--allow-http=false", "--allow-grpc=false", "--allow-metrics=false"]
+        return args + [
+            f"--http-address={s.host}",
+            f"--http-port={s.http_port}",
+            f"--grpc-address={s.host}",
+            f"--grpc-port={s.grpc_port}",
+            f"--metrics-address={s.host}",
+            f"--metrics-port={s.metrics_port}",
+            "--allow-metrics=true",
+            "--model-control-mode=none",
+            "--strict-readiness=true",
+            *restricted_api_flags(s.admin_key or secrets.token_urlsafe(24)),
+            *trace_args(TraceSettings.from_env()),
+            *s.extra_args,
+        ]  # OTEL_* (docs/tracing.md)
+    return args + [
+        "--model-control-mode=explicit",
+        *(f"--load-model={m}" for m in trtllm_models(s.repository)),
+        "--allow-http=false",
+        "--allow-grpc=false",
+        "--allow-metrics=false",
+    ]
 
 
 def visible_gpu_count(s: GpuServerSettings, world: int, environ=os.environ, detect=None) -> int:
@@ -130,8 +150,13 @@ def orchestrator_command(s: GpuServerSettings, gpus: int) -> list[str]:
     cmd = [s.mpirun, "--allow-run-as-root"]
     for name, value in ORCHESTRATOR_ENV.items():
         cmd += ["-x", f"{name}={value}"]  # exported to the rank, as the script's env= is
-    return (cmd + ["-n", "1"] + rank_args(s, 0) + list(ORCHESTRATOR_FLAGS)
-            + [CUDA_POOL_OFF.format(gpu=gpu) for gpu in range(gpus)])
+    return (
+        cmd
+        + ["-n", "1"]
+        + rank_args(s, 0)
+        + list(ORCHESTRATOR_FLAGS)
+        + [CUDA_POOL_OFF.format(gpu=gpu) for gpu in range(gpus)]
+    )
 
 
 def launch_command(s: GpuServerSettings, world: int) -> list[str]:
@@ -143,7 +168,7 @@ def launch_command(s: GpuServerSettings, world: int) -> list[str]:
         return orchestrator_command(s, visible_gpu_count(s, world))
     cmd = [s.mpirun, "--allow-run-as-root"]
     for rank in range(world):
-        cmd += (["-n", "1"] + rank_args(s, rank) + ([":"] if rank < world - 1 else []))
+        cmd += ["-n", "1"] + rank_args(s, rank) + ([":"] if rank < world - 1 else [])
     return cmd
 
 
@@ -162,8 +187,13 @@ def exit_status(returncode: int) -> int:
 WEDGED_EXIT = 75  # the server was stopped because an entry stopped answering (compose restarts it)
 
 
-def supervise(cmd: Sequence[str], *, kill_after_s: float = 60.0, popen: Callable = subprocess.Popen,
-              wedged: Callable[[], str | None] = lambda: None) -> int:
+def supervise(
+    cmd: Sequence[str],
+    *,
+    kill_after_s: float = 60.0,
+    popen: Callable = subprocess.Popen,
+    wedged: Callable[[], str | None] = lambda: None,
+) -> int:
     """Run cmd in its own process group, forward SIGINT/SIGTERM to it, wait, and return its
     exit status.  If it outlives a forwarded signal by kill_after_s, the group is killed.
     `wedged()` (the canary's verdict, serving/canary.py) saying why stops the server the same
@@ -189,8 +219,11 @@ def supervise(cmd: Sequence[str], *, kill_after_s: float = 60.0, popen: Callable
             except subprocess.TimeoutExpired:
                 why = None if forwarded else wedged()
                 if why:
-                    print(f"{why}: stopping tritonserver (the container's restart policy starts it again)",
-                          file=sys.stderr, flush=True)
+                    print(
+                        f"{why}: stopping tritonserver (the container's restart policy starts it again)",
+                        file=sys.stderr,
+                        flush=True,
+                    )
                     stopped_wedged = True
                     forward(signal.SIGTERM, None)
                 if forwarded and deadline is None:

@@ -39,4 +39,6 @@ class LaunchRecord:
             fields = json.loads(text)
             return cls(**fields)
         except (ValueError, TypeError) as e:
-            raise RecordError(f"{path} is not a launch record ({e}); remove it after stopping the server by hand") from None
+            raise RecordError(
+                f"{path} is not a launch record ({e}); remove it after stopping the server by hand"
+            ) from None

@@ -29,20 +29,23 @@ import psutil
 
 from contract import names
 from contract.security import restricted_api_flags
+from contract.telemetry import TraceSettings
 from serving import ports, stubs
-from serving.ports import free_loopback_port  # noqa: F401  (re-exported: tests and bench import it here)
 from serving.launch_record import LaunchRecord
+from serving.ports import free_loopback_port  # noqa: F401  (re-exported: tests and bench import it here)
 from serving.server_log import ServerLog, Service
 from serving.stop_signals import die_with_parent
 from serving.trace_config import trace_args
 from serving.triton_install import TritonInstall, prepare_install
-from contract.telemetry import TraceSettings
 
 DEFAULT_SERVER_DIR = Path("build/tritonserver")
 # What "in flight" means for drain(): Triton's queues, our engines' batches, TensorRT-LLM's.
 IN_FLIGHT_METRICS: tuple[tuple[str, dict[str, str]], ...] = (
-    ("nv_inference_pending_request_count", {}), ("llm_requests_running", {}),
-    ("llm_requests_waiting", {}), ("nv_trt_llm_request_metrics", {"request_type": "active"}))
+    ("nv_inference_pending_request_count", {}),
+    ("llm_requests_running", {}),
+    ("llm_requests_waiting", {}),
+    ("nv_trt_llm_request_metrics", {"request_type": "active"}),
+)
 
 
 class ServerFailed(RuntimeError):
@@ -74,8 +77,14 @@ class ServerSettings:
 
     @classmethod
     def on_free_ports(cls, repository: Path, log_file: Path, **settings) -> "ServerSettings":
-        return cls(repository=repository, http_port=free_loopback_port(), grpc_port=free_loopback_port(),
-                   metrics_port=free_loopback_port(), log_file=log_file, **settings)
+        return cls(
+            repository=repository,
+            http_port=free_loopback_port(),
+            grpc_port=free_loopback_port(),
+            metrics_port=free_loopback_port(),
+            log_file=log_file,
+            **settings,
+        )
 
     @property
     def http_url(self) -> str:
@@ -90,9 +99,11 @@ class ServerSettings:
         return f"http://{self.host}:{self.metrics_port}/metrics"
 
     def named_ports(self) -> list[ports.NamedPort]:
-        return [ports.NamedPort("HTTP", "--http-port", self.http_port),
-                ports.NamedPort("gRPC", "--grpc-port", self.grpc_port),
-                ports.NamedPort("metrics", "--metrics-port", self.metrics_port)]
+        return [
+            ports.NamedPort("HTTP", "--http-port", self.http_port),
+            ports.NamedPort("gRPC", "--grpc-port", self.grpc_port),
+            ports.NamedPort("metrics", "--metrics-port", self.metrics_port),
+        ]
 
     def service_ports(self) -> dict[Service, int]:
         return {Service.HTTP: self.http_port, Service.GRPC: self.grpc_port, Service.METRICS: self.metrics_port}
@@ -103,12 +114,17 @@ def server_command(settings: ServerSettings, install: TritonInstall) -> list[str
         str(install.binary),
         f"--model-repository={settings.repository.resolve()}",
         f"--backend-directory={install.backends}",
-        f"--http-address={settings.host}", f"--http-port={settings.http_port}",
-        f"--grpc-address={settings.host}", f"--grpc-port={settings.grpc_port}",
-        f"--metrics-address={settings.host}", f"--metrics-port={settings.metrics_port}",
-        "--allow-metrics=true", "--allow-gpu-metrics=false",
+        f"--http-address={settings.host}",
+        f"--http-port={settings.http_port}",
+        f"--grpc-address={settings.host}",
+        f"--grpc-port={settings.grpc_port}",
+        f"--metrics-address={settings.host}",
+        f"--metrics-port={settings.metrics_port}",
+        "--allow-metrics=true",
+        "--allow-gpu-metrics=false",
         "--model-control-mode=none",  # no load/unload API
-        "--strict-readiness=true", "--exit-on-error=true",
+        "--strict-readiness=true",
+        "--exit-on-error=true",
         f"--exit-timeout-secs={settings.exit_timeout_s}",
         f"--log-verbose={settings.log_verbose}",
         *restricted_api_flags(settings.admin_key or secrets.token_urlsafe(24)),
@@ -139,8 +155,12 @@ def _get(url: str, timeout: float = 2.0) -> int:
 class TritonServer:
     """`stop`: set it (e.g. by a signal) to abandon waiting for readiness."""
 
-    def __init__(self, settings: ServerSettings, stop: threading.Event | None = None,
-                 report: Callable[[str], None] = lambda message: print(message, file=sys.stderr)) -> None:
+    def __init__(
+        self,
+        settings: ServerSettings,
+        stop: threading.Event | None = None,
+        report: Callable[[str], None] = lambda message: print(message, file=sys.stderr),
+    ) -> None:
         self.settings = settings
         self.process: subprocess.Popen | None = None
         self.identity: stubs.ServerIdentity | None = None
@@ -163,9 +183,13 @@ class TritonServer:
             offset = log.seek(0, os.SEEK_END)  # what the log says before this is not about this server
             before = time.time()
             env = server_env(install) | (s.trace.environment() if s.trace else {}) | dict(s.environment)
-            self.process = subprocess.Popen(die_with_parent(server_command(s, install)), stdout=log,
-                                            stderr=subprocess.STDOUT, env=env,
-                                            start_new_session=True)
+            self.process = subprocess.Popen(
+                die_with_parent(server_command(s, install)),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,
+            )
         try:
             self.identity = stubs.ServerIdentity.of(self.process.pid)
         except psutil.Error:  # it died at once; wait_ready says why
@@ -214,8 +238,10 @@ class TritonServer:
     def is_ready(self) -> bool:
         """Whatever answers at these ports says it is ready: not necessarily this server (see wait_ready)."""
         s = self.settings
-        return (_get(f"{s.http_url}/v2/health/ready") == 200
-                and _get(f"{s.http_url}/v2/models/{s.ready_model}/ready") == 200)
+        return (
+            _get(f"{s.http_url}/v2/health/ready") == 200
+            and _get(f"{s.http_url}/v2/models/{s.ready_model}/ready") == 200
+        )
 
     def wait_ready(self, timeout_s: float = 600.0) -> None:
         """Until this server is alive, its own log says its services started on its ports, and
@@ -232,16 +258,20 @@ class TritonServer:
                 failures = "\n".join(self._log.poll().failures[-3:])
                 raise ServerFailed(f"tritonserver (pid {pid}) failed to start:\n{failures}")
             if not self.is_running():
-                raise ServerFailed(f"tritonserver (pid {pid}) exited with status {self.process.returncode}; "
-                                   f"last log lines:\n{self.log_tail()}")
+                raise ServerFailed(
+                    f"tritonserver (pid {pid}) exited with status {self.process.returncode}; "
+                    f"last log lines:\n{self.log_tail()}"
+                )
             if readiness.services_started and self.is_ready():
                 self.stub_pids()  # remember their shared-memory regions
                 self._record(ready=True)
                 return
             if time.monotonic() >= deadline:
                 waiting = readiness.waiting_for() or f"model {self.settings.ready_model} ready"
-                raise ServerFailed(f"tritonserver (pid {pid}) was not ready after {timeout_s:.0f}s (waiting for "
-                                   f"{waiting} in {self.settings.log_file}); last log lines:\n{self.log_tail()}")
+                raise ServerFailed(
+                    f"tritonserver (pid {pid}) was not ready after {timeout_s:.0f}s (waiting for "
+                    f"{waiting} in {self.settings.log_file}); last log lines:\n{self.log_tail()}"
+                )
             self._stop.wait(0.5)
 
     def in_flight(self) -> float:

@@ -37,11 +37,24 @@ def served_tokenizer_dir(repository: Path) -> Path | None:
 
 
 class OpenAiFront:
-    def __init__(self, grpc_url: str, host: str, port: int, model_name: str, log_file: Path,
-                 tokenizer_dir: Path | None = None) -> None:
+    def __init__(
+        self, grpc_url: str, host: str, port: int, model_name: str, log_file: Path, tokenizer_dir: Path | None = None
+    ) -> None:
         self.url = f"http://{host}:{port}"
-        self._cmd = [sys.executable, "-m", "openai_front", "serve", "--grpc-url", grpc_url, "--host", host,
-                     "--port", str(port), "--model-name", model_name]
+        self._cmd = [
+            sys.executable,
+            "-m",
+            "openai_front",
+            "serve",
+            "--grpc-url",
+            grpc_url,
+            "--host",
+            host,
+            "--port",
+            str(port),
+            "--model-name",
+            model_name,
+        ]
         if tokenizer_dir is not None:
             self._cmd += ["--tokenizer", str(tokenizer_dir)]
         self._log_file = log_file

@@ -50,7 +50,7 @@ class Holder:
 
 def _address(hex_address: str) -> str:
     """/proc/net/tcp prints an address as 32-bit words in host byte order."""
-    words = [int(hex_address[i:i + 8], 16) for i in range(0, len(hex_address), 8)]
+    words = [int(hex_address[i : i + 8], 16) for i in range(0, len(hex_address), 8)]
     raw = b"".join(struct.pack("=I", w) for w in words)
     return socket.inet_ntop(socket.AF_INET if len(raw) == 4 else socket.AF_INET6, raw)
 
@@ -70,7 +70,7 @@ def parse_proc_net_tcp(text: str) -> list[ListeningSocket]:
 def socket_inode(link: str) -> int | None:
     """The inode of an fd link `socket:[12345]`; None for anything else."""
     if link.startswith("socket:[") and link.endswith("]"):
-        return int(link[len("socket:["):-1])
+        return int(link[len("socket:[") : -1])
     return None
 
 
@@ -171,5 +171,6 @@ def ensure_free(host: str, ports: Sequence[NamedPort], proc: Path = PROC) -> Non
         problems.append(f"{where} is already in use by {by}")
     if problems:
         commands = [f"  pid {h.pid}: {h.command[:COMMAND_SHOWN]}" for h in seen.values()]
-        raise PortUnavailable("\n".join([*problems, *commands,
-                                          f"Stop what holds it ({STOP_HINT}) or choose other ports."]))
+        raise PortUnavailable(
+            "\n".join([*problems, *commands, f"Stop what holds it ({STOP_HINT}) or choose other ports."])
+        )

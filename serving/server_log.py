@@ -71,8 +71,9 @@ class Readiness:
             if self.ports.get(event.service) == event.port:
                 self.started.add(event.service)
             else:
-                self.failures.append(f"{event.service.value} started on port {event.port}, "
-                                     f"not on {self.ports.get(event.service)}")
+                self.failures.append(
+                    f"{event.service.value} started on port {event.port}, not on {self.ports.get(event.service)}"
+                )
 
     @property
     def services_started(self) -> bool:

@@ -58,7 +58,9 @@ class ServerIdentity:
     def is_alive(self) -> bool:
         try:
             process = psutil.Process(self.pid)
-            return abs(process.create_time() - self.created) < CLOCK_SLACK_S and process.status() != psutil.STATUS_ZOMBIE
+            return (
+                abs(process.create_time() - self.created) < CLOCK_SLACK_S and process.status() != psutil.STATUS_ZOMBIE
+            )
         except psutil.Error:
             return False
 
@@ -77,8 +79,9 @@ def is_stub_name(comm: str) -> bool:
     return len(comm) >= COMM_LENGTH and STUB.startswith(comm)
 
 
-def belongs_to(server: ServerIdentity, pid: int, pgid: int, created: float, stub: StubCommand | None,
-               until: float) -> bool:
+def belongs_to(
+    server: ServerIdentity, pid: int, pgid: int, created: float, stub: StubCommand | None, until: float
+) -> bool:
     """Whether a process (not the server itself) is a leftover of `server`, dead at `until`."""
     if pid == server.pid or not server.created - CLOCK_SLACK_S <= created <= until + UNTIL_SLACK_S:
         return False
@@ -153,8 +156,10 @@ def reap(leftovers: list[Leftover], grace_s: float = 3.0, report: Callable[[str]
             continue
     _, stuck = psutil.wait_procs(alive, timeout=5)
     what = ", ".join(f"{x.pid} ({x.stub.model if x.stub else x.command[:80]})" for x in leftovers)
-    report(f"reaped {len(leftovers)} process(es) left by tritonserver: {what}"
-           + (f"; SIGKILL needed for {sorted(p.pid for p in alive)}" if alive else ""))
+    report(
+        f"reaped {len(leftovers)} process(es) left by tritonserver: {what}"
+        + (f"; SIGKILL needed for {sorted(p.pid for p in alive)}" if alive else "")
+    )
     if stuck:
         report(f"could not end process(es) {sorted(p.pid for p in stuck)}")
     unlink_regions(x.stub.shm_region for x in leftovers if x.stub)

@@ -50,9 +50,15 @@ class GaveUp(RuntimeError):
 
 
 class Supervisor:
-    def __init__(self, server: Server, policy: RestartPolicy = RestartPolicy(),
-                 clock: Callable[[], float] = time.monotonic, report: Callable[[str], None] = log.warning,
-                 canary: Canary | None = None, record_file: Path | None = None) -> None:
+    def __init__(
+        self,
+        server: Server,
+        policy: RestartPolicy = RestartPolicy(),
+        clock: Callable[[], float] = time.monotonic,
+        report: Callable[[str], None] = log.warning,
+        canary: Canary | None = None,
+        record_file: Path | None = None,
+    ) -> None:
         self.server = server
         self.policy = policy
         self._clock = clock
@@ -108,8 +114,9 @@ class Supervisor:
             wedged = self._wedged
         if not wedged:
             return None
-        return "wedged: " + "; ".join(f"{r.entry} gave no answer ({r.detail}), {self.tracker.failures[r.entry]} "
-                                      "canaries in a row" for r in wedged)
+        return "wedged: " + "; ".join(
+            f"{r.entry} gave no answer ({r.detail}), {self.tracker.failures[r.entry]} canaries in a row" for r in wedged
+        )
 
     def _save(self) -> None:
         if self._record_file is not None:
@@ -121,7 +128,9 @@ class Supervisor:
         while self._restarts and now - self._restarts[0] > self.policy.window_s:
             self._restarts.popleft()
         if len(self._restarts) >= self.policy.max_restarts:
-            raise GaveUp(f"{why}; already restarted {len(self._restarts)} times in {self.policy.window_s:.0f}s, giving up")
+            raise GaveUp(
+                f"{why}; already restarted {len(self._restarts)} times in {self.policy.window_s:.0f}s, giving up"
+            )
         self._restarts.append(now)
         self.restarts += 1
         reason = WEDGED if why.startswith("wedged") else SERVER_EXITED if why == "tritonserver exited" else STUB_DIED

@@ -57,8 +57,10 @@ def stop_recorded(record: LaunchRecord, timeout_s: float, report: Callable[[str]
         try:
             launcher.wait(timeout_s)
         except psutil.TimeoutExpired:
-            raise StillRunning(f"launcher pid {record.launcher_pid} still running after {timeout_s:.0f}s "
-                               f"(it drains in-flight requests first); run `make stop` again to wait longer") from None
+            raise StillRunning(
+                f"launcher pid {record.launcher_pid} still running after {timeout_s:.0f}s "
+                f"(it drains in-flight requests first); run `make stop` again to wait longer"
+            ) from None
     if record.server_pid is None or record.server_created is None:
         return
     server = stubs.ServerIdentity(record.server_pid, record.server_created)

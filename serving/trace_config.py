@@ -32,8 +32,12 @@ def trace_args(settings: TraceSettings | None) -> list[str]:
     if settings is None or not settings.enabled or settings.sample_ratio <= 0:
         return []
     service = settings.service_name or os.environ.get(SERVICE_ENV) or DEFAULT_SERVICE
-    return ["--trace-config=mode=opentelemetry", f"--trace-config=rate={triton_rate(settings.sample_ratio)}",
-            f"--trace-config=level={LEVEL}", "--trace-config=count=-1",
-            f"--trace-config=opentelemetry,url={settings.endpoint}",
-            f"--trace-config=opentelemetry,resource=service.name={service}",
-            "--trace-config=opentelemetry,bsp_schedule_delay=500"]
+    return [
+        "--trace-config=mode=opentelemetry",
+        f"--trace-config=rate={triton_rate(settings.sample_ratio)}",
+        f"--trace-config=level={LEVEL}",
+        "--trace-config=count=-1",
+        f"--trace-config=opentelemetry,url={settings.endpoint}",
+        f"--trace-config=opentelemetry,resource=service.name={service}",
+        "--trace-config=opentelemetry,bsp_schedule_delay=500",
+    ]

@@ -46,7 +46,9 @@ class TritonInstall:
 def _wheel_paths() -> tuple[Path, Path, str]:
     spec = importlib.util.find_spec("pytriton")
     if spec is None or not spec.submodule_search_locations:
-        raise TritonNotInstalled("tritonserver comes from the nvidia-pytriton wheel: pip install nvidia-pytriton==0.7.0")
+        raise TritonNotInstalled(
+            "tritonserver comes from the nvidia-pytriton wheel: pip install nvidia-pytriton==0.7.0"
+        )
     package = Path(list(spec.submodule_search_locations)[0])
     return package / "tritonserver", package.parent / "nvidia_pytriton.libs", metadata.version(PYTRITON_DIST)
 
@@ -60,14 +62,17 @@ def libpython_dir(config_var=sysconfig.get_config_var) -> Path:
     A statically linked interpreter (no libpython3.X.so) cannot host the Python backend."""
     py = python_version()
     if py not in SUPPORTED_PYTHONS:
-        raise TritonNotInstalled(f"Python {py} is not supported: use CPython {', '.join(SUPPORTED_PYTHONS)} "
-                                 f"(3.13: numpy < 2, which Triton 2.51's stub needs, has no 3.13 wheels)")
+        raise TritonNotInstalled(
+            f"Python {py} is not supported: use CPython {', '.join(SUPPORTED_PYTHONS)} "
+            f"(3.13: numpy < 2, which Triton 2.51's stub needs, has no 3.13 wheels)"
+        )
     library = config_var("LDLIBRARY") or ""
     if not config_var("Py_ENABLE_SHARED") or not library.endswith(".so"):
         raise TritonNotInstalled(
             f"{sys.executable} (Python {py}) has no shared libpython{py}.so, which Triton's Python-backend stub loads: "
             f"use an interpreter built with --enable-shared (Debian/Ubuntu python{py}; pyenv with "
-            f"PYTHON_CONFIGURE_OPTS=--enable-shared; python.org builds)")
+            f"PYTHON_CONFIGURE_OPTS=--enable-shared; python.org builds)"
+        )
     return Path(config_var("LIBDIR"))
 
 

@@ -52,8 +52,9 @@ class GenerationOptions:
                 params.check(name, values[name])
         guide_type = options.guided_decoding_guide_type
         if guide_type and guide_type not in GUIDE_TYPES:
-            raise params.InvalidParameter("guided_decoding_guide_type",
-                                          f"{guide_type!r} is not supported; allowed: {list(GUIDE_TYPES)}")
+            raise params.InvalidParameter(
+                "guided_decoding_guide_type", f"{guide_type!r} is not supported; allowed: {list(GUIDE_TYPES)}"
+            )
         if guide_type and guide_type != "json" and not options.guided_decoding_guide:
             raise params.InvalidParameter("guided_decoding_guide", f"empty; guide type {guide_type!r} needs one")
         if options.guided_decoding_guide and not guide_type:
@@ -95,8 +96,9 @@ class EngineInputs:
         """What no engine answers in this combination of core inputs and options (every engine
         model checks it: engine_adapter.serve_requests; the relays' targets are such models)."""
         if self.options.top_logprobs and not self.return_log_probs:
-            return ["'top_logprobs' needs 'return_log_probs' true (the alternatives come with the chosen tokens' "
-                    "log probs)"]
+            return [
+                "'top_logprobs' needs 'return_log_probs' true (the alternatives come with the chosen tokens' log probs)"
+            ]
         return []
 
     @property
@@ -148,8 +150,14 @@ class EngineInputs:
         for required in ("input_ids", "input_lengths", "request_output_len"):
             if required not in arrays:
                 raise ValueError(f"'{required}': required input is missing")
-        return [cls(**_row_values({name: np.asarray(a)[i] if np.asarray(a).ndim else np.asarray(a)
-                                   for name, a in arrays.items()})) for i in range(n)]
+        return [
+            cls(
+                **_row_values(
+                    {name: np.asarray(a)[i] if np.asarray(a).ndim else np.asarray(a) for name, a in arrays.items()}
+                )
+            )
+            for i in range(n)
+        ]
 
 
 def stack(rows: list[EngineInputs]) -> dict[str, np.ndarray]:

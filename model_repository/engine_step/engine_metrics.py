@@ -8,8 +8,8 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 from contract import metrics
-from model_repository.engine_step.runner import HandleStatus
 from model_repository.engine_step.engine_inputs import EngineInputs
+from model_repository.engine_step.runner import HandleStatus
 
 
 @dataclass

@@ -33,7 +33,7 @@ class PrefixHitEstimator:
         whole = len(prompt) // self.block_tokens
         name, hits, missed = 0, 0, False
         for i in range(whole):
-            name = hash((name, tuple(prompt[i * self.block_tokens:(i + 1) * self.block_tokens])))
+            name = hash((name, tuple(prompt[i * self.block_tokens : (i + 1) * self.block_tokens])))
             if not missed and name in self._blocks:
                 hits += 1
             else:

@@ -24,16 +24,26 @@ class EngineRequestCheck:
         n = len(r.input_ids)
         if r.input_lengths != n:
             out.append(f"'input_lengths' is {r.input_lengths} but 'input_ids' has {n} tokens")
-        ranges = [p(params.check, field, getattr(r, name), name) for name, field in params.ENGINE_RULES.items()
-                  if hasattr(r, name) and name != "temperature"]
+        ranges = [
+            p(params.check, field, getattr(r, name), name)
+            for name, field in params.ENGINE_RULES.items()
+            if hasattr(r, name) and name != "temperature"
+        ]
         out += params.problems(*ranges)
         if out:  # the cross-field checks below take the ranges for granted
             return list(dict.fromkeys(out))
         out += params.problems(
             p(params.check_top_k, r.runtime_top_k, self.vocab_size, "runtime_top_k"),
             p(params.check_sampling_temperature, r.temperature, r.is_greedy),
-            p(params.check_lengths, n, r.request_output_len, self.max_input_len, self.max_seq_len,
-              prompt_name="input_ids", max_name="request_output_len"),
+            p(
+                params.check_lengths,
+                n,
+                r.request_output_len,
+                self.max_input_len,
+                self.max_seq_len,
+                prompt_name="input_ids",
+                max_name="request_output_len",
+            ),
             p(params.check_min_tokens, r.min_tokens, r.request_output_len, "request_output_len"),
             p(params.check_token_ids, "input_ids", r.input_ids, self.vocab_size),
             p(params.check_token_ids, "stop_words_list", [t for w in r.stop_words_list for t in w], self.vocab_size),

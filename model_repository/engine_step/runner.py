@@ -17,13 +17,17 @@ import time
 from dataclasses import dataclass, field
 from typing import AbstractSet, Protocol, Sequence
 
-from model_repository.engine_step.alternatives import AlternativesSink, Scorer, TopLogprobs
 from model_repository.engine_step.admission import DEFAULT_AGING_PER_S, DEFAULT_PRIORITY, AgingQueue
+from model_repository.engine_step.alternatives import AlternativesSink, Scorer, TopLogprobs
 from model_repository.engine_step.engine_inputs import EngineInputs
 from model_repository.engine_step.periodic import Periodic
 from model_repository.engine_step.sequences import SampleState, SequenceView, read_sequences
 
 log = logging.getLogger(__name__)
+
+
+def _interactive(priority: float) -> bool:
+    return priority >= DEFAULT_PRIORITY
 
 
 class HandleStatus(enum.Enum):
@@ -75,8 +79,16 @@ class FailCode(enum.Enum):
 class ResponseSink(Protocol):
     def is_cancelled(self) -> bool: ...
 
-    def send(self, ids: Sequence[int], log_probs: Sequence[float], cum_log_prob: float, final: bool,
-             sequence: int = 0, top: TopLogprobs | None = None) -> None: ...
+    def send(
+        self,
+        ids: Sequence[int],
+        log_probs: Sequence[float],
+        cum_log_prob: float,
+        final: bool,
+        sequence: int = 0,
+        top: TopLogprobs | None = None,
+    ) -> None: ...
+
     # `sequence`: which of num_return_sequences; `top`: the alternatives of ids (top_logprobs)
 
     def fail(self, message: str, code: FailCode = FailCode.INTERNAL) -> None: ...  # error + final
@@ -130,14 +142,24 @@ def multi_token_stops(request: EngineInputs) -> tuple[tuple[int, ...], ...]:
 
 
 def ends_with_stop(generated: Sequence[int], stops: tuple[tuple[int, ...], ...]) -> bool:
-    return any(len(generated) >= len(s) and tuple(generated[-len(s):]) == s for s in stops)
+    return any(len(generated) >= len(s) and tuple(generated[-len(s) :]) == s for s in stops)
 
 
 class EngineRunner:
-    def __init__(self, backend: GenerationBackend, observer: RunnerObserver | None = None, clock=time.monotonic, *,
-                 capacity: int | None = None, queue_timeout_s: float | None = None, stream_interval: int = 1,
-                 max_running: int | None = None, aging_per_s: float = DEFAULT_AGING_PER_S,
-                 reserved_from_low_priority: int = 0, cancellation_check_period_s: float = 0.0) -> None:
+    def __init__(
+        self,
+        backend: GenerationBackend,
+        observer: RunnerObserver | None = None,
+        clock=time.monotonic,
+        *,
+        capacity: int | None = None,
+        queue_timeout_s: float | None = None,
+        stream_interval: int = 1,
+        max_running: int | None = None,
+        aging_per_s: float = DEFAULT_AGING_PER_S,
+        reserved_from_low_priority: int = 0,
+        cancellation_check_period_s: float = 0.0,
+    ) -> None:
         """`capacity`: requests in the engine (running + waiting) beyond which new ones are
         refused at once; `queue_timeout_s`: a request without its first token after this
         long is failed instead of waiting on.  `cancellation_check_period_s`: 0 asks every
@@ -165,8 +187,11 @@ class EngineRunner:
         self._next_id = 0
         self._stopping = False
         self._thread: threading.Thread | None = None
-        self._canceller = (Periodic(cancellation_check_period_s, self.poll_cancelled, "cpu-engine-cancel")
-                           if cancellation_check_period_s > 0 else None)
+        self._canceller = (
+            Periodic(cancellation_check_period_s, self.poll_cancelled, "cpu-engine-cancel")
+            if cancellation_check_period_s > 0
+            else None
+        )
         self._live_sinks: tuple[ResponseSink, ...] = ()  # published by the step thread for the canceller
         self._cancelled_sinks: frozenset[ResponseSink] = frozenset()  # the canceller's last answer
         self.steps = 0
@@ -176,8 +201,11 @@ class EngineRunner:
     # --- called from Triton's thread ------------------------------------------------------
     def submit(self, request: EngineInputs, sink: ResponseSink, request_id: str = "") -> None:
         n = request.options.num_return_sequences
-        if n > 1 and request.options.guided_decoding_guide_type and not getattr(
-                self._backend, "guides_every_sequence", True):
+        if (
+            n > 1
+            and request.options.guided_decoding_guide_type
+            and not getattr(self._backend, "guides_every_sequence", True)
+        ):
             # n guided samples as n one-sequence requests (seeds seed, seed+1, ...): same
             # seed, same n answers; each answers as its sequence_index.
             one = dataclasses.replace(request.options, num_return_sequences=1)
@@ -238,8 +266,13 @@ class EngineRunner:
     def _loop(self) -> None:
         while True:
             with self._cond:
-                while (not self._incoming and not self._active and not len(self._waiting) and not self._stops
-                       and not self._stopping):
+                while (
+                    not self._incoming
+                    and not self._active
+                    and not len(self._waiting)
+                    and not self._stops
+                    and not self._stopping
+                ):
                     self._cond.wait()
                 if self._stopping:
                     break
@@ -255,8 +288,9 @@ class EngineRunner:
                     recover()
         self._fail_all("the engine is shutting down")
 
-    def run_once(self, incoming: list[tuple[EngineInputs, ResponseSink, float, str]],
-                 stops: AbstractSet[str] = frozenset()) -> None:
+    def run_once(
+        self, incoming: list[tuple[EngineInputs, ResponseSink, float, str]], stops: AbstractSet[str] = frozenset()
+    ) -> None:
         """Drop cancelled requests (running, then waiting), admit waiting ones by priority, advance
         the batch one step, deliver tokens."""
         for request in incoming:
@@ -268,7 +302,8 @@ class EngineRunner:
             free = self._max_running - len(self._active) if self._max_running is not None else len(self._waiting)
             if free <= 0:
                 break
-            entry = self._waiting.pop(now, lambda priority: priority >= DEFAULT_PRIORITY or free > self._reserved)
+            # Seats beyond the reserve go to anyone; the reserved ones to interactive requests only.
+            entry = self._waiting.pop(now, None if free > self._reserved else _interactive)
             if entry is None:
                 break
             self._admit(*entry)
@@ -306,23 +341,36 @@ class EngineRunner:
         n = request.options.num_return_sequences
         # Multi-token stops end the request in the engine only with one sequence (OpenVINO
         # stops a request, not one of its sequences); with n, postprocessing cuts each text.
-        self._active[key] = _Active(request, sink, handle, arrived, request_id, last_token_at=arrived,
-                                    sequences=[SampleState() for _ in range(n)],
-                                    multi_token_stops=multi_token_stops(request) if n == 1 else ())
+        self._active[key] = _Active(
+            request,
+            sink,
+            handle,
+            arrived,
+            request_id,
+            last_token_at=arrived,
+            sequences=[SampleState() for _ in range(n)],
+            multi_token_stops=multi_token_stops(request) if n == 1 else (),
+        )
 
     def _drop_cancelled_waiting(self, stops: AbstractSet[str]) -> None:
         """Requests still waiting for admission: stopped (an empty final per sequence, as a
         cancelled request ends in the engine), cancelled by the client, or past the queue timeout."""
         now = self._clock()
         for request, sink, arrived, request_id in self._waiting.remove_if(
-                lambda e: (bool(e[3]) and e[3] in stops) or self._is_cancelled(e[1])
-                or (self._queue_timeout_s is not None and now - e[2] > self._queue_timeout_s)):
+            lambda e: (
+                (bool(e[3]) and e[3] in stops)
+                or self._is_cancelled(e[1])
+                or (self._queue_timeout_s is not None and now - e[2] > self._queue_timeout_s)
+            )
+        ):
             if request_id and request_id in stops:
                 for index in range(request.options.num_return_sequences):
                     sink.send([], [], 0.0, True, index)
             elif self._queue_timeout_s is not None and now - arrived > self._queue_timeout_s:
-                sink.fail(f"no first token after {now - arrived:.0f}s in the queue; the server is overloaded, "
-                          "retry later", FailCode.UNAVAILABLE)
+                sink.fail(
+                    f"no first token after {now - arrived:.0f}s in the queue; the server is overloaded, retry later",
+                    FailCode.UNAVAILABLE,
+                )
             else:  # its client cancelled (asked once: each ask is a round trip to the server)
                 sink.fail("cancelled before it started", FailCode.CANCELLED)
 
@@ -345,7 +393,9 @@ class EngineRunner:
             if self._is_cancelled(a.sink):
                 message, code = "cancelled", FailCode.CANCELLED
             elif not a.generated and self._queue_timeout_s is not None and now - a.arrived > self._queue_timeout_s:
-                message = f"no first token after {now - a.arrived:.0f}s in the queue; the server is overloaded, retry later"
+                message = (
+                    f"no first token after {now - a.arrived:.0f}s in the queue; the server is overloaded, retry later"
+                )
                 code = FailCode.UNAVAILABLE
             else:
                 continue
@@ -366,14 +416,19 @@ class EngineRunner:
                 a.last_token_at = now
             for index, (ids, lps) in new.items():
                 a.sequences[index].take(ids, lps)
-            if (count and status == HandleStatus.RUNNING and a.multi_token_stops
-                    and self._hit_stop(a, len(new.get(0, ((), ()))[0]))):
+            if (
+                count
+                and status == HandleStatus.RUNNING
+                and a.multi_token_stops
+                and self._hit_stop(a, len(new.get(0, ((), ()))[0]))
+            ):
                 a.handle.stop()
                 status = HandleStatus.STOPPED
             if status == HandleStatus.IGNORED:
                 del self._active[key]
-                a.sink.fail("the engine could not schedule the request (it does not fit the KV cache)",
-                            FailCode.UNAVAILABLE)
+                a.sink.fail(
+                    "the engine could not schedule the request (it does not fit the KV cache)", FailCode.UNAVAILABLE
+                )
                 continue
             final = status != HandleStatus.RUNNING
             for index, seq in enumerate(a.sequences):

@@ -23,7 +23,7 @@ class SampleState:
             self.cum_log_prob += lp
 
     def send_pending(self, sink, index: int, final: bool) -> None:
-        sink.send(self.generated[self.sent:], self.log_probs[self.sent:], self.cum_log_prob, final, sequence=index)
+        sink.send(self.generated[self.sent :], self.log_probs[self.sent :], self.cum_log_prob, final, sequence=index)
         self.sent = len(self.generated)
 
 

@@ -35,7 +35,9 @@ class Detokenizer(Protocol):
 
 def _bytes_to_unicode() -> dict[int, str]:
     """GPT-2's reversible byte <-> printable-character map used by ByteLevel."""
-    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    printable = (
+        list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    )
     mapping, extra = {}, 0
     for b in range(256):
         if b in printable:
@@ -170,11 +172,11 @@ class WindowDetokenizer:
 
     def push(self, ids: Sequence[int]) -> str:
         self._ids.extend(ids)
-        prefix_text = self._decode(self._ids[self._prefix:self._read])
-        new_text = self._decode(self._ids[self._prefix:])
+        prefix_text = self._decode(self._ids[self._prefix : self._read])
+        new_text = self._decode(self._ids[self._prefix :])
         if len(new_text) <= len(prefix_text) or new_text.endswith("\ufffd"):
             return ""
-        delta = new_text[len(prefix_text):]
+        delta = new_text[len(prefix_text) :]
         self._prefix, self._read = self._read, len(self._ids)
         self._emitted += len(delta)
         return delta
@@ -182,7 +184,7 @@ class WindowDetokenizer:
     def flush(self) -> str:
         # Whatever the window held back (a dangling partial character) is decoded in full.
         full = self._decode(self._ids)
-        rest = full[self._emitted:] if len(full) >= self._emitted else ""
+        rest = full[self._emitted :] if len(full) >= self._emitted else ""
         self._emitted = len(full)
         return rest
 

@@ -111,13 +111,24 @@ def _messages(raw: str) -> tuple[ChatMessage, ...]:
     out = []
     for i, m in enumerate(data):
         if not isinstance(m, dict) or not isinstance(m.get("content"), str) or m.get("role") not in CHAT_ROLES:
-            raise InvalidParameter("messages", f"entry {i} must be {{role: one of {list(CHAT_ROLES)}, content: string}}")
+            raise InvalidParameter(
+                "messages", f"entry {i} must be {{role: one of {list(CHAT_ROLES)}, content: string}}"
+            )
         out.append(ChatMessage(role=m["role"], content=m["content"]))
     return tuple(out)
 
 
-_NUMERIC = ("max_tokens", "top_k", "top_p", "temperature", "repetition_penalty", "presence_penalty",
-            "frequency_penalty", "min_tokens", "seed")
+_NUMERIC = (
+    "max_tokens",
+    "top_k",
+    "top_p",
+    "temperature",
+    "repetition_penalty",
+    "presence_penalty",
+    "frequency_penalty",
+    "min_tokens",
+    "seed",
+)
 
 
 def split_rows(arrays: Mapping[str, np.ndarray]) -> list[dict[str, np.ndarray]]:
@@ -127,7 +138,9 @@ def split_rows(arrays: Mapping[str, np.ndarray]) -> list[dict[str, np.ndarray]]:
     for name, size in sizes.items():
         if size != n:
             raise InvalidParameter(name, f"batch size {size}, but other inputs of the request have {n}")
-    return [{name: np.asarray(a)[i:i + 1] if np.asarray(a).ndim else a for name, a in arrays.items()} for i in range(n)]
+    return [
+        {name: np.asarray(a)[i : i + 1] if np.asarray(a).ndim else a for name, a in arrays.items()} for i in range(n)
+    ]
 
 
 def parse_generate_requests(arrays: Mapping[str, np.ndarray]) -> list[GenerateRequest]:
@@ -166,10 +179,12 @@ def parse_generate_request(arrays: Mapping[str, np.ndarray]) -> GenerateRequest:
     min_tokens, max_tokens = values.get("min_tokens"), values.get("max_tokens")
     if min_tokens is not None and max_tokens is not None:
         params.check_min_tokens(min_tokens, max_tokens)
-    if values.get("embedding_bias_words") and \
-            len(values["embedding_bias_words"]) != len(values.get("embedding_bias_weights", ())):
+    if values.get("embedding_bias_words") and len(values["embedding_bias_words"]) != len(
+        values.get("embedding_bias_weights", ())
+    ):
         raise InvalidParameter("embedding_bias_weights", "needs one weight per entry of embedding_bias_words")
     for compat in ("return_num_input_tokens", "return_num_output_tokens"):
         values.pop(compat, None)
-    return GenerateRequest(text=None if parsed_messages else text, messages=parsed_messages,
-                           feature_inputs=features, **values)
+    return GenerateRequest(
+        text=None if parsed_messages else text, messages=parsed_messages, feature_inputs=features, **values
+    )

@@ -9,16 +9,15 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from contract.model_configs import PreprocessingParameters
 from contract import lora
 from contract.features import SAMPLING_INPUT_FEATURES, Feature, refusals
 from contract.guided import guide_problems
+from contract.model_configs import PreprocessingParameters
 from contract.params import InvalidParameter, check_lengths, check_token_id, check_top_k
 from model_repository.engine_step.engine_inputs import EngineInputs, GenerationOptions
 from model_repository.text.generate_request import GenerateRequest
 from model_repository.text.generation_defaults import GenerationDefaults
 from model_repository.text.postprocess_params import PostprocessParams
-
 
 OPTION_NAMES = tuple(f.name for f in dataclasses.fields(GenerationOptions))
 
@@ -82,7 +81,8 @@ class Preprocessor:
                 ids = self.tokenizer.apply_chat_template(
                     [{"role": m.role, "content": m.content} for m in req.messages],
                     add_generation_prompt=req.messages[-1].role != "assistant",
-                    tokenize=True, return_dict=True,
+                    tokenize=True,
+                    return_dict=True,
                 )["input_ids"]
             except Exception as e:  # jinja raises on templates' own checks (e.g. role order)
                 raise InvalidParameter("messages", f"the chat template rejected them: {e}") from None
@@ -104,8 +104,9 @@ class Preprocessor:
         if req.stop:  # forwarded to the engine step under the same request id
             return EngineInputs.stop_request()
         sampling = resolve_sampling(req)
-        for name, reason in (refusals(dict(req.feature_inputs), self.engine)
-                             + refusals(sampling_fields(req, sampling), self.engine, SAMPLING_INPUT_FEATURES)):
+        for name, reason in refusals(dict(req.feature_inputs), self.engine) + refusals(
+            sampling_fields(req, sampling), self.engine, SAMPLING_INPUT_FEATURES
+        ):
             raise InvalidParameter(name, reason)
         options = _options(dict(req.feature_inputs), *OPTION_NAMES)  # their ranges: contract/params.py
         if Feature.GUIDED_DECODING in self.engine.features:
@@ -161,7 +162,6 @@ class Preprocessor:
             streaming=req.stream,
             detokenize_params=post.to_json(),
         )
-
 
     def embedding_bias(self, req: GenerateRequest) -> tuple[float, ...]:
         """[vocab] logit bias: each word's weight added on the tokens of the word (as NVIDIA's

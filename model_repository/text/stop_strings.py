@@ -33,7 +33,7 @@ class StopStringMatcher:
             self._held = ""
             return StopResult(buf, False)
         keep = self._longest_stop_prefix_suffix(buf)
-        self._held = buf[len(buf) - keep:] if keep else ""
+        self._held = buf[len(buf) - keep :] if keep else ""
         return StopResult(buf[: len(buf) - keep], False)
 
     def _longest_stop_prefix_suffix(self, buf: str) -> int:

@@ -70,8 +70,12 @@ class _Stream:
 
 
 class StreamPostprocessor:
-    def __init__(self, make_detokenizer: Callable[[bool], Detokenizer], ttl_s: float = 600.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        make_detokenizer: Callable[[bool], Detokenizer],
+        ttl_s: float = 600.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._make_detok = make_detokenizer
         self._ttl = ttl_s
         self._clock = clock
@@ -130,7 +134,7 @@ def _stream_id(params_json: str | bytes) -> str:
     if text.startswith(prefix):
         end = text.find('"', len(prefix))
         if end > 0:
-            return text[len(prefix):end]
+            return text[len(prefix) : end]
     return PostprocessParams.from_json(text).stream_id
 
 

@@ -21,16 +21,21 @@ from contract import metrics
 from contract.build_record import BuildRecord, check_runtime
 from contract.model_configs import EngineRelayParameters
 from contract.upstream.backend_semantics import SUPPORTED_VERSIONS, backend_semantics
-from model_repository.engines.relay import engine_errors
-from model_repository.triton import triton_io
 from model_repository.engine_step.engine_metrics import MetricsRecorder
-from model_repository.triton.engine_grpc import EngineClient, RelayConfigError, own_server_target
-from model_repository.triton.triton_metrics import TritonMetricsPublisher
-from model_repository.engines.relay.bls_pipeline import (closing_response, new_log_probs, row_of, sequence_of,
-                                                        without_base_adapter)
+from model_repository.engines.relay import engine_errors
+from model_repository.engines.relay.bls_pipeline import (
+    closing_response,
+    new_log_probs,
+    row_of,
+    sequence_of,
+    without_base_adapter,
+)
 from model_repository.engines.relay.draft_target import DraftLoop, LoopCancelled, response_arrays
 from model_repository.engines.relay.relay import FINISHED, Relay, SingleResponse, requested_outputs, stop_request_arrays
 from model_repository.engines.relay.relay_pool import RelayPool
+from model_repository.triton import triton_io
+from model_repository.triton.engine_grpc import EngineClient, RelayConfigError, own_server_target
+from model_repository.triton.triton_metrics import TritonMetricsPublisher
 
 
 def copied_arrays(request, names: Iterable[str]) -> dict[str, np.ndarray]:
@@ -47,7 +52,9 @@ def copied_arrays(request, names: Iterable[str]) -> dict[str, np.ndarray]:
 def tensors(arrays: Mapping[str, object]) -> list:
     """Triton tensors of arrays; Triton tensors pass as they are (an engine's logits may live
     in GPU memory and are never copied through numpy)."""
-    return [value if isinstance(value, pb_utils.Tensor) else pb_utils.Tensor(name, value) for name, value in arrays.items()]
+    return [
+        value if isinstance(value, pb_utils.Tensor) else pb_utils.Tensor(name, value) for name, value in arrays.items()
+    ]
 
 
 # What a relay in front of TensorRT-LLM can know: no KV-cache usage (TensorRT-LLM's own
@@ -55,19 +62,31 @@ def tensors(arrays: Mapping[str, object]) -> list:
 RELAY_METRICS = tuple(m for m in metrics.ENGINE_METRICS if m not in (metrics.KV_CACHE_USAGE, metrics.QUEUE_TIME))
 
 # Engine outputs a relay reads (small, CPU); the others are forwarded as Triton tensors.
-READ_OUTPUTS = frozenset({"output_ids", "sequence_length", "cum_log_probs", "output_log_probs", "batch_index",
-                          "sequence_index"})
+READ_OUTPUTS = frozenset(
+    {"output_ids", "sequence_length", "cum_log_probs", "output_log_probs", "batch_index", "sequence_index"}
+)
 
 
-def call(model: str, arrays: Mapping[str, np.ndarray], outputs: Iterable[str], request_id: str = "",
-         trace=None, parameters: Mapping[str, str] | None = None) -> dict[str, np.ndarray]:
+def call(
+    model: str,
+    arrays: Mapping[str, np.ndarray],
+    outputs: Iterable[str],
+    request_id: str = "",
+    trace=None,
+    parameters: Mapping[str, str] | None = None,
+) -> dict[str, np.ndarray]:
     """One request to a non-decoupled model; raises with the model's error message.  `trace`:
     the calling request's `request.trace()` (only while that request is alive, i.e. inside
     execute()); `parameters`: its W3C trace context (model_repository/triton/tracing.py)."""
     extra = {} if trace is None else {"trace": trace}
-    response = pb_utils.InferenceRequest(model_name=model, inputs=tensors(arrays), request_id=request_id,
-                                         requested_output_names=list(outputs),
-                                         parameters=dict(parameters) if parameters else None, **extra).exec()
+    response = pb_utils.InferenceRequest(
+        model_name=model,
+        inputs=tensors(arrays),
+        request_id=request_id,
+        requested_output_names=list(outputs),
+        parameters=dict(parameters) if parameters else None,
+        **extra,
+    ).exec()
     if response.has_error():
         raise BlsError(response.error().message())
     return copied_outputs(response)
@@ -89,14 +108,22 @@ class EngineStreams:
     def __init__(self, client: EngineClient) -> None:
         self.client = client
 
-    def stream(self, model: str, arrays: Mapping[str, np.ndarray], outputs: Iterable[str], request_id: str,
-               trace: Mapping[str, str] | None = None):
+    def stream(
+        self,
+        model: str,
+        arrays: Mapping[str, np.ndarray],
+        outputs: Iterable[str],
+        request_id: str,
+        trace: Mapping[str, str] | None = None,
+    ):
         """A streamed request to `model`: iterate it to the end."""
         for reply in self.client.stream(model, arrays, tuple(outputs), request_id, trace=trace):
             if reply.error is not None:
                 yield pb_utils.InferenceResponse(output_tensors=[], error=engine_error(reply.error))
             else:
-                yield pb_utils.InferenceResponse([pb_utils.Tensor(name, value) for name, value in reply.outputs.items()])
+                yield pb_utils.InferenceResponse(
+                    [pb_utils.Tensor(name, value) for name, value in reply.outputs.items()]
+                )
 
     def cancel(self, model: str, request_id: str, _responses=None) -> None:
         """Stop a streamed request: TensorRT-LLM's stop request (same request id, stop=true),
@@ -224,8 +251,9 @@ class RelayModel:
         sink = sink if self.decoupled else SingleResponse(sink)
         return sink if self.recorder is None else MeasuredSink(sink, self.recorder)
 
-    def serve(self, channel, request_id: str, engine: dict, sink_for, id_prefix: str,
-              trace: Mapping[str, str] | None = None) -> None:
+    def serve(
+        self, channel, request_id: str, engine: dict, sink_for, id_prefix: str, trace: Mapping[str, str] | None = None
+    ) -> None:
         """Relay `engine` (the engine's inputs) to the target under the client's request id,
         or refuse what this deployment cannot serve; `sink_for(streaming)` makes the sink."""
         streaming = bool(np.asarray(engine.get("streaming", False)).reshape(-1)[0])
@@ -233,16 +261,25 @@ class RelayModel:
         if refusal:
             triton_io.fail(channel, refusal)
             return
-        relay_stream(self.pool, self.engines, self.params.target_model, without_base_adapter(engine),
-                     self.sink(sink_for(streaming)), request_id, id_prefix, trace)
+        relay_stream(
+            self.pool,
+            self.engines,
+            self.params.target_model,
+            without_base_adapter(engine),
+            self.sink(sink_for(streaming)),
+            request_id,
+            id_prefix,
+            trace,
+        )
 
     def serve_draft_target(self, channel, request_id: str, engine: dict, drafts: int, sink, id_prefix: str) -> None:
         """The draft loop (model_repository/engines/relay/draft_target.py) on a pool worker, as
         one relayed request: the client's cancellation and `stop` reach the call in flight."""
         request_id = request_id or f"{id_prefix}-{uuid.uuid4().hex}"
         loop = DraftLoopStream(self.engines, self.params, without_base_adapter(engine), drafts, request_id)
-        relay = Relay(request_id, self.sink(sink), lambda: loop,
-                      functools.partial(self.engines.cancel, self.params.target_model))
+        relay = Relay(
+            request_id, self.sink(sink), lambda: loop, functools.partial(self.engines.cancel, self.params.target_model)
+        )
         answered = weakref.ref(relay)  # weak: a relay <-> loop cycle would keep its sender until shutdown()
         loop.on_answer = lambda: setattr(answered(), "responded", True)  # the engines answer: no first-token timeout
         self.pool.submit(relay)
@@ -255,8 +292,9 @@ class DraftLoopStream:
     """A draft loop as a relay's response stream: one response (the whole answer) or the
     error of the engine call that failed; cancel() ends the loop and cancels the call in flight."""
 
-    def __init__(self, engines: EngineStreams, params: EngineRelayParameters, engine: dict, drafts: int,
-                 request_id: str) -> None:
+    def __init__(
+        self, engines: EngineStreams, params: EngineRelayParameters, engine: dict, drafts: int, request_id: str
+    ) -> None:
         self._engines = engines
         self._request_id = request_id
         self._engine = engine
@@ -322,9 +360,11 @@ def start_relays(model_name: str, args) -> RelayModel:
         if outcome != FINISHED:
             triton_io.logger().log_info(f"{model_name}: {relay.request_id} {outcome} after {seconds:.2f}s")
 
-    triton_io.logger().log_info(f"{model_name}: -> {params.target_model}, engine {params.engine_dir} "
-                                f"({record.spec['precision']}, built with {record.versions}), "
-                                f"{'decoupled' if decoupled else 'one response per request'}")
+    triton_io.logger().log_info(
+        f"{model_name}: -> {params.target_model}, engine {params.engine_dir} "
+        f"({record.spec['precision']}, built with {record.versions}), "
+        f"{'decoupled' if decoupled else 'one response per request'}"
+    )
     recorder = MetricsRecorder() if params.record_metrics else None
 
     def done(relay, outcome, seconds):
@@ -336,10 +376,15 @@ def start_relays(model_name: str, args) -> RelayModel:
         engines = EngineStreams(EngineClient(own_server_target()))
     except RelayConfigError as e:
         raise pb_utils.TritonModelException(f"{model_name}: {e}") from None
-    pool = RelayPool(max_workers=2 * max_batch_size, cancel_period_s=params.cancel_check_period_ms / 1000,
-                     on_done=done, first_token_timeout_s=params.first_token_timeout_s or None)
+    pool = RelayPool(
+        max_workers=2 * max_batch_size,
+        cancel_period_s=params.cancel_check_period_ms / 1000,
+        on_done=done,
+        first_token_timeout_s=params.first_token_timeout_s or None,
+    )
     publisher = None
     if recorder is not None:
+
         def gauges():
             running, waiting = pool.counts()
             return {metrics.REQUESTS_RUNNING.name: running, metrics.REQUESTS_WAITING.name: waiting}
@@ -349,8 +394,16 @@ def start_relays(model_name: str, args) -> RelayModel:
     return RelayModel(params, pool, engines, decoupled, recorder, publisher)
 
 
-def relay_stream(pool: RelayPool, engines: EngineStreams, target: str, arrays: Mapping[str, np.ndarray], sink,
-                 request_id: str, id_prefix: str, trace: Mapping[str, str] | None = None) -> None:
+def relay_stream(
+    pool: RelayPool,
+    engines: EngineStreams,
+    target: str,
+    arrays: Mapping[str, np.ndarray],
+    sink,
+    request_id: str,
+    id_prefix: str,
+    trace: Mapping[str, str] | None = None,
+) -> None:
     """Stream `arrays` to the engine model `target` on a pool worker, the responses into
     `sink`, under the client's request id: a `stop` for that id (through the ensemble or to
     this model) reaches the engine request, whose backend keys stops by the Triton request

@@ -12,20 +12,28 @@ from typing import Any, Callable, Iterable, Protocol
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
-from contract import features
+from contract import features, telemetry
 from contract.tensors import ENGINE_CORE_INPUTS, ENGINE_INPUTS, ENGINE_OUTPUTS, TOP_LOGPROB_OUTPUTS, by_name
-from contract import telemetry
-from model_repository.triton import tracing, triton_io
-from model_repository.engine_step.runner import FailCode, ResponseSink
 from model_repository.engine_step.engine_inputs import EngineInputs, GenerationOptions
+from model_repository.engine_step.runner import FailCode, ResponseSink
+from model_repository.triton import tracing, triton_io
 from model_repository.triton.response_channel import SharedChannel
 
 CORE_NAMES = frozenset(t.name for t in ENGINE_CORE_INPUTS)
 # What these engines send (of ENGINE_OUTPUTS): no logits, no perf metrics; the top-k
 # alternatives only to requests that ask for them (top_logprobs).
-SENT_OUTPUTS = tuple(by_name(ENGINE_OUTPUTS)[n] for n in (
-    "output_ids", "sequence_length", "cum_log_probs", "output_log_probs", "batch_index", "sequence_index",
-    "detokenize_params"))
+SENT_OUTPUTS = tuple(
+    by_name(ENGINE_OUTPUTS)[n]
+    for n in (
+        "output_ids",
+        "sequence_length",
+        "cum_log_probs",
+        "output_log_probs",
+        "batch_index",
+        "sequence_index",
+        "detokenize_params",
+    )
+)
 TOP_OUTPUTS = tuple(by_name(ENGINE_OUTPUTS)[n] for n in TOP_LOGPROB_OUTPUTS)
 
 
@@ -43,17 +51,25 @@ class TritonSink:
 
     def send(self, ids, log_probs, cum_log_prob, final, sequence=0, top=None):
         n = len(ids)
-        tensors = [] if top is None else triton_io.output_tensors({
-            "output_top_ids": top.ids[None, None], "output_top_log_probs": top.log_probs[None, None]}, TOP_OUTPUTS)
-        tensors += triton_io.output_tensors({
-            "output_ids": np.asarray(ids, dtype=np.int32).reshape(1, 1, n),
-            "sequence_length": np.array([[n]], dtype=np.int32),
-            "cum_log_probs": np.array([[cum_log_prob]], dtype=np.float32),
-            "output_log_probs": np.asarray(log_probs, dtype=np.float32).reshape(1, 1, n),
-            "batch_index": self._batch_index,
-            "sequence_index": np.array([[sequence]], dtype=np.int32),
-            "detokenize_params": self._echo,
-        }, SENT_OUTPUTS)
+        tensors = (
+            []
+            if top is None
+            else triton_io.output_tensors(
+                {"output_top_ids": top.ids[None, None], "output_top_log_probs": top.log_probs[None, None]}, TOP_OUTPUTS
+            )
+        )
+        tensors += triton_io.output_tensors(
+            {
+                "output_ids": np.asarray(ids, dtype=np.int32).reshape(1, 1, n),
+                "sequence_length": np.array([[n]], dtype=np.int32),
+                "cum_log_probs": np.array([[cum_log_prob]], dtype=np.float32),
+                "output_log_probs": np.asarray(log_probs, dtype=np.float32).reshape(1, 1, n),
+                "batch_index": self._batch_index,
+                "sequence_index": np.array([[sequence]], dtype=np.int32),
+                "detokenize_params": self._echo,
+            },
+            SENT_OUTPUTS,
+        )
         self._channels[sequence].send(pb_utils.InferenceResponse(tensors), final=final)
 
     def fail(self, message, code=FailCode.INTERNAL):
@@ -71,8 +87,12 @@ class Engine(Protocol):
     def stop(self, request_id: str) -> None: ...  # TensorRT-LLM's cancel-by-request-id
 
 
-def serve_requests(requests: Iterable, engine: Engine, engine_features: features.EngineFeatures,
-                   checks: Callable[[EngineInputs], list[str]]) -> None:
+def serve_requests(
+    requests: Iterable,
+    engine: Engine,
+    engine_features: features.EngineFeatures,
+    checks: Callable[[EngineInputs], list[str]],
+) -> None:
     """execute() of an engine model: each request answered or handed to `engine`, one sink per prompt."""
     for request in requests:
         channel = triton_io.response_channel(request)
@@ -88,8 +108,10 @@ def serve_requests(requests: Iterable, engine: Engine, engine_features: features
             triton_io.fail(channel, str(e), "INVALID_ARG")
             continue
         problems = triton_io.parameter_problems(request)
-        problems += [f"'{name}' {reason}" for name, reason in
-                     features.refusals(arrays, engine_features, features.ENGINE_INPUT_FEATURES)]
+        problems += [
+            f"'{name}' {reason}"
+            for name, reason in features.refusals(arrays, engine_features, features.ENGINE_INPUT_FEATURES)
+        ]
         problems += [p for row in rows for p in row.option_problems() + checks(row)]
         if problems:
             triton_io.fail(channel, "; ".join(dict.fromkeys(problems)), "INVALID_ARG")
@@ -99,11 +121,13 @@ def serve_requests(requests: Iterable, engine: Engine, engine_features: features
         shared = SharedChannel(channel, len(rows) * n)
         for index, row in enumerate(rows):
             sink = TritonSink([shared.row() for _ in range(n)], row.detokenize_params, index)
-            attributes: dict[str, Any] = {telemetry.PROMPT_TOKENS: row.input_lengths,
-                                          "llm.max_tokens": row.request_output_len, telemetry.STREAM: row.streaming}
+            attributes: dict[str, Any] = {
+                telemetry.PROMPT_TOKENS: row.input_lengths,
+                "llm.max_tokens": row.request_output_len,
+                telemetry.STREAM: row.streaming,
+            }
             span = tracing.start(request, "llm.generate", "engine", **attributes)  # model_repository/triton/tracing.py
-            engine.submit(row, tracing.TracedSink(sink, span, n) if span.is_recording() else sink,
-                          request.request_id())
+            engine.submit(row, tracing.TracedSink(sink, span, n) if span.is_recording() else sink, request.request_id())
 
 
 def _refused(request, message: str) -> None:

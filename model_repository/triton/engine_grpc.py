@@ -68,16 +68,22 @@ def grpc_target(server_args: Sequence[str]) -> str:
         if name == "grpc-restricted-protocol":
             restricted += value.partition(":")[0].split(",")
     if options.get("allow-grpc", "true").lower() in _FALSE:
-        raise RelayConfigError("the engine relays stream to the engine through the server's own gRPC endpoint, "
-                               "and tritonserver runs with --allow-grpc=false: allow gRPC (it may listen on loopback "
-                               "only: --grpc-address=127.0.0.1)")
+        raise RelayConfigError(
+            "the engine relays stream to the engine through the server's own gRPC endpoint, "
+            "and tritonserver runs with --allow-grpc=false: allow gRPC (it may listen on loopback "
+            "only: --grpc-address=127.0.0.1)"
+        )
     if options.get("grpc-use-ssl", "false").lower() not in _FALSE:
-        raise RelayConfigError("the engine relays stream to the engine through the server's own gRPC endpoint, "
-                               "which runs with --grpc-use-ssl: not supported; terminate TLS in front of the server")
+        raise RelayConfigError(
+            "the engine relays stream to the engine through the server's own gRPC endpoint, "
+            "which runs with --grpc-use-ssl: not supported; terminate TLS in front of the server"
+        )
     if "inference" in restricted:
-        raise RelayConfigError("the engine relays stream to the engine through the server's own gRPC endpoint, "
-                               "and tritonserver restricts its inference protocol (--grpc-restricted-protocol): "
-                               "leave inference open on gRPC (bind it to loopback if it must not be reached)")
+        raise RelayConfigError(
+            "the engine relays stream to the engine through the server's own gRPC endpoint, "
+            "and tritonserver restricts its inference protocol (--grpc-restricted-protocol): "
+            "leave inference open on gRPC (bind it to loopback if it must not be reached)"
+        )
     address = options.get("grpc-address", "")
     host = "127.0.0.1" if address in _ANY_ADDRESS else address
     return f"{host}:{int(options.get('grpc-port') or DEFAULT_GRPC_PORT)}"
@@ -98,8 +104,13 @@ class EngineReply:
     error: str | None = None
 
 
-def infer_request(model: str, arrays: Mapping[str, np.ndarray], outputs: Sequence[str],
-                  request_id: str, trace: Mapping[str, str] | None = None) -> service_pb2.ModelInferRequest:
+def infer_request(
+    model: str,
+    arrays: Mapping[str, np.ndarray],
+    outputs: Sequence[str],
+    request_id: str,
+    trace: Mapping[str, str] | None = None,
+) -> service_pb2.ModelInferRequest:
     request = service_pb2.ModelInferRequest(model_name=model, id=request_id)
     for key, header in (trace or {}).items():  # the W3C trace context (model_repository/triton/tracing.py)
         request.parameters[key].string_param = header
@@ -137,8 +148,10 @@ def rpc_failure(error: grpc.RpcError) -> str:
     code = error.code() if hasattr(error, "code") else None
     details = error.details() if hasattr(error, "details") else str(error)
     name = code.name if code is not None else "UNKNOWN"
-    return (f"[UNAVAILABLE] the server's engine call failed ({name}: {details}): the server is stopping or "
-            "restarting; retry")
+    return (
+        f"[UNAVAILABLE] the server's engine call failed ({name}: {details}): the server is stopping or "
+        "restarting; retry"
+    )
 
 
 class EngineClient:
@@ -150,8 +163,15 @@ class EngineClient:
         self._channel = grpc.insecure_channel(target, options=CHANNEL_OPTIONS)
         self._stub = service_pb2_grpc.GRPCInferenceServiceStub(self._channel)
 
-    def stream(self, model: str, arrays: Mapping[str, np.ndarray], outputs: Sequence[str], request_id: str,
-               timeout_s: float | None = None, trace: Mapping[str, str] | None = None) -> Iterator[EngineReply]:
+    def stream(
+        self,
+        model: str,
+        arrays: Mapping[str, np.ndarray],
+        outputs: Sequence[str],
+        request_id: str,
+        timeout_s: float | None = None,
+        trace: Mapping[str, str] | None = None,
+    ) -> Iterator[EngineReply]:
         """The engine's replies to one request, to the end of the call (the server ends it
         after the request's final response: the request side is closed after the request).
         A call that fails yields one error reply (rpc_failure) and ends."""

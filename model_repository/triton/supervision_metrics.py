@@ -23,9 +23,10 @@ def publish_supervision(instance_name: str) -> list:
         return []
     record = SupervisionRecord.read(Path(path))
     kept: list = []
-    for spec, label, counts in ((metrics.SERVER_RESTARTS, "reason", {r: 0 for r in (SERVER_EXITED, STUB_DIED, WEDGED)}
-                                 | record.restarts),
-                                (metrics.WEDGES, "entry", record.wedges)):
+    for spec, label, counts in (
+        (metrics.SERVER_RESTARTS, "reason", {r: 0 for r in (SERVER_EXITED, STUB_DIED, WEDGED)} | record.restarts),
+        (metrics.WEDGES, "entry", record.wedges),
+    ):
         family = pb_utils.MetricFamily(name=spec.name, description=spec.help, kind=pb_utils.MetricFamily.COUNTER)
         kept.append(family)
         for key, count in counts.items():

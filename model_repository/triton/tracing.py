@@ -147,7 +147,7 @@ class TracedSink:
 
 def error_code(message: str) -> str:
     """triton_io.error() leads every message with its code: "[INVALID_ARG] ..."."""
-    return message[1:message.index("]")] if message.startswith("[") and "]" in message else "INTERNAL"
+    return message[1 : message.index("]")] if message.startswith("[") and "]" in message else "INTERNAL"
 
 
 def _response_attributes(response) -> dict:

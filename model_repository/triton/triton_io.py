@@ -90,8 +90,9 @@ def is_stop(request) -> bool:
     return tensor is not None and bool(tensor.as_numpy().reshape(-1)[0])
 
 
-def answer_stop(channel: ResponseChannel, request_id: str, cancel: Callable[[str], object],
-                decoupled: bool = True) -> None:
+def answer_stop(
+    channel: ResponseChannel, request_id: str, cancel: Callable[[str], object], decoupled: bool = True
+) -> None:
     """Cancel what runs under the stop request's own id, then one empty final response
     (TensorRT-LLM's backend answers a stop so: upstream table rows stop.lookup, stop.reply); a
     non-decoupled model must send a response object, so it sends one without tensors."""
@@ -119,5 +120,6 @@ def log_environment(model_name: str) -> None:
             versions[dist] = "-"
     pb_utils.Logger.log_info(
         f"{model_name} environment: python={sys.executable} prefix={sys.prefix} "
-        + " ".join(f"{k}={v}" for k, v in versions.items()) + f" code={__file__}"
+        + " ".join(f"{k}={v}" for k, v in versions.items())
+        + f" code={__file__}"
     )

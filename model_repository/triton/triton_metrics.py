@@ -20,8 +20,15 @@ def _kind(kind: metrics.MetricKind):
 class TritonMetricsPublisher:
     """Every `interval_s`: publish the recorder's buffered observations and read the gauges."""
 
-    def __init__(self, model: str, specs: tuple[metrics.MetricSpec, ...], gauges: Callable[[], dict[str, float]],
-                 recorder: MetricsRecorder | None = None, interval_s: float = 0.25, aliases: bool = False) -> None:
+    def __init__(
+        self,
+        model: str,
+        specs: tuple[metrics.MetricSpec, ...],
+        gauges: Callable[[], dict[str, float]],
+        recorder: MetricsRecorder | None = None,
+        interval_s: float = 0.25,
+        aliases: bool = False,
+    ) -> None:
         """aliases: also publish the gauges under their standard names (contract/metrics.py
         GAUGE_ALIASES); only for an engine model, which no C++ TensorRT-LLM backend shares a server with."""
         self._model = model
@@ -31,8 +38,9 @@ class TritonMetricsPublisher:
         self._recorder = recorder
         self._gauges = gauges
         self._interval = interval_s
-        self._families = {s.name: pb_utils.MetricFamily(name=s.name, description=s.help, kind=_kind(s.kind))
-                          for s in specs}
+        self._families = {
+            s.name: pb_utils.MetricFamily(name=s.name, description=s.help, kind=_kind(s.kind)) for s in specs
+        }
         self._metrics: dict[tuple[str, str], object] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="engine-metrics", daemon=True)
@@ -41,7 +49,9 @@ class TritonMetricsPublisher:
         key = (name, outcome if extra is None else "=".join(extra))
         if key not in self._metrics:
             spec = self._specs[name]
-            labels = {"model": self._model} | ({"outcome": outcome} if outcome else {}) | (dict([extra]) if extra else {})
+            labels = (
+                {"model": self._model} | ({"outcome": outcome} if outcome else {}) | (dict([extra]) if extra else {})
+            )
             kwargs = {"buckets": list(spec.buckets)} if spec.kind == metrics.MetricKind.HISTOGRAM else {}
             self._metrics[key] = self._families[name].Metric(labels=labels, **kwargs)
         return self._metrics[key]

@@ -23,8 +23,10 @@ IR_MODEL_FILE = "openvino_model.xml"
 def scoring_problems(options) -> list[str]:
     """What the scorer cannot answer (options: GenerationOptions): it runs the base model only."""
     if options.top_logprobs and options.lora_task_id:
-        return ["'top_logprobs' is not available with a LoRA adapter on the CPU engine (its scorer runs the "
-                "base model's IR; OpenVINO GenAI applies adapters inside the pipeline only)"]
+        return [
+            "'top_logprobs' is not available with a LoRA adapter on the CPU engine (its scorer runs the "
+            "base model's IR; OpenVINO GenAI applies adapters inside the pipeline only)"
+        ]
     return []
 
 
@@ -46,16 +48,20 @@ class IrScoring:
         skip = len(self._pending) - 1  # rows before it predict tokens already known
         rows = []
         for a in range(0, len(feed), self._chunk):
-            part = feed[a:a + self._chunk]
+            part = feed[a : a + self._chunk]
             start = self._position
             self._position += len(part)
-            self._request.infer({"input_ids": np.asarray([part], dtype=np.int64),
-                                 "attention_mask": np.ones((1, self._position), dtype=np.int64),
-                                 "position_ids": np.arange(start, self._position, dtype=np.int64)[None],
-                                 "beam_idx": np.zeros(1, dtype=np.int32)})
+            self._request.infer(
+                {
+                    "input_ids": np.asarray([part], dtype=np.int64),
+                    "attention_mask": np.ones((1, self._position), dtype=np.int64),
+                    "position_ids": np.arange(start, self._position, dtype=np.int64)[None],
+                    "beam_idx": np.zeros(1, dtype=np.int32),
+                }
+            )
             if a + len(part) > skip:
                 logits = self._request.get_tensor("logits").data[0]
-                rows.append(np.array(logits[max(0, skip - a):len(part)], dtype=np.float32))
+                rows.append(np.array(logits[max(0, skip - a) : len(part)], dtype=np.float32))
         self._pending = [int(ids[-1])]
         return np.concatenate(rows)
 

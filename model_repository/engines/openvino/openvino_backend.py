@@ -15,9 +15,9 @@ import numpy as np
 from contract import lora
 from contract.model_configs import OpenVinoEngineParameters
 from model_repository.engine_step.alternatives import Scorer
-from model_repository.engine_step.runner import HandleStatus
 from model_repository.engine_step.engine_inputs import EngineInputs
 from model_repository.engine_step.prefix_hits import PrefixHitEstimator
+from model_repository.engine_step.runner import HandleStatus
 from model_repository.engines.openvino.ir_scorer import IrScorer
 
 WARM_UP_REQUEST_ID = 2**62  # never reached by the runner's counter
@@ -54,9 +54,11 @@ def assisted_generation_problems(request: EngineInputs, params: OpenVinoEnginePa
     Observed with 2026.4.1: prompt lookup, min_new_tokens 128, EOS generated at token 75."""
     if request.min_tokens > 0 and (params.prompt_lookup or params.draft_model):
         kind = "prompt-lookup decoding" if params.prompt_lookup else "draft-model speculative decoding"
-        return [f"'min_tokens' ({request.min_tokens}) is not honoured by the CPU engine with {kind} "
-                f"(OpenVINO GenAI 2026.4.1 lets EOS through early); send 0 or leave it out (the OpenAI front's "
-                f"ignore_eos sends min_tokens)"]
+        return [
+            f"'min_tokens' ({request.min_tokens}) is not honoured by the CPU engine with {kind} "
+            f"(OpenVINO GenAI 2026.4.1 lets EOS through early); send 0 or leave it out (the OpenAI front's "
+            f"ignore_eos sends min_tokens)"
+        ]
     return []
 
 
@@ -97,8 +99,9 @@ def generation_config(request: EngineInputs, params: OpenVinoEngineParameters | 
     options = request.options
     gc.num_return_sequences = options.num_return_sequences  # > 1: sampling only (the engine check says so)
     if options.guided_decoding_guide_type:
-        gc.structured_output_config = structured_output_config(options.guided_decoding_guide_type,
-                                                               options.guided_decoding_guide)
+        gc.structured_output_config = structured_output_config(
+            options.guided_decoding_guide_type, options.guided_decoding_guide
+        )
     return gc
 
 
@@ -133,9 +136,11 @@ class OpenVinoHandle:
 def engine_properties(params: OpenVinoEngineParameters) -> dict[str, object]:
     """The properties the engine is compiled with: its numerics pinned by the spec, never left to
     the host's defaults (bf16 activations on a CPU with native bf16, f32 elsewhere), and threads."""
-    properties: dict[str, object] = {"INFERENCE_PRECISION_HINT": params.activation_precision,
-                                     "KV_CACHE_PRECISION": params.kv_cache_precision,
-                                     "DYNAMIC_QUANTIZATION_GROUP_SIZE": params.dynamic_quantization_group_size}
+    properties: dict[str, object] = {
+        "INFERENCE_PRECISION_HINT": params.activation_precision,
+        "KV_CACHE_PRECISION": params.kv_cache_precision,
+        "DYNAMIC_QUANTIZATION_GROUP_SIZE": params.dynamic_quantization_group_size,
+    }
     if params.inference_threads:
         properties["INFERENCE_NUM_THREADS"] = params.inference_threads
     return properties
@@ -147,8 +152,9 @@ class OpenVinoBackend:
     # "[1-9][0-9]?" with n=3 gave "1", "10 * 2 + 1", "43 MLB work ...").
     guides_every_sequence = False
 
-    def __init__(self, params: OpenVinoEngineParameters,
-                 on_prefix_lookup: Callable[[int, int], None] | None = None) -> None:
+    def __init__(
+        self, params: OpenVinoEngineParameters, on_prefix_lookup: Callable[[int, int], None] | None = None
+    ) -> None:
         """`on_prefix_lookup(tokens looked up, tokens found)`: each prompt's estimated prefix-cache
         hits, when prefix caching is on (the library does not count them)."""
         import openvino as ov
@@ -172,10 +178,12 @@ class OpenVinoBackend:
         self._adapters = {a.task_id: a for a in lora.from_parameter(params.lora_adapters)}
         # top_logprobs: the pipeline computes one log prob per position (GenerationConfig.logprobs
         # above 1 acts as 1), so the IR is compiled again, same numerics, to score those requests.
-        self.scorer: Scorer | None = (IrScorer(params.engine_dir, engine_properties(params)) if params.top_logprobs
-                                      else None)
-        self._make = lambda extra=None: og.ContinuousBatchingPipeline(str(Path(params.engine_dir)), scheduler, "CPU",
-                                                                      {**properties, **(extra or {})})
+        self.scorer: Scorer | None = (
+            IrScorer(params.engine_dir, engine_properties(params)) if params.top_logprobs else None
+        )
+        self._make = lambda extra=None: og.ContinuousBatchingPipeline(
+            str(Path(params.engine_dir)), scheduler, "CPU", {**properties, **(extra or {})}
+        )
         self._pipes: dict[int, Any] = {}  # openvino_genai.ContinuousBatchingPipeline (untyped)
         self._make_all()
 
@@ -217,15 +225,21 @@ class OpenVinoBackend:
 
     def warm_up(self) -> None:
         """Run one tiny request so the first real one does not pay for kernel compilation."""
-        handle = self.add(WARM_UP_REQUEST_ID, EngineInputs(input_ids=(0, 0, 0, 0), input_lengths=4, request_output_len=2, end_id=-1))
+        handle = self.add(
+            WARM_UP_REQUEST_ID, EngineInputs(input_ids=(0, 0, 0, 0), input_lengths=4, request_output_len=2, end_id=-1)
+        )
         while self.has_unfinished():
             self.step()
         handle.read()
 
     def add(self, request_id: int, request: EngineInputs) -> OpenVinoHandle:
         task_id = request.options.lora_task_id
-        if (self._prefix is not None and self._on_prefix_lookup is not None  # both or neither
-                and request_id != WARM_UP_REQUEST_ID and task_id == 0):
+        if (
+            self._prefix is not None
+            and self._on_prefix_lookup is not None  # both or neither
+            and request_id != WARM_UP_REQUEST_ID
+            and task_id == 0
+        ):
             self._on_prefix_lookup(*self._prefix.lookup(request.input_ids))
         ids = self._ov.Tensor(np.asarray([request.input_ids], dtype=np.int64))
         pipe = self._pipes[task_id]  # the engine model refused unknown ids
@@ -241,6 +255,8 @@ class OpenVinoBackend:
 
     def stats(self) -> dict[str, float]:
         metrics = [pipe.get_metrics() for pipe in self._pipes.values()]
-        return {"kv_cache_usage": max(float(m.cache_usage) for m in metrics) / 100.0,
-                "requests": float(sum(m.requests for m in metrics)),
-                "scheduled_requests": float(sum(m.scheduled_requests for m in metrics))}
+        return {
+            "kv_cache_usage": max(float(m.cache_usage) for m in metrics) / 100.0,
+            "requests": float(sum(m.requests for m in metrics)),
+            "scheduled_requests": float(sum(m.scheduled_requests for m in metrics)),
+        }

@@ -33,8 +33,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-from model_repository.engine_step.runner import FailCode, HandleStatus, ResponseSink, RunnerObserver, ends_with_stop
 from model_repository.engine_step.engine_inputs import EngineInputs
+from model_repository.engine_step.runner import FailCode, HandleStatus, ResponseSink, RunnerObserver, ends_with_stop
 from model_repository.engines.pytorch import outputs
 from model_repository.engines.pytorch.kv_gauge import KvCacheGauge
 from model_repository.engines.pytorch.outbox import Outbox
@@ -74,10 +74,16 @@ class EngineSettings:
 
 
 class LlmEngine:
-    def __init__(self, make_llm: Callable[[], Any], sampling_params: Callable[..., Any], settings: EngineSettings,
-                 observer: RunnerObserver, clock: Callable[[], float] = time.monotonic,
-                 guided_params: Callable[..., Any] | None = None,
-                 lora_request: Callable[[int], Any] | None = None) -> None:
+    def __init__(
+        self,
+        make_llm: Callable[[], Any],
+        sampling_params: Callable[..., Any],
+        settings: EngineSettings,
+        observer: RunnerObserver,
+        clock: Callable[[], float] = time.monotonic,
+        guided_params: Callable[..., Any] | None = None,
+        lora_request: Callable[[int], Any] | None = None,
+    ) -> None:
         self._make_llm = make_llm
         self._sampling_params = sampling_params  # the SamplingParams class
         self._guided_params = guided_params  # the GuidedDecodingParams class (an LLM with a guided decoder)
@@ -104,8 +110,9 @@ class LlmEngine:
         """Build the LLM on the loop's thread and start serving; raises what the LLM raised."""
         started: dict[str, Any] = {}
         ready = threading.Event()
-        self._thread = threading.Thread(target=self._run, args=(started, ready), name="pytorch-engine-loop",
-                                        daemon=True)
+        self._thread = threading.Thread(
+            target=self._run, args=(started, ready), name="pytorch-engine-loop", daemon=True
+        )
         self._thread.start()
         ready.wait(timeout_s)
         if "error" in started:
@@ -190,8 +197,9 @@ class LlmEngine:
                     raise ValueError("this LLM serves no LoRA adapters")
                 adapter = {"lora_request": self._lora_request(task)}
             params = self._sampling_params(**kwargs)
-            r.output = self._llm.generate_async(list(r.request.input_ids), sampling_params=params, streaming=True,
-                                                **adapter)
+            r.output = self._llm.generate_async(
+                list(r.request.input_ids), sampling_params=params, streaming=True, **adapter
+            )
         except Exception as e:  # refused before it ran (e.g. rows llm.max_num_tokens_check, llm.shutting_down)
             self._end(r, HandleStatus.IGNORED, f"the engine refused the request: {e}", FailCode.INTERNAL)
             return
@@ -224,8 +232,15 @@ class LlmEngine:
         if not r.done:  # the outputs ended without a finished one: end the request all the same
             self._finish(r, HandleStatus.FINISHED, closing=True)
 
-    def _take_tokens(self, r: _Request, sample: Sample, ids: list[int], lps: list[float], stops,
-                     tops: Sequence[tuple[list[int], list[float]]] = ()) -> bool:
+    def _take_tokens(
+        self,
+        r: _Request,
+        sample: Sample,
+        ids: list[int],
+        lps: list[float],
+        stops,
+        tops: Sequence[tuple[list[int], list[float]]] = (),
+    ) -> bool:
         """Record a step's tokens of one sample (and their alternatives, `tops`, when
         top_logprobs asked for them); True when one completes a multi-token stop sequence."""
         if not ids:
@@ -252,8 +267,15 @@ class LlmEngine:
 
     def _send(self, r: _Request, index: int, final: bool) -> None:
         sample = r.samples[index]
-        self._outbox.post(r.sink.send, sample.generated[sample.sent:], sample.log_probs[sample.sent:],
-                          sample.cum_log_prob, final, index, sample.top(r.request.options.top_logprobs))
+        self._outbox.post(
+            r.sink.send,
+            sample.generated[sample.sent :],
+            sample.log_probs[sample.sent :],
+            sample.cum_log_prob,
+            final,
+            index,
+            sample.top(r.request.options.top_logprobs),
+        )
         sample.sent = len(sample.generated)
 
     def _finish(self, r: _Request, status: HandleStatus, closing: bool = False) -> None:
@@ -263,8 +285,12 @@ class LlmEngine:
         postprocessing reads (model_repository/engines/relay/bls_pipeline.py closing_response)."""
         if self._release(r):
             for index, sample in enumerate(r.samples):
-                if (closing and r.request.streaming and len(sample.generated) > sample.sent
-                        and not self._visible_end(r, sample)):
+                if (
+                    closing
+                    and r.request.streaming
+                    and len(sample.generated) > sample.sent
+                    and not self._visible_end(r, sample)
+                ):
                     self._send(r, index, final=False)
                 self._send(r, index, final=True)
             self._observer.on_finished(r.request, r.generated_count, status)
@@ -274,8 +300,9 @@ class LlmEngine:
         """Whether the tokens themselves say the sample ended: the end id, or max_tokens.
         TensorRT-LLM's executor leaves the end id and stop tokens out of the output (the C++
         backend does: upstream row output.end_id_not_in_output), so the LLM may not show it."""
-        return bool(sample.generated) and (sample.generated[-1] == r.request.end_id
-                                           or len(sample.generated) >= r.request.request_output_len)
+        return bool(sample.generated) and (
+            sample.generated[-1] == r.request.end_id or len(sample.generated) >= r.request.request_output_len
+        )
 
     def _end(self, r: _Request, status: HandleStatus, message: str, code: FailCode) -> None:
         if self._release(r):
@@ -314,8 +341,13 @@ class LlmEngine:
                     self._end(r, HandleStatus.CANCELLED, "cancelled", FailCode.CANCELLED)
                 elif timeout is not None and not r.generated_count and now - r.arrived > timeout:
                     self._abort(r)
-                    self._end(r, HandleStatus.CANCELLED, f"no first token after {now - r.arrived:.0f}s in the queue; "
-                                                         "the server is overloaded, retry later", FailCode.UNAVAILABLE)
+                    self._end(
+                        r,
+                        HandleStatus.CANCELLED,
+                        f"no first token after {now - r.arrived:.0f}s in the queue; "
+                        "the server is overloaded, retry later",
+                        FailCode.UNAVAILABLE,
+                    )
 
     async def _read_stats(self) -> None:
         """The KV-cache usage from the LLM's iteration stats (row llm.get_stats_async; kv_gauge.py)."""

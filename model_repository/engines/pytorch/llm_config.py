@@ -16,16 +16,21 @@ from contract.model_configs import KvCacheDtype, PyTorchEngineParameters
 
 
 def kv_cache_kwargs(p: PyTorchEngineParameters) -> dict[str, Any]:
-    kwargs: dict[str, Any] = {"free_gpu_memory_fraction": p.kv_cache_free_gpu_mem_fraction,
-                              "enable_block_reuse": p.enable_block_reuse}
+    kwargs: dict[str, Any] = {
+        "free_gpu_memory_fraction": p.kv_cache_free_gpu_mem_fraction,
+        "enable_block_reuse": p.enable_block_reuse,
+    }
     if p.kv_cache_dtype != KvCacheDtype.AUTO:  # 'auto' (the default) follows the checkpoint
         kwargs["dtype"] = p.kv_cache_dtype.value
     return kwargs
 
 
 # decoding_type -> the tensorrt_llm.llmapi class (build_engines/pytorch/speculative.py CONFIG_CLASS).
-SPECULATIVE_CLASSES = {"NGram": "NGramDecodingConfig", "Draft_Target": "DraftTargetDecodingConfig",
-                       "Eagle": "EagleDecodingConfig"}
+SPECULATIVE_CLASSES = {
+    "NGram": "NGramDecodingConfig",
+    "Draft_Target": "DraftTargetDecodingConfig",
+    "Eagle": "EagleDecodingConfig",
+}
 
 
 def speculative_kwargs(p: PyTorchEngineParameters) -> tuple[str, dict[str, Any]] | None:
@@ -35,7 +40,9 @@ def speculative_kwargs(p: PyTorchEngineParameters) -> tuple[str, dict[str, Any]]
         return None
     decoding_type = data.pop("decoding_type")
     if decoding_type not in SPECULATIVE_CLASSES:
-        raise ValueError(f"'speculative_config' decoding_type {decoding_type!r}; allowed: {sorted(SPECULATIVE_CLASSES)}")
+        raise ValueError(
+            f"'speculative_config' decoding_type {decoding_type!r}; allowed: {sorted(SPECULATIVE_CLASSES)}"
+        )
     return SPECULATIVE_CLASSES[decoding_type], data
 
 
@@ -45,13 +52,20 @@ def lora_config_kwargs(p: PyTorchEngineParameters) -> dict[str, Any] | None:
     adapters = lora.from_parameter(p.lora_adapters)
     if not adapters:
         return None
-    return {"lora_dir": [str(Path(a.weights).parent) for a in adapters], "max_lora_rank": p.lora_max_rank,
-            "max_loras": len(adapters), "max_cpu_loras": len(adapters)}
+    return {
+        "lora_dir": [str(Path(a.weights).parent) for a in adapters],
+        "max_lora_rank": p.lora_max_rank,
+        "max_loras": len(adapters),
+        "max_cpu_loras": len(adapters),
+    }
 
 
-def llm_kwargs(p: PyTorchEngineParameters, kv_cache_config: Callable[..., Any],
-               speculative_config: Callable[..., Any] | None = None,
-               lora_config: Callable[..., Any] | None = None) -> dict[str, Any]:
+def llm_kwargs(
+    p: PyTorchEngineParameters,
+    kv_cache_config: Callable[..., Any],
+    speculative_config: Callable[..., Any] | None = None,
+    lora_config: Callable[..., Any] | None = None,
+) -> dict[str, Any]:
     """`speculative_config(class_name, **fields)` builds the decoding config (getattr(tensorrt_llm.llmapi, name));
     `lora_config(**fields)` the LoraConfig."""
     kwargs = _base_kwargs(p, kv_cache_config)

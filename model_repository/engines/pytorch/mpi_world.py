@@ -19,14 +19,37 @@ from typing import Mapping, MutableMapping
 
 # The MPI job variables NVIDIA's llmapi model removes (row triton.mpi_env: `cleared`,
 # `cleared_prefixes`); configuration (OMPI_MCA_*, PMIX_MCA_*) stays.
-JOB_VARIABLES = frozenset({
-    "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
-    "OMPI_COMM_WORLD_NODE_RANK", "OMPI_UNIVERSE_SIZE", "OMPI_FIRST_RANKS", "OMPI_APP_CTX_NUM_PROCS",
-    "PMIX_RANK", "PMIX_NAMESPACE", "PMIX_SERVER_URI", "PMIX_SERVER_URI2", "PMIX_SERVER_URI21", "PMIX_SERVER_URI3",
-    "PMIX_SERVER_TMPDIR", "PMIX_SYSTEM_TMPDIR", "PMIX_SECURITY_MODE", "PMIX_GDS_MODULE", "PMIX_BFROPS_MODULE",
-    "PMIX_PTL_MODULE", "PMIX_VERSION", "PMIX_HOSTNAME", "PMI_RANK", "PMI_SIZE", "PMI_FD", "PMI_SPAWNED",
-    "PMI_APPNUM",
-})
+JOB_VARIABLES = frozenset(
+    {
+        "OMPI_COMM_WORLD_SIZE",
+        "OMPI_COMM_WORLD_RANK",
+        "OMPI_COMM_WORLD_LOCAL_SIZE",
+        "OMPI_COMM_WORLD_LOCAL_RANK",
+        "OMPI_COMM_WORLD_NODE_RANK",
+        "OMPI_UNIVERSE_SIZE",
+        "OMPI_FIRST_RANKS",
+        "OMPI_APP_CTX_NUM_PROCS",
+        "PMIX_RANK",
+        "PMIX_NAMESPACE",
+        "PMIX_SERVER_URI",
+        "PMIX_SERVER_URI2",
+        "PMIX_SERVER_URI21",
+        "PMIX_SERVER_URI3",
+        "PMIX_SERVER_TMPDIR",
+        "PMIX_SYSTEM_TMPDIR",
+        "PMIX_SECURITY_MODE",
+        "PMIX_GDS_MODULE",
+        "PMIX_BFROPS_MODULE",
+        "PMIX_PTL_MODULE",
+        "PMIX_VERSION",
+        "PMIX_HOSTNAME",
+        "PMI_RANK",
+        "PMI_SIZE",
+        "PMI_FD",
+        "PMI_SPAWNED",
+        "PMI_APPNUM",
+    }
+)
 JOB_PREFIXES = ("OMPI_MCA_orte_", "ORTE_")
 
 

@@ -17,8 +17,10 @@ def token_log_prob(entry: Any, token: int) -> float:
     if isinstance(entry, dict):
         found = entry.get(token)
         if found is None:
-            raise ValueError(f"the LLM returned no log prob for the chosen token {token} (its top "
-                             f"{len(entry)}: {sorted(entry)[:5]}; row result.logprobs.top_k)")
+            raise ValueError(
+                f"the LLM returned no log prob for the chosen token {token} (its top "
+                f"{len(entry)}: {sorted(entry)[:5]}; row result.logprobs.top_k)"
+            )
         return _log_prob(found)
     return float(entry)
 
@@ -33,14 +35,17 @@ def alternatives(entry: Any, k: int) -> tuple[list[int], list[float]]:
     the LLM API's {token_id: Logprob(logprob, rank)} (row result.logprobs; SamplingParams.logprobs
     = k).  Raises ValueError when it holds fewer than k."""
     if not isinstance(entry, dict) or len(entry) < k:
-        raise ValueError(f"the LLM returned {len(entry) if isinstance(entry, dict) else 0} alternatives for a "
-                         f"position; top_logprobs asked {k}")
+        raise ValueError(
+            f"the LLM returned {len(entry) if isinstance(entry, dict) else 0} alternatives for a "
+            f"position; top_logprobs asked {k}"
+        )
     ranked = sorted(entry.items(), key=lambda item: (-_log_prob(item[1]), item[0]))[:k]
     return [int(t) for t, _ in ranked], [_log_prob(lp) for _, lp in ranked]
 
 
-def read_tokens(ids: Sequence[int], entries: Sequence[Any], k: int = 0
-                ) -> tuple[list[int], list[float], list[tuple[list[int], list[float]]]]:
+def read_tokens(
+    ids: Sequence[int], entries: Sequence[Any], k: int = 0
+) -> tuple[list[int], list[float], list[tuple[list[int], list[float]]]]:
     """(ids, their log probs, their k alternatives) from the LLM's log prob entries of those
     ids; log probs are 0.0 when none were asked for (no entries), alternatives [] when k = 0."""
     ids = [int(t) for t in ids]

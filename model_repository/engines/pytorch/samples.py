@@ -47,8 +47,10 @@ class Sample:
         """The alternatives of the tokens not sent yet (None when none were asked for)."""
         if not k:
             return None
-        return TopLogprobs(np.asarray(self.top_ids[self.sent:], dtype=np.int32).reshape(-1, k),
-                           np.asarray(self.top_log_probs[self.sent:], dtype=np.float32).reshape(-1, k))
+        return TopLogprobs(
+            np.asarray(self.top_ids[self.sent :], dtype=np.int32).reshape(-1, k),
+            np.asarray(self.top_log_probs[self.sent :], dtype=np.float32).reshape(-1, k),
+        )
 
 
 @dataclass
@@ -70,8 +72,8 @@ class Cursor:
 
     def read(self, completion: Any) -> NewTokens:
         token_ids = list(completion.token_ids or ())
-        ids = [int(t) for t in token_ids[self.taken:]]
-        entries = list((completion.logprobs or ())[self.taken:self.taken + len(ids)])
+        ids = [int(t) for t in token_ids[self.taken :]]
+        entries = list((completion.logprobs or ())[self.taken : self.taken + len(ids)])
         self.taken = max(self.taken, len(token_ids))
         # log prob entries come for every token or for none (SamplingParams.logprobs unset)
         entries = self.held.entries + entries if len(entries) == len(ids) else []

@@ -56,9 +56,12 @@ def sampling_kwargs(r: EngineInputs) -> dict[str, Any]:
     if r.is_greedy:
         kwargs["top_k"] = 1
     else:
-        kwargs.update(temperature=r.temperature, seed=r.seed,
-                      top_k=r.runtime_top_k if r.runtime_top_k > 0 else None,
-                      top_p=r.runtime_top_p if r.runtime_top_p > 0 else None)
+        kwargs.update(
+            temperature=r.temperature,
+            seed=r.seed,
+            top_k=r.runtime_top_k if r.runtime_top_k > 0 else None,
+            top_p=r.runtime_top_p if r.runtime_top_p > 0 else None,
+        )
     return kwargs
 
 
@@ -76,18 +79,23 @@ def guided_decoding_kwargs(r: EngineInputs) -> dict[str, Any] | None:
 
 
 # Engine inputs of the sampling fields the table may mark ignored: (table field, input name, neutral).
-_ENGINE_FIELDS = (("repetition_penalty", "repetition_penalty", lambda r: r.repetition_penalty == 1.0),
-                  ("presence_penalty", "presence_penalty", lambda r: not r.presence_penalty),
-                  ("frequency_penalty", "frequency_penalty", lambda r: not r.frequency_penalty),
-                  ("bad_words", "bad_words_list", lambda r: not r.bad_words_list))
+_ENGINE_FIELDS = (
+    ("repetition_penalty", "repetition_penalty", lambda r: r.repetition_penalty == 1.0),
+    ("presence_penalty", "presence_penalty", lambda r: not r.presence_penalty),
+    ("frequency_penalty", "frequency_penalty", lambda r: not r.frequency_penalty),
+    ("bad_words", "bad_words_list", lambda r: not r.bad_words_list),
+)
 
 
 def ignored_field_problems(r: EngineInputs, version: str) -> list[str]:
     """A non-neutral value of a field TensorRT-LLM `version`'s default sampler accepts and ignores."""
     ignored = {row.field: row for row in sampling_support(version).ignored(EnginePath.PYTORCH)}
-    return [f"'{name}': TensorRT-LLM {version}'s {ignored[field].sampler} accepts it and ignores it (row "
-            f"{ignored[field].id} of contract/upstream/data/sampling_support_{version}.json); send the neutral value"
-            for field, name, neutral in _ENGINE_FIELDS if field in ignored and not neutral(r)]
+    return [
+        f"'{name}': TensorRT-LLM {version}'s {ignored[field].sampler} accepts it and ignores it (row "
+        f"{ignored[field].id} of contract/upstream/data/sampling_support_{version}.json); send the neutral value"
+        for field, name, neutral in _ENGINE_FIELDS
+        if field in ignored and not neutral(r)
+    ]
 
 
 def problems(r: EngineInputs, version: str | None = None) -> list[str]:
@@ -98,12 +106,16 @@ def problems(r: EngineInputs, version: str | None = None) -> list[str]:
     out = ignored_field_problems(r, version) if version else []
     longer = [list(w) for w in r.bad_words_list if len(w) > 1]
     if longer and not any(p.startswith("'bad_words_list'") for p in out):
-        out.append(f"'bad_words_list': {len(longer)} bad word(s) of more than one token ({longer[:3]}); {LLM_API} "
-                   "takes bad words by id only one token each (SamplingParams.bad_token_ids): send words that are one token")
+        out.append(
+            f"'bad_words_list': {len(longer)} bad word(s) of more than one token ({longer[:3]}); {LLM_API} "
+            "takes bad words by id only one token each (SamplingParams.bad_token_ids): send words that are one token"
+        )
     n = r.options.num_return_sequences
     if n > 1 and r.is_greedy:
-        out.append(f"'num_return_sequences' {n} with greedy decoding: {LLM_API} refuses several greedy samples; "
-                   "sample (temperature > 0 with top_k > 1 or top_p > 0) or ask for one")
+        out.append(
+            f"'num_return_sequences' {n} with greedy decoding: {LLM_API} refuses several greedy samples; "
+            "sample (temperature > 0 with top_k > 1 or top_p > 0) or ask for one"
+        )
     return out
 
 
@@ -112,9 +124,11 @@ def log_prob_problems(r: EngineInputs, sampled_token_included: bool, version: st
     sampled token outside them has no log prob there, so log probs of sampled requests are
     refused rather than reported wrong (greedy picks the top one)."""
     if r.return_log_probs and not r.is_greedy and not sampled_token_included:
-        return [f"'return_log_probs' with sampling: TensorRT-LLM {version}'s LLM API returns each position's "
-                "top-k tokens' log probs, not the sampled token's (row result.logprobs.top_k); ask greedy "
-                "(temperature 0) for log probs, or sample without them"]
+        return [
+            f"'return_log_probs' with sampling: TensorRT-LLM {version}'s LLM API returns each position's "
+            "top-k tokens' log probs, not the sampled token's (row result.logprobs.top_k); ask greedy "
+            "(temperature 0) for log probs, or sample without them"
+        ]
     return []
 
 

@@ -14,16 +14,22 @@ from typing import Mapping
 
 import numpy as np
 
-from contract.tensors import (DETOKENIZE_PARAMS, ENGINE_PASSTHROUGH, ENGINE_TO_CLIENT, POSTPROCESSING_INPUTS,
-                             POSTPROCESSING_OUTPUTS)
+from contract.tensors import (
+    DETOKENIZE_PARAMS,
+    ENGINE_PASSTHROUGH,
+    ENGINE_TO_CLIENT,
+    POSTPROCESSING_INPUTS,
+    POSTPROCESSING_OUTPUTS,
+)
 from model_repository.engines.relay.relay import FORWARDED_INPUTS, forwarded
 
 POSTPROCESSING_INPUT_NAMES = tuple(t.name for t in POSTPROCESSING_INPUTS)
 POSTPROCESSING_OUTPUT_NAMES = tuple(t.name for t in POSTPROCESSING_OUTPUTS)
 
 
-def engine_request(preprocessed: Mapping[str, np.ndarray],
-                   request: Mapping[str, np.ndarray]) -> tuple[dict[str, np.ndarray], np.ndarray]:
+def engine_request(
+    preprocessed: Mapping[str, np.ndarray], request: Mapping[str, np.ndarray]
+) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """Preprocessing's outputs and the client's pass-through inputs (fed to the engine as
     NVIDIA's ensemble feeds them) -> (the engine's inputs, detokenize_params [n, 1] kept for
     postprocessing)."""
@@ -71,7 +77,7 @@ def postprocessing_request(engine: Mapping[str, np.ndarray], detokenize_params: 
     """`detokenize_params`: the request's [n, 1] array; the response's row is picked."""
     request = {name: engine[name] for name in POSTPROCESSING_INPUT_NAMES if name in engine}
     row = row_of(engine)
-    request[DETOKENIZE_PARAMS.name] = np.asarray(detokenize_params)[row:row + 1]
+    request[DETOKENIZE_PARAMS.name] = np.asarray(detokenize_params)[row : row + 1]
     return request
 
 
@@ -92,8 +98,12 @@ def closing_response(row: int, sequence: int = 0) -> dict[str, np.ndarray]:
     backend does not say which one ended (row output.sequence_results), so its last streamed
     response can carry nothing that says "the end"; postprocessing ends a stream on a
     response without tokens."""
-    return {"output_ids": np.zeros((1, 1, 0), dtype=np.int32), "sequence_length": np.zeros((1, 1), dtype=np.int32),
-            "batch_index": np.array([[row]], dtype=np.int32), "sequence_index": np.array([[sequence]], dtype=np.int32)}
+    return {
+        "output_ids": np.zeros((1, 1, 0), dtype=np.int32),
+        "sequence_length": np.zeros((1, 1), dtype=np.int32),
+        "batch_index": np.array([[row]], dtype=np.int32),
+        "sequence_index": np.array([[sequence]], dtype=np.int32),
+    }
 
 
 def new_log_probs(engine: dict[str, np.ndarray], streaming: bool) -> dict[str, np.ndarray]:
@@ -104,7 +114,7 @@ def new_log_probs(engine: dict[str, np.ndarray], streaming: bool) -> dict[str, n
     if not streaming or log_probs is None or "sequence_length" not in engine:
         return engine
     count = int(np.asarray(engine["sequence_length"]).reshape(-1)[0])
-    return engine | {"output_log_probs": np.asarray(log_probs)[..., log_probs.shape[-1] - count:]}
+    return engine | {"output_log_probs": np.asarray(log_probs)[..., log_probs.shape[-1] - count :]}
 
 
 def relay_outputs(engine: Mapping[str, np.ndarray], echo: np.ndarray) -> dict[str, np.ndarray]:
@@ -113,7 +123,7 @@ def relay_outputs(engine: Mapping[str, np.ndarray], echo: np.ndarray) -> dict[st
     TensorRT-LLM sends only for batched requests and several sequences)."""
     row = row_of(engine)
     out = dict(engine)
-    out["detokenize_params"] = np.asarray(echo)[row:row + 1]
+    out["detokenize_params"] = np.asarray(echo)[row : row + 1]
     out.setdefault("batch_index", np.array([[row]], dtype=np.int32))
     out.setdefault("sequence_index", np.zeros((1, 1), dtype=np.int32))
     return out

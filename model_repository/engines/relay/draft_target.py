@@ -62,17 +62,22 @@ def refusal(request: Mapping[str, np.ndarray], engine: Mapping[str, np.ndarray],
     if drafts < 0:
         return f"'num_draft_tokens' must be >= 0, got {drafts}"
     if drafts > max_draft_len:
-        return (f"'num_draft_tokens' {drafts} exceeds the target engine's max_draft_len {max_draft_len} "
-                "(build it with a larger --max-draft-len)")
+        return (
+            f"'num_draft_tokens' {drafts} exceeds the target engine's max_draft_len {max_draft_len} "
+            "(build it with a larger --max-draft-len)"
+        )
     if bool(first_value(engine, "streaming", False)):
         return STREAMING_REFUSAL
     if len(engine["input_ids"]) > 1:
         return BATCH_REFUSAL
     if int(first_value(engine, "num_return_sequences", 1) or 1) > 1:
-        return "'num_return_sequences' > 1 is not supported with speculative decoding (the draft loop follows one answer)"
+        return (
+            "'num_return_sequences' > 1 is not supported with speculative decoding (the draft loop follows one answer)"
+        )
     if first_value(engine, "guided_decoding_guide_type"):
-        return ("'guided_decoding_guide_type' is not supported with speculative decoding (the draft engine "
-                "runs unguided)")
+        return (
+            "'guided_decoding_guide_type' is not supported with speculative decoding (the draft engine runs unguided)"
+        )
     return None
 
 
@@ -86,7 +91,7 @@ class LoopResult:
 
 
 def _ends_with_stop_word(generated: Sequence[int], words: Sequence[Sequence[int]]) -> bool:
-    return any(word and len(word) <= len(generated) and list(generated[-len(word):]) == list(word) for word in words)
+    return any(word and len(word) <= len(generated) and list(generated[-len(word) :]) == list(word) for word in words)
 
 
 def _tokens(response: Mapping[str, np.ndarray]) -> list[int]:
@@ -99,8 +104,15 @@ class DraftLoop:
     """One request's rounds.  `run` on a worker thread; `cancel` from any thread ends the
     loop before its next call and cancels the call in flight (`cancel_call`)."""
 
-    def __init__(self, engine: Mapping[str, np.ndarray], drafts: int, call: Call, draft_model: str, target_model: str,
-                 cancel_call: Callable[[], None] = lambda: None) -> None:
+    def __init__(
+        self,
+        engine: Mapping[str, np.ndarray],
+        drafts: int,
+        call: Call,
+        draft_model: str,
+        target_model: str,
+        cancel_call: Callable[[], None] = lambda: None,
+    ) -> None:
         self._engine = {k: v for k, v in engine.items() if k != "return_perf_metrics"}  # the counts are ours
         self._drafts = drafts
         words = engine.get("stop_words_list")
@@ -114,13 +126,18 @@ class DraftLoop:
         self._cancelled.set()
         self._cancel_call()
 
-    def _arrays(self, sequence: list[int], output_len: int, min_tokens: int,
-                draft: Sequence[int] | None) -> dict[str, np.ndarray]:
+    def _arrays(
+        self, sequence: list[int], output_len: int, min_tokens: int, draft: Sequence[int] | None
+    ) -> dict[str, np.ndarray]:
         arrays = dict(self._engine)
-        arrays.update(input_ids=np.asarray([sequence], np.int32), input_lengths=np.array([[len(sequence)]], np.int32),
-                      request_output_len=np.array([[output_len]], np.int32),
-                      min_tokens=np.array([[min_tokens]], np.int32), streaming=np.array([[False]]),
-                      exclude_input_in_output=np.array([[True]]))
+        arrays.update(
+            input_ids=np.asarray([sequence], np.int32),
+            input_lengths=np.array([[len(sequence)]], np.int32),
+            request_output_len=np.array([[output_len]], np.int32),
+            min_tokens=np.array([[min_tokens]], np.int32),
+            streaming=np.array([[False]]),
+            exclude_input_in_output=np.array([[True]]),
+        )
         if draft:
             arrays["draft_input_ids"] = np.asarray([list(draft)], np.int32)
         return arrays
@@ -145,14 +162,15 @@ class DraftLoop:
             if length > 0:
                 draft = _tokens(self._send(draft_model, self._arrays(sequence, length, length, None)))[:length]
             asked = len(draft) + 1
-            verified = self._send(target_model, self._arrays(sequence, asked, min(asked, max(0, min_new - len(out.tokens))),
-                                                             draft))
+            verified = self._send(
+                target_model, self._arrays(sequence, asked, min(asked, max(0, min_new - len(out.tokens))), draft)
+            )
             new = _tokens(verified)
             out.drafted += len(draft)
             out.accepted += len(os.path.commonprefix([draft, new]))  # works on lists
             out.tokens += new
             if wants_log_probs and "output_log_probs" in verified:
-                out.log_probs += [float(v) for v in np.asarray(verified["output_log_probs"]).reshape(-1)[:len(new)]]
+                out.log_probs += [float(v) for v in np.asarray(verified["output_log_probs"]).reshape(-1)[: len(new)]]
             if len(new) < asked or _ends_with_stop_word(out.tokens, self._stop_words):
                 break
         return out
@@ -162,8 +180,10 @@ def response_arrays(result: LoopResult, engine: Mapping[str, np.ndarray]) -> dic
     """The loop's answer as one engine response (TensorRT-LLM's shapes: output_ids [1, 1, n],
     sequence_length [1, 1]); log probs when asked, the draft counts with return_perf_metrics."""
     n = len(result.tokens)
-    out: dict[str, np.ndarray] = {"output_ids": np.asarray(result.tokens, np.int32).reshape(1, 1, n),
-           "sequence_length": np.array([[n]], np.int32)}
+    out: dict[str, np.ndarray] = {
+        "output_ids": np.asarray(result.tokens, np.int32).reshape(1, 1, n),
+        "sequence_length": np.array([[n]], np.int32),
+    }
     if bool(first_value(engine, "return_log_probs", False)):
         out["output_log_probs"] = np.asarray(result.log_probs, np.float32).reshape(1, 1, -1)
         out["cum_log_probs"] = np.array([[sum(result.log_probs)]], np.float32)

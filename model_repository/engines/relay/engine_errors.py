@@ -17,9 +17,12 @@ OUR_CODE = re.compile(r"^\[(INVALID_ARG|INTERNAL|CANCELLED|UNAVAILABLE|NOT_FOUND
 # The fixed part of each overload text: TensorRT-LLM's executor (error.queue_full, up to its
 # first placeholder) and Triton core's PolicyQueue::Enqueue (src/scheduler_utils.cc, r24.10
 # and r25.12 L172-176: UNAVAILABLE "...Exceeds maximum queue size").
-OVERLOAD_MARKERS: tuple[str, ...] = tuple(sorted(
-    {backend_semantics(v).error("error.queue_full").message.split("{")[0] for v in SUPPORTED_VERSIONS}
-    | {"Exceeds maximum queue size"}))
+OVERLOAD_MARKERS: tuple[str, ...] = tuple(
+    sorted(
+        {backend_semantics(v).error("error.queue_full").message.split("{")[0] for v in SUPPORTED_VERSIONS}
+        | {"Exceeds maximum queue size"}
+    )
+)
 
 
 def classify(message: str) -> tuple[str | None, str]:

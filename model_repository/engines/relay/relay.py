@@ -27,8 +27,8 @@ import numpy as np
 
 from contract.features import ENGINE_INPUT_FEATURES
 from contract.tensors import ENGINE_INPUTS, STOP, TOP_LOGPROB_OUTPUTS, TRTLLM_INPUTS, TRTLLM_OUTPUTS
-from model_repository.engines.relay.engine_errors import classify
 from model_repository.engine_step.engine_inputs import EngineInputs
+from model_repository.engines.relay.engine_errors import classify
 
 # What the relay sends to the target and asks back (the engine contract without the echo).
 FORWARDED_INPUTS = tuple(t.name for t in TRTLLM_INPUTS if t is not STOP)
@@ -42,8 +42,11 @@ OWN_INPUTS = tuple(t.name for t in ENGINE_INPUTS if t.extra and t.name in ENGINE
 
 def forwarded(arrays: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     """`arrays` without the OWN_INPUTS whose values ask for nothing (their engine defaults)."""
-    return {name: value for name, value in arrays.items()
-            if name not in OWN_INPUTS or not ENGINE_INPUT_FEATURES[name].neutral(value)}
+    return {
+        name: value
+        for name, value in arrays.items()
+        if name not in OWN_INPUTS or not ENGINE_INPUT_FEATURES[name].neutral(value)
+    }
 
 
 def requested_outputs(arrays: Mapping[str, np.ndarray]) -> tuple[str, ...]:
@@ -116,8 +119,14 @@ class SingleResponse:
 class Relay:
     """One relayed request.  `run` is called on a worker thread; `cancel` from any thread."""
 
-    def __init__(self, request_id: str, sink: RelaySink, start: Callable[[], Iterable[Response]],
-                 cancel_stream: Callable[[str, object], None], clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        request_id: str,
+        sink: RelaySink,
+        start: Callable[[], Iterable[Response]],
+        cancel_stream: Callable[[str, object], None],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.request_id = request_id
         self.sink = sink
         self._start = start
@@ -206,8 +215,9 @@ class Relay:
             return ERROR
         if self._cancelled:
             if not ended:
-                self.sink.fail(*((self._expired, "UNAVAILABLE") if self._expired else ("cancelled by the client",
-                                                                                         "CANCELLED")))
+                self.sink.fail(
+                    *((self._expired, "UNAVAILABLE") if self._expired else ("cancelled by the client", "CANCELLED"))
+                )
             return ERROR if self._expired else CANCELLED
         if ended:
             return ERROR

@@ -24,8 +24,9 @@ class CancelWatcher:
 
     RESTOPS, RESTOP_PERIOD_S = 5, 0.2
 
-    def __init__(self, period_s: float, first_token_timeout_s: float | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, period_s: float, first_token_timeout_s: float | None = None, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self._period_s = period_s
         self._timeout_s = first_token_timeout_s
         self._clock = clock
@@ -63,8 +64,9 @@ class CancelWatcher:
                 relay.cancel()
                 acted += 1
             elif self._timeout_s is not None and not relay.responded and now - relay.arrived > self._timeout_s:
-                acted += relay.expire(f"no first token after {now - relay.arrived:.0f}s; the server is overloaded, "
-                                      f"retry later")
+                acted += relay.expire(
+                    f"no first token after {now - relay.arrived:.0f}s; the server is overloaded, retry later"
+                )
         return acted
 
     def _loop(self) -> None:
@@ -82,9 +84,13 @@ class RelayPool:
     """Worker threads for relays (each blocks on its BLS stream), the cancel watcher, and the
     relays by request id (what a `stop` request names)."""
 
-    def __init__(self, max_workers: int, cancel_period_s: float,
-                 on_done: Callable[[Relay, str, float], None] = lambda relay, outcome, seconds: None,
-                 first_token_timeout_s: float | None = None) -> None:
+    def __init__(
+        self,
+        max_workers: int,
+        cancel_period_s: float,
+        on_done: Callable[[Relay, str, float], None] = lambda relay, outcome, seconds: None,
+        first_token_timeout_s: float | None = None,
+    ) -> None:
         self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="relay")
         self._watcher = CancelWatcher(cancel_period_s, first_token_timeout_s)
         self._on_done = on_done

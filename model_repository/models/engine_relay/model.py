@@ -4,10 +4,9 @@ and returns detokenize_params with every response.  The logic is model_repositor
 this file only converts Triton objects."""
 
 from contract.tensors import DETOKENIZE_PARAMS
-from model_repository.triton import bls_calls
-from model_repository.triton import tracing, triton_io
 from model_repository.engines.relay.bls_pipeline import relay_outputs
 from model_repository.engines.relay.relay import FORWARDED_INPUTS, OWN_INPUTS, forwarded
+from model_repository.triton import bls_calls, tracing, triton_io
 
 
 class TritonRelaySink(bls_calls.SenderSink):
@@ -32,9 +31,14 @@ class TritonPythonModel:
             arrays = bls_calls.copied_arrays(request, FORWARDED_INPUTS + OWN_INPUTS + (DETOKENIZE_PARAMS.name,))
             echo = arrays.pop(DETOKENIZE_PARAMS.name, triton_io.text_array(""))
             span = tracing.start(request, "llm.relay", "engine_relay")  # model_repository/triton/tracing.py
-            self.relays.serve(channel, request.request_id(), forwarded(arrays),
-                              lambda streaming, c=channel, e=echo, s=span: tracing.RelaySpanSink(
-                                  TritonRelaySink(c, e, streaming), s), "relay", tracing.carrier_of(request, span))
+            self.relays.serve(
+                channel,
+                request.request_id(),
+                forwarded(arrays),
+                lambda streaming, c=channel, e=echo, s=span: tracing.RelaySpanSink(TritonRelaySink(c, e, streaming), s),
+                "relay",
+                tracing.carrier_of(request, span),
+            )
         return None
 
     def finalize(self):

@@ -3,16 +3,16 @@ The logic is model_repository.text.stream_postprocessor; this file only converts
 
 import numpy as np
 import triton_python_backend_utils as pb_utils
+from tokenizers import Tokenizer
 
 from contract import metrics
 from contract.model_configs import PostprocessingParameters
 from contract.tensors import POSTPROCESSING_INPUTS, POSTPROCESSING_OUTPUTS
-from model_repository.triton import tracing, triton_io
 from model_repository.text.detokenizer import DetokenizerFactory
 from model_repository.text.stream_postprocessor import StreamPostprocessor
+from model_repository.triton import tracing, triton_io
 from model_repository.triton.supervision_metrics import publish_supervision
 from model_repository.triton.triton_metrics import TritonMetricsPublisher
-from tokenizers import Tokenizer
 
 
 class TritonPythonModel:
@@ -48,9 +48,14 @@ class TritonPythonModel:
         except Exception as e:
             triton_io.logger().log_error(tracing.log_line(request, f"postprocessing failed: {e!r}"))
             return triton_io.error_response(f"postprocessing failed: {e}", "INTERNAL")
-        return pb_utils.InferenceResponse(triton_io.output_tensors({
-            "text_output": triton_io.text_array(out.text),
-            "num_input_tokens": np.array([[out.num_input_tokens]], dtype=np.int32),
-            "num_output_tokens": np.array([[out.num_output_tokens]], dtype=np.int32),
-            "finish_reason": triton_io.text_array(out.finish_reason.value),
-        }, POSTPROCESSING_OUTPUTS))
+        return pb_utils.InferenceResponse(
+            triton_io.output_tensors(
+                {
+                    "text_output": triton_io.text_array(out.text),
+                    "num_input_tokens": np.array([[out.num_input_tokens]], dtype=np.int32),
+                    "num_output_tokens": np.array([[out.num_output_tokens]], dtype=np.int32),
+                    "finish_reason": triton_io.text_array(out.finish_reason.value),
+                },
+                POSTPROCESSING_OUTPUTS,
+            )
+        )

@@ -7,10 +7,10 @@ import triton_python_backend_utils as pb_utils
 from contract.model_configs import PreprocessingParameters
 from contract.params import InvalidParameter
 from contract.tensors import PREPROCESSING_INPUTS, PREPROCESSING_OUTPUTS
-from model_repository.triton import tracing, triton_io
 from model_repository.engine_step.engine_inputs import stack
 from model_repository.text.generate_request import parse_generate_requests
 from model_repository.text.preprocessor import Preprocessor
+from model_repository.triton import tracing, triton_io
 
 
 class TritonPythonModel:
@@ -26,7 +26,10 @@ class TritonPythonModel:
         if problems:
             return triton_io.error_response("; ".join(problems))
         try:
-            rows = [self.preprocess(req) for req in parse_generate_requests(triton_io.read_inputs(request, PREPROCESSING_INPUTS))]
+            rows = [
+                self.preprocess(req)
+                for req in parse_generate_requests(triton_io.read_inputs(request, PREPROCESSING_INPUTS))
+            ]
         except InvalidParameter as e:
             return triton_io.error_response(str(e))
         except Exception as e:  # a bug must fail this request only, loudly

@@ -7,11 +7,14 @@ import triton_python_backend_utils as pb_utils
 
 from contract import names
 from contract.tensors import BLS_INPUTS, PREPROCESSING_OUTPUTS
-from model_repository.triton import bls_calls
-from model_repository.triton import tracing, triton_io
 from model_repository.engines.relay import draft_target
-from model_repository.engines.relay.bls_pipeline import (POSTPROCESSING_OUTPUT_NAMES, client_outputs, engine_request,
-                                           postprocessing_request)
+from model_repository.engines.relay.bls_pipeline import (
+    POSTPROCESSING_OUTPUT_NAMES,
+    client_outputs,
+    engine_request,
+    postprocessing_request,
+)
+from model_repository.triton import bls_calls, tracing, triton_io
 
 BLS_INPUT_NAMES = tuple(t.name for t in BLS_INPUTS)
 PREPROCESSING_OUTPUT_NAMES = tuple(t.name for t in PREPROCESSING_OUTPUTS)
@@ -26,8 +29,13 @@ class PipelineSink(bls_calls.SenderSink):
         self._request_id, self._trace = request_id, trace  # carried to postprocessing (tracing.py)
 
     def outputs(self, engine):
-        post = bls_calls.call(names.POSTPROCESSING, postprocessing_request(engine, self._detokenize_params),
-                              POSTPROCESSING_OUTPUT_NAMES, self._request_id, parameters=self._trace)
+        post = bls_calls.call(
+            names.POSTPROCESSING,
+            postprocessing_request(engine, self._detokenize_params),
+            POSTPROCESSING_OUTPUT_NAMES,
+            self._request_id,
+            parameters=self._trace,
+        )
         return client_outputs(engine, post)
 
 
@@ -51,8 +59,14 @@ class TritonPythonModel:
                 continue
             arrays = bls_calls.copied_arrays(request, BLS_INPUT_NAMES)
             try:  # preprocessing checks every input (and keeps its errors and their codes as they are)
-                preprocessed = bls_calls.call(names.PREPROCESSING, arrays, PREPROCESSING_OUTPUT_NAMES, rid,
-                                              trace=request.trace(), parameters=trace)
+                preprocessed = bls_calls.call(
+                    names.PREPROCESSING,
+                    arrays,
+                    PREPROCESSING_OUTPUT_NAMES,
+                    rid,
+                    trace=request.trace(),
+                    parameters=trace,
+                )
             except bls_calls.BlsError as e:
                 channel.finish(pb_utils.InferenceResponse(error=pb_utils.TritonError(str(e))))
                 tracing.end_with_error(span, tracing.error_code(str(e)), str(e))
@@ -65,11 +79,25 @@ class TritonPythonModel:
                     triton_io.fail(channel, problem)
                     tracing.end_with_error(span, "INVALID_ARG", problem)
                 else:
-                    self.relays.serve_draft_target(channel, rid, engine, drafts, tracing.RelaySpanSink(
-                        PipelineSink(channel, detokenize_params, False, rid, trace), span), "bls")
+                    self.relays.serve_draft_target(
+                        channel,
+                        rid,
+                        engine,
+                        drafts,
+                        tracing.RelaySpanSink(PipelineSink(channel, detokenize_params, False, rid, trace), span),
+                        "bls",
+                    )
                 continue
-            self.relays.serve(channel, rid, engine, lambda streaming, p=detokenize_params, c=channel, s=span, t=trace:
-                              tracing.RelaySpanSink(PipelineSink(c, p, streaming, rid, t), s), "bls", trace)
+            self.relays.serve(
+                channel,
+                rid,
+                engine,
+                lambda streaming, p=detokenize_params, c=channel, s=span, t=trace, r=rid: tracing.RelaySpanSink(
+                    PipelineSink(c, p, streaming, r, t), s
+                ),
+                "bls",
+                trace,
+            )
         return None
 
     def finalize(self):

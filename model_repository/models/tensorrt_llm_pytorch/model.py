@@ -14,13 +14,13 @@ from contract import features, lora, metrics
 from contract.build_record import BuildRecord, check_runtime
 from contract.model_configs import PyTorchEngineParameters
 from contract.upstream.llmapi import llmapi as llmapi_table
-from model_repository.triton import triton_io
-from model_repository.engine_step.request_check import EngineRequestCheck
-from model_repository.triton.engine_adapter import serve_requests
 from model_repository.engine_step.engine_metrics import MetricsRecorder
+from model_repository.engine_step.request_check import EngineRequestCheck
 from model_repository.engines.pytorch import mpi_world, sampling
 from model_repository.engines.pytorch.engine import EngineSettings, LlmEngine
 from model_repository.engines.pytorch.llm_config import llm_kwargs
+from model_repository.triton import triton_io
+from model_repository.triton.engine_adapter import serve_requests
 from model_repository.triton.triton_metrics import TritonMetricsPublisher
 
 
@@ -33,7 +33,9 @@ class TritonPythonModel:
         check_runtime(record)  # refuses a build made for another TensorRT-LLM
         self.version = record.versions["tensorrt_llm"]
         # row result.logprobs.top_k: whether each position's log probs hold the sampled token
-        self.sampled_log_probs = llmapi_table(self.version).rule("result.logprobs.top_k").extra["sampled_token_included"]
+        self.sampled_log_probs = (
+            llmapi_table(self.version).rule("result.logprobs.top_k").extra["sampled_token_included"]
+        )
         place = mpi_world.world(os.environ)
         if place.role == mpi_world.Role.SINGLE:
             mpi_world.clear_job_variables(os.environ)
@@ -68,9 +70,12 @@ class TritonPythonModel:
         self.check = EngineRequestCheck(params.max_input_len, params.max_seq_len, vocab_size)
         recorder = MetricsRecorder()
         settings = EngineSettings(
-            max_batch_size=params.max_batch_size, capacity=params.max_batch_size + params.max_queue_size,
-            queue_timeout_s=params.queue_timeout_s or None, cancel_period_s=params.cancel_check_period_ms / 1000,
-            stats_period_s=params.stats_period_s)
+            max_batch_size=params.max_batch_size,
+            capacity=params.max_batch_size + params.max_queue_size,
+            queue_timeout_s=params.queue_timeout_s or None,
+            cancel_period_s=params.cancel_check_period_ms / 1000,
+            stats_period_s=params.stats_period_s,
+        )
         self.features = features.PYTORCH_ENGINE
         guided: Any = None  # tensorrt_llm's GuidedDecodingParams class with a guided decoding backend
         if params.guided_decoding_backend:
@@ -81,37 +86,49 @@ class TritonPythonModel:
             self.features = features.with_guided_decoding(self.features)
         if adapters:
             self.features = features.with_lora(self.features)
-        self.engine = LlmEngine(lambda: LLM(**kwargs), SamplingParams, settings, recorder, guided_params=guided,
-                                lora_request=lora_request)
+        self.engine = LlmEngine(
+            lambda: LLM(**kwargs), SamplingParams, settings, recorder, guided_params=guided, lora_request=lora_request
+        )
         self.engine.start()
-        self.metrics = TritonMetricsPublisher(args["model_name"], metrics.ENGINE_METRICS, self._gauges, recorder,
-                                              aliases=True)
+        self.metrics = TritonMetricsPublisher(
+            args["model_name"], metrics.ENGINE_METRICS, self._gauges, recorder, aliases=True
+        )
         self.metrics.start()
         triton_io.logger().log_info(
             f"tensorrt_llm_pytorch: LLM({params.model_dir}, TP={params.tensor_parallel_size}, "
             f"PP={params.pipeline_parallel_size}, max_batch_size={params.max_batch_size}, "
             f"max_num_tokens={params.max_num_tokens}, kv_cache={kwargs['kv_cache_config']!r}) "
-            f"as {place.role.value} rank of {place.size}")
+            f"as {place.role.value} rank of {place.size}"
+        )
 
     def execute(self, requests):
         if self.engine is None:  # an MPI worker rank: the leader serves
             for request in requests:
-                triton_io.fail(triton_io.response_channel(request), "this rank is an MPI worker of rank 0; send "
-                               "requests to rank 0's server", "UNAVAILABLE")
+                triton_io.fail(
+                    triton_io.response_channel(request),
+                    "this rank is an MPI worker of rank 0; send requests to rank 0's server",
+                    "UNAVAILABLE",
+                )
             return None
         serve_requests(requests, self.engine, self.features, self._problems)
         return None
 
     def _problems(self, row):
-        return (self.check.problems(row) + sampling.problems(row, self.version)
-                + sampling.log_prob_problems(row, self.sampled_log_probs, self.version)
-                + lora.request_problems(row.options.lora_task_id, self.adapter_names))
+        return (
+            self.check.problems(row)
+            + sampling.problems(row, self.version)
+            + sampling.log_prob_problems(row, self.sampled_log_probs, self.version)
+            + lora.request_problems(row.options.lora_task_id, self.adapter_names)
+        )
 
     def _gauges(self):
         assert self.engine is not None  # the publisher starts after the engine
         running, waiting = self.engine.counts()
-        return {metrics.REQUESTS_RUNNING.name: running, metrics.REQUESTS_WAITING.name: waiting,
-                metrics.KV_CACHE_USAGE.name: self.engine.kv_cache_usage}
+        return {
+            metrics.REQUESTS_RUNNING.name: running,
+            metrics.REQUESTS_WAITING.name: waiting,
+            metrics.KV_CACHE_USAGE.name: self.engine.kv_cache_usage,
+        }
 
     def finalize(self):
         if self.metrics is not None:
