@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from build_engines.gpus import DEFAULT_GPU, GpuTarget, known_gpu
 from build_engines.trtllm.lora import TrtLlmLora
@@ -193,6 +194,24 @@ class DraftTargetOptions:
     @classmethod
     def from_dict(cls, data: dict) -> "DraftTargetOptions":
         return cls(**data)
+
+
+class GpuOptions(Protocol):
+    """What both GPU flows' options carry and the shared GPU rules read (TrtLlmOptions here,
+    PyTorchOptions in build_engines/pytorch/spec.py)."""
+
+    @property
+    def trtllm_version(self) -> str: ...
+    @property
+    def tp_size(self) -> int: ...
+    @property
+    def pp_size(self) -> int: ...
+    @property
+    def gpu(self) -> GpuTarget: ...
+    @property
+    def kv_cache_dtype(self) -> KvCacheDtype: ...
+    @property
+    def world_size(self) -> int: ...
 
 
 @dataclass(frozen=True)

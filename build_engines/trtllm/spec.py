@@ -14,13 +14,12 @@ from typing import TYPE_CHECKING
 from build_engines.gpus import FP8_MIN_SM, MIN_SM
 from build_engines.trtllm.draft_target import draft_target_problems
 from build_engines.trtllm.eagle import eagle_problems
-from build_engines.trtllm.options import KvCacheDtype, SpeculativeDecoding, TrtLlmOptions
+from build_engines.trtllm.options import GpuOptions, KvCacheDtype, SpeculativeDecoding, TrtLlmOptions
 from build_engines.trtllm.rules import WEIGHT_FORMAT, EffectiveConfig, checkpoint_parallelism_problems, effective_config
 from contract.upstream.trtllm_build import load_build_table, supported_versions
 
 if TYPE_CHECKING:
     from build_engines.checkpoint import CheckpointInfo
-    from build_engines.pytorch.spec import PyTorchOptions
 
 
 # Formats whose scales come from running calibration data through the model (ModelOpt PTQ).
@@ -115,7 +114,7 @@ def trtllm_problems(precision: str, o: TrtLlmOptions, limits, info: "CheckpointI
     return errors
 
 
-def parallelism_problems(o: TrtLlmOptions | PyTorchOptions, info: "CheckpointInfo | None") -> list[str]:
+def parallelism_problems(o: GpuOptions, info: "CheckpointInfo | None") -> list[str]:
     """TP/PP against the checkpoint and the GPUs (also for the PyTorch backend's options, which
     carry the same fields)."""
     if o.tp_size < 1 or o.pp_size < 1:
@@ -130,7 +129,7 @@ def parallelism_problems(o: TrtLlmOptions | PyTorchOptions, info: "CheckpointInf
     return errors
 
 
-def gpu_problems(precision: str, o: TrtLlmOptions | PyTorchOptions) -> list[str]:
+def gpu_problems(precision: str, o: GpuOptions) -> list[str]:
     gpu = o.gpu
     if gpu.sm < MIN_SM:
         return [
