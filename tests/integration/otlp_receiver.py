@@ -97,7 +97,7 @@ class OtlpReceiver:
                     spans = decode(body, self.headers.get('content-type', '')) if self.path.rstrip("/").endswith("/v1/traces") else []
                 except Exception as e:  # a body that is not OTLP protobuf
                     spans, status = [], 400
-                    receiver.errors.append(f"{self.path} {self.headers.get('content-type')}: {e!r}")
+                    receiver.errors.append(f"{self.path} {self.headers.get('content-type')}: {e!r}: {body[:300]!r}")
                 with receiver._lock:
                     receiver._spans.extend(spans)
                     receiver.requests += 1
