@@ -217,7 +217,10 @@ def test_n_samples_whole_streamed_and_seeded(oai):
     assert [c.index for c in whole.choices] == [0, 1, 2]
     texts = [c.message.content for c in whole.choices]
     assert len(set(texts)) > 1  # independent samples
-    assert whole.usage.completion_tokens == sum(len(c.logprobs.content) for c in whole.choices)
+    # usage counts every generated token; logprobs join to the content, so a choice's end-of-turn
+    # token (finish "stop": no stop strings here) is counted but has no logprob entry
+    ended = sum(c.finish_reason == "stop" for c in whole.choices)
+    assert whole.usage.completion_tokens == sum(len(c.logprobs.content) for c in whole.choices) + ended
     assert [c.message.content for c in oai.chat.completions.create(**kwargs).choices] == texts  # same seed
     parts: dict[int, list[str]] = {0: [], 1: [], 2: []}
     finishes: dict[int, list[str]] = {0: [], 1: [], 2: []}
