@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 
+from bench.environments import DEFAULT_ENGINE
 from bench.layouts import Layout
 from bench.peer_compare import Peer
 from bench.stress import StressPlan
@@ -263,7 +264,7 @@ def soak(
     from bench.soak import SidePlan, run_soak, write_report
     from serving.launcher import ServerSettings, TritonServer
 
-    engine = Path("build/engines/SmolLM2-135M-Instruct-openvino-int8")
+    engine = DEFAULT_ENGINE
     side = SidePlan(nvidia_client=nvidia_client)
     if genai_perf:
         from bench.environments import ROOT, ensure_venv
@@ -395,9 +396,7 @@ def stress(
 
     environment: tuple[tuple[str, str], ...] = ()
     if layout is not None:
-        rendered = _render_layout(
-            Layout(layout), Path("build/engines/SmolLM2-135M-Instruct-openvino-int8"), out / "repository"
-        )
+        rendered = _render_layout(Layout(layout), DEFAULT_ENGINE, out / "repository")
         repository, environment = rendered.repository, rendered.environment
     settings = ServerSettings.on_free_ports(repository, out / "tritonserver.log", environment=environment)
     end = time.monotonic() + minutes * 60

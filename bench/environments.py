@@ -11,6 +11,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = ROOT / "build"
+# The engine `make build-engine` builds for the default model (build_engines/cli.py default_engine_dir),
+# as the benchmarks name it from the repository root.
+DEFAULT_ENGINE = Path("build/engines/SmolLM2-135M-Instruct-openvino-int8")
 # The Python that made the project's venv (the base interpreter), for the side venvs too.
 BASE_PYTHON = Path(sys.base_prefix) / "bin" / f"python{sys.version_info.major}.{sys.version_info.minor}"
 

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import click
 
+from bench.environments import DEFAULT_ENGINE
 from bench.feature_cost import PROMPTS
 from client import AsyncLlmClient, SamplingParams
 from contract import names
@@ -64,7 +65,7 @@ async def _throughput(url: str, model: str, concurrency: int, requests: int, max
 @click.option(
     "--engine",
     type=click.Path(exists=True, file_okay=False, path_type=Path),
-    default=Path("build/engines/SmolLM2-135M-Instruct-openvino-int8"),
+    default=DEFAULT_ENGINE,
     show_default=True,
 )
 @click.option("--model", default=names.ENSEMBLE, show_default=True, help="ensemble or tensorrt_llm_bls")
