@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from bench.stress import FRONTEND_RACE_FRAME, crash_frame
+from serving.triton_install import prepare_install
 
 BINARY = Path(__file__).resolve().parents[2] / "build" / "tritonserver" / "bin" / "tritonserver"
 CRASH = """I1126 02:41:15.173150 18193 bls_calls.py:279] "tensorrt_llm_bls: a9608a63 cancelled after 3.87s"
@@ -40,7 +41,13 @@ Signal (6) received.
 10# 0x00007F3AC3CD44A3 in /usr/lib/x86_64-linux-gnu/libstdc++.so.6
 """
 
-pytestmark = pytest.mark.skipif(not BINARY.is_file(), reason="needs the installed tritonserver (build/tritonserver)")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def installed_server():
+    """The addresses resolve against the installed tritonserver: install it (the unit tests run
+    before any integration fixture has)."""
+    prepare_install(BINARY.parents[1])
 
 
 def test_the_frontend_race_is_found_in_the_backtrace():
