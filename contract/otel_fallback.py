@@ -1,5 +1,5 @@
 """What contract/telemetry.py uses of opentelemetry-api, as no-ops, for an environment without it
-(the GPU image's package set does not pin opentelemetry-api yet: docs/tracing.md).  Nothing is
+(a Python without the kit's requirements, e.g. a custom image: docs/tracing.md).  Nothing is
 ever recorded or propagated through these."""
 
 from __future__ import annotations

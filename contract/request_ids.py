@@ -94,6 +94,7 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(out, ensure_ascii=False)
 
 
+LOG_FORMATS = ("text", "json")  # a process's --log-format: text lines, or one JSON object per line
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s [request_id=%(request_id)s trace_id=%(trace_id)s] %(message)s"
 
 

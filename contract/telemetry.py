@@ -33,7 +33,7 @@ try:
     from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
     HAVE_API = True
-except ImportError:  # no opentelemetry-api (the GPU image's package set): every span is a no-op
+except ImportError:  # no opentelemetry-api (an image without the kit's requirements): spans are no-ops
     from contract.otel_fallback import (  # type: ignore[assignment,no-redef]  # the same names, no-ops
         INVALID_SPAN,  # noqa: F401  (re-exported)
         Span,

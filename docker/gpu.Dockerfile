@@ -35,7 +35,7 @@ ARG BASE_PACKAGES=/opt/kit/base-packages.txt
 RUN python3 -m pip list --format=freeze | sort > ${BASE_PACKAGES} \
  && python3 -m pip install --no-cache-dir -c ${BASE_PACKAGES} -r /opt/kit/requirements/gpu-image.txt \
  && python3 -m pip install --no-cache-dir -c ${BASE_PACKAGES} --no-deps -r /opt/kit/requirements/gpu-image-nodeps.txt \
- && python3 -c "import grpc, google.protobuf, tritonclient.grpc, tritonclient.grpc.service_pb2, tritonclient.grpc.service_pb2_grpc, tritonclient.grpc.model_config_pb2, tritonclient.utils, click, fastapi, uvicorn, jinja2, gguf" \
+ && python3 -c "import grpc, google.protobuf, tritonclient.grpc, tritonclient.grpc.service_pb2, tritonclient.grpc.service_pb2_grpc, tritonclient.grpc.model_config_pb2, tritonclient.utils, click, fastapi, uvicorn, jinja2, gguf, opentelemetry.sdk.trace, opentelemetry.exporter.otlp.proto.http.trace_exporter" \
  && python3 -m pip list --format=freeze | sort > /tmp/after-packages.txt \
  && comm -23 ${BASE_PACKAGES} /tmp/after-packages.txt > /tmp/changed-packages.txt \
  && if [ -s /tmp/changed-packages.txt ]; then \

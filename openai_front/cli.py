@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from contract import names, tool_formats
+from contract.request_ids import LOG_FORMATS
 from openai_front import response_store
 
 API_KEY_ENV = "OPENAI_FRONT_API_KEY"
@@ -75,8 +76,8 @@ def main() -> None:
 )
 @click.option(
     "--log-format",
-    type=click.Choice(["text", "json"]),
-    default="text",
+    type=click.Choice(LOG_FORMATS),
+    default=LOG_FORMATS[0],
     show_default=True,
     help="Log lines as text or one JSON object per line; each carries the request id and trace id.",
 )

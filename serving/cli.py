@@ -15,6 +15,7 @@ from pathlib import Path
 import click
 
 from contract import names, telemetry
+from contract.request_ids import LOG_FORMATS
 from contract.supervision import SUPERVISION_FILE_ENV
 from serving import ports
 from serving.canary import Canary, CanarySettings
@@ -62,6 +63,15 @@ def server_options(f):
             default=0,
             show_default=True,
             help="Also serve the OpenAI-compatible API on this port (0 = off).",
+        ),
+        click.option(
+            "--openai-log-format",
+            envvar="OPENAI_LOG_FORMAT",
+            type=click.Choice(LOG_FORMATS),
+            default=LOG_FORMATS[0],
+            show_default=True,
+            help="The OpenAI front's log lines (build/logs/openai_front.log): text, or one JSON object per line; "
+            "each carries the request id and trace id.",
         ),
         click.option(
             "--trace-endpoint",
@@ -219,7 +229,11 @@ def _banner(s: ServerSettings, openai_url: str | None = None) -> str:
 
 
 def _start(
-    settings: ServerSettings, ready_timeout_s: float, openai_port: int, stop: threading.Event
+    settings: ServerSettings,
+    ready_timeout_s: float,
+    openai_port: int,
+    stop: threading.Event,
+    openai_log_format: str = LOG_FORMATS[0],
 ) -> tuple[TritonServer, OpenAiFront | None]:
     """Triton, ready; then the OpenAI front if asked.  Exits with a clear message on failure
     (a port taken, the server failing or exiting, `stop` set by a signal)."""
@@ -237,6 +251,7 @@ def _start(
                 served_model_name(settings.repository),
                 settings.log_file.with_name("openai_front.log"),
                 tokenizer_dir=served_tokenizer_dir(settings.repository),
+                log_format=openai_log_format,
             )
             front.start()
     except (ServerFailed, RuntimeError) as e:
@@ -264,7 +279,13 @@ def main() -> None:
     help="Where to record the server's pid and readiness (set by --detach).",
 )
 def up(
-    detach: bool, record_file: Path | None, ready_timeout_s: float, openai_port: int, canary: bool, **kwargs
+    detach: bool,
+    record_file: Path | None,
+    ready_timeout_s: float,
+    openai_port: int,
+    openai_log_format: str,
+    canary: bool,
+    **kwargs,
 ) -> None:
     """Start the server and stay in the foreground until Ctrl-C / SIGTERM / SIGHUP; restart it when
     it dies, a stub dies, or an entry model stops answering (the canary)."""
@@ -274,7 +295,7 @@ def up(
         _up_detached(settings, ready_timeout_s, openai_port)
         return
     with StopSignals() as signals:
-        server, front = _start(settings, ready_timeout_s, openai_port, signals.event)
+        server, front = _start(settings, ready_timeout_s, openai_port, signals.event, openai_log_format)
         click.echo(_banner(settings, front.url if front else None))
         probe = (
             Canary(
@@ -366,13 +387,13 @@ def down(timeout_s: float) -> None:
 @main.command(context_settings={"ignore_unknown_options": True})
 @server_options
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
-def run(command: tuple[str, ...], ready_timeout_s: float, openai_port: int, **kwargs) -> None:
+def run(command: tuple[str, ...], ready_timeout_s: float, openai_port: int, openai_log_format: str, **kwargs) -> None:
     """Start the server, run COMMAND once it is ready, stop the server; exit with COMMAND's status.
     SIGINT, SIGTERM or SIGHUP pass the signal on to COMMAND, then stop the server like `up`
     does (in-flight requests drained) and exit with 128 + the signal's number."""
     settings = _settings(kwargs)
     with StopSignals() as signals:
-        server, front = _start(settings, ready_timeout_s, openai_port, signals.event)
+        server, front = _start(settings, ready_timeout_s, openai_port, signals.event, openai_log_format)
         _echo_err(_banner(settings, front.url if front else None))
         try:
             code = _run_until_done_or_stopped(list(command), signals, settings.exit_timeout_s)

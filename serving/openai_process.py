@@ -13,6 +13,7 @@ from pathlib import Path
 from build_engines.render import read_config
 from contract import names
 from contract.build_record import BuildRecord
+from contract.request_ids import LOG_FORMATS
 from serving.stop_signals import die_with_parent
 
 
@@ -38,7 +39,14 @@ def served_tokenizer_dir(repository: Path) -> Path | None:
 
 class OpenAiFront:
     def __init__(
-        self, grpc_url: str, host: str, port: int, model_name: str, log_file: Path, tokenizer_dir: Path | None = None
+        self,
+        grpc_url: str,
+        host: str,
+        port: int,
+        model_name: str,
+        log_file: Path,
+        tokenizer_dir: Path | None = None,
+        log_format: str = LOG_FORMATS[0],
     ) -> None:
         self.url = f"http://{host}:{port}"
         self._cmd = [
@@ -54,6 +62,8 @@ class OpenAiFront:
             str(port),
             "--model-name",
             model_name,
+            "--log-format",
+            log_format,
         ]
         if tokenizer_dir is not None:
             self._cmd += ["--tokenizer", str(tokenizer_dir)]

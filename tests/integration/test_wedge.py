@@ -54,7 +54,8 @@ def supervised(repository, tmp_path):
            "--http-port", str(ports["http"]), "--grpc-port", str(ports["grpc"]), "--metrics-port", str(ports["metrics"]),
            "--openai-port", str(ports["openai"]), "--log-file", str(tmp_path / "tritonserver.log"),
            "--record-file", str(record), "--canary-period", str(PERIOD_S), "--canary-deadline", str(DEADLINE_S),
-           "--canary-deadline-unprioritized", str(DEADLINE_S), "--canary-failures", str(FAILURES)]
+           "--canary-deadline-unprioritized", str(DEADLINE_S), "--canary-failures", str(FAILURES),
+           "--openai-log-format", "json"]
     log = tmp_path / "launcher.log"
     proc = subprocess.Popen(cmd, stdout=open(log, "wb"), stderr=subprocess.STDOUT, cwd=ROOT)
     deadline = time.monotonic() + 300
@@ -150,6 +151,10 @@ def test_a_wedged_bls_stub_makes_the_server_not_ready_then_restarted_and_clients
     finishes = [i for i, e in enumerate(events) if any(c.get("finish_reason") for c in e.get("choices", ()))]
     assert errors or finishes, events
     assert not (errors and finishes and finishes[-1] > errors[0]), events
+    # `--openai-log-format json` reaches the front `up` starts: its access line, one JSON object, names the request
+    front_log = (log.parent / "openai_front.log").read_text()
+    access = [json.loads(line) for line in front_log.splitlines() if '"openai_front.access"' in line]
+    assert any(a["request_id"].startswith("req-") and "/v1/completions" in a["message"] for a in access), front_log
 
     assert subprocess.run(probes[1], cwd=ROOT, capture_output=True, timeout=60).returncode == 0  # live again
     # the new server serves (a client reconnects within its 2 s backoff: client/aio_client.py

@@ -32,8 +32,9 @@ from build_engines.images.resolver import (
 from contract.upstream.image_packages import later_images, load_image_packages, supported_releases
 
 # What the Python-backend models import inside the server's stubs (the engine relay's own gRPC calls).
+# The tracing SDK and exporter: without them contract/telemetry.py makes every model span a no-op (issue 38).
 MODEL_IMPORTS = {"grpc", "tritonclient.grpc", "tritonclient.grpc.service_pb2", "tritonclient.grpc.service_pb2_grpc",
-                 "tritonclient.utils"}
+                 "tritonclient.utils", "opentelemetry.sdk.trace", "opentelemetry.exporter.otlp.proto.http.trace_exporter"}
 
 
 def test_the_kit_supports_25_12_and_26_07_at_least():
@@ -137,6 +138,7 @@ def test_gpu_image_install_resolves_against_the_image_without_moving_it(verdicts
     for name in ("protobuf", "grpcio", "click", "numpy"):
         assert verdict.kept[name] == image.version(name)
     assert set(verdict.added) <= set(image.absent) and "tritonclient" in verdict.added
+    assert {"opentelemetry-sdk", "opentelemetry-exporter-otlp-proto-http"} <= set(verdict.added), "models' spans export"
 
 
 @pytest.mark.slow

@@ -113,6 +113,9 @@ def test_the_openai_front_gets_the_served_tokenizer_and_model_name(repository, d
     cmd = OpenAiFront(
         "127.0.0.1:1", "127.0.0.1", 9, "m", tmp_path / "log", tokenizer_dir=default_engine)._cmd
     assert cmd[-2:] == ["--tokenizer", str(default_engine)]
+    assert cmd[cmd.index("--log-format") + 1] == "text"
+    json_cmd = OpenAiFront("127.0.0.1:1", "127.0.0.1", 9, "m", tmp_path / "log", log_format="json")._cmd
+    assert json_cmd[json_cmd.index("--log-format") + 1] == "json"  # `serving up --openai-log-format json`
 
 
 def test_top_logprobs_follow_the_spec(repository, default_engine):

@@ -87,8 +87,27 @@ def test_the_chart_and_compose_wire_tracing_through_the_environment():
     assert compose["services"]["jaeger"]["profiles"] == ["metrics"]
 
 
+def test_the_front_logs_json_lines_in_the_chart_and_on_request_in_compose():
+    from pathlib import Path
+
+    import yaml
+
+    from deploy import chart
+
+    def front_args(values):
+        rendered = chart.render(chart.merge_values(chart.load_values([]), values))
+        deployment = next(d for r in rendered for d in r.documents if d["kind"] == "Deployment")
+        return next(c for c in deployment["spec"]["template"]["spec"]["containers"] if c["name"] == "openai")["args"]
+
+    assert "--log-format=json" in front_args({})  # a fleet's log pipeline parses lines
+    assert "--log-format=text" in front_args({"openai": {"logFormat": "text"}})
+    compose = yaml.safe_load((Path(__file__).resolve().parents[2] / "docker-compose.yml").read_text())
+    command = compose["services"]["openai"]["command"]
+    assert command[command.index("--log-format") + 1] == "${OPENAI_LOG_FORMAT:-text}"
+
+
 def test_without_opentelemetry_api_every_span_is_a_no_op():
-    """The GPU image's package set has no opentelemetry-api: the client and the models must still import."""
+    """An image without the kit's requirements has no opentelemetry-api: the client and the models must still import."""
     import subprocess
     import sys
 
