@@ -65,6 +65,12 @@ def traced(request, default_engine, receiver, tmp_path_factory):
         yield request.param, server, tmp
 
 
+def _by_request(receiver: OtlpReceiver, request_id: str, trace_id: str) -> list[tuple[str, str, str]]:
+    """(trace, span, parent) of spans naming `request_id` that arrived under another trace."""
+    return sorted((s.trace_id[:8], s.name, s.parent_id[:8]) for s in receiver.spans() if s.trace_id != trace_id and
+                  request_id in (s.attributes.get("triton.request_id"), s.attributes.get("llm.request_id")))
+
+
 def _by_id(spans: list[ReceivedSpan]) -> dict[str, ReceivedSpan]:
     return {s.span_id: s for s in spans}
 
@@ -114,7 +120,9 @@ def test_streamed_request_through_the_front_is_one_tree(traced, receiver, monkey
         front_log = (tmp / "front.log").read_text()
     TREES[f"front, {layout}"] = tree(spans)
     print(f"\n--- trace tree: streamed chat completion through the front ({layout})\n{tree(spans)}")
-    assert expected | engine <= {s.name for s in spans}, f"{tree(spans)}\nreceiver errors: {receiver.errors}"
+    assert expected | engine <= {s.name for s in spans}, (
+        f"{tree(spans)}\nreceiver errors: {receiver.errors}\nthis request's spans in other traces: "
+        f"{_by_request(receiver, request_id, incoming)}")
     _assert_one_tree(spans, INCOMING_SPAN)
     ids = _by_id(spans)
     front = _one(spans, "POST /v1/chat/completions")
@@ -161,7 +169,12 @@ def test_bls_request_from_the_client_is_one_tree(traced, receiver):
     spans = receiver.wait_for(client.trace_id, expected)
     TREES[f"client -> tensorrt_llm_bls, {layout}"] = tree(spans)
     print(f"\n--- trace tree: the client's streamed request to tensorrt_llm_bls ({layout})\n{tree(spans)}")
-    assert expected <= {s.name for s in spans}, f"{tree(spans)}\nreceiver errors: {receiver.errors}"
+    # Seen once in CI (pytorch_server, not reproduced): only the client's span arrived.  What else
+    # arrived since then, by trace, tells a server span under another trace id from no export.
+    elsewhere = sorted({(s.trace_id[:8], s.name) for s in receiver.spans() if s.span_id not in before} - {
+        (s.trace_id[:8], s.name) for s in spans})
+    assert expected <= {s.name for s in spans}, (
+        f"{tree(spans)}\nreceiver errors: {receiver.errors}\nother traces since: {elsewhere}")
     _assert_one_tree(spans)
     ids = _by_id(spans)
     assert _ancestors(_one(spans, "llm.bls"), ids)[:2] == ["tensorrt_llm_bls", "InferRequest"]
@@ -194,8 +207,9 @@ def test_refused_and_cancelled_requests_show_their_status(traced, receiver, monk
         r.readline()
         r.close()  # the client goes away mid-stream
         refused_spans = receiver.wait_for(refused_trace, {"POST /v1/chat/completions"})
+        # not one tree: Triton ends no span of a request its client cancelled (the tree checks are above)
         cancelled_spans = receiver.wait_for(cancelled_trace, {"POST /v1/chat/completions", "triton ensemble",
-                                                              "llm.generate"})
+                                                              "llm.generate"}, one_tree=False)
     TREES["refused"] = tree(refused_spans)
     TREES["cancelled"] = tree(cancelled_spans)
     print(f"\n--- refused\n{tree(refused_spans)}\n--- cancelled\n{tree(cancelled_spans)}")
@@ -205,8 +219,7 @@ def test_refused_and_cancelled_requests_show_their_status(traced, receiver, monk
     assert front.status_code == 2 and front.attributes["error.type"]  # CANCELLED, or FastAPI's own CancelledError
     client = _one(cancelled_spans, "triton ensemble")
     assert client.status_code == 2 and client.attributes["error.type"] == "CANCELLED"
-    engine = receiver.wait_for(cancelled_trace, {"llm.generate"})
-    assert _one(engine, "llm.generate").attributes.get("llm.cancelled") is True  # stopped by the client's `stop`
+    assert _one(cancelled_spans, "llm.generate").attributes.get("llm.cancelled") is True  # stopped by the client's `stop`
 
 
 def test_every_grpc_response_carries_the_request_id(traced):
