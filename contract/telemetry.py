@@ -161,6 +161,23 @@ def context_from_json(text: str | None):
     return context_from(carrier) if isinstance(carrier, dict) else None
 
 
+def trace_id_of(ctx) -> str:
+    """The trace id (32 hex digits) of a context's span; "" for none."""
+    if ctx is None:
+        return ""
+    span_context = trace.get_current_span(ctx).get_span_context()
+    return format(span_context.trace_id, "032x") if span_context.is_valid else ""
+
+
+def links_to(ctx) -> list:
+    """An OpenTelemetry Link to a context's span, for a span started elsewhere; [] without the API."""
+    if not HAVE_API or not trace_id_of(ctx):
+        return []
+    from opentelemetry.trace import Link
+
+    return [Link(trace.get_current_span(ctx).get_span_context())]
+
+
 def carrier(span: Span | None = None) -> dict[str, str]:
     """`traceparent` (+ `tracestate`) of `span` (default: the current one); {} when it is not valid."""
     out: dict[str, str] = {}

@@ -16,6 +16,12 @@ Where a model finds its parent, in order:
    postprocessing hang under tensorrt_llm_bls's.
 2. The request's `traceparent` parameter (client/tracing.py sends it; Triton hands an
    ensemble's parameters to its steps, and our relays forward it to the engine).
+
+When both are there but are different traces, the parameter wins and the span links to Triton's
+(and names its trace in `triton.trace_id`): Triton 2.51 now and then starts a trace of its own for
+a request whose gRPC metadata carried a `traceparent` (seen in tests/integration/test_tracing.py,
+about one run in four, every one of its spans then under another trace id), and our spans then
+stay in the client's tree (docs/tracing.md, Limits).
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from contract import request_ids, telemetry
 from contract.telemetry import INVALID_SPAN, Span, SpanKind
 
 SERVICE = "triton-models"  # OTEL_SERVICE_NAME overrides it
+TRITON_TRACE_ID = "triton.trace_id"  # Triton's own trace for the request, where it is not the client's
 _tracer = None
 _lock = threading.Lock()
 
@@ -60,14 +67,27 @@ def parameters(request) -> dict:
     return value if isinstance(value, dict) else {}
 
 
-def parent_of(request):
-    """The OpenTelemetry context this request's spans belong under, or None."""
+def _contexts(request):
+    """(Triton's context for this request, the client's from the `traceparent` parameter); each or None."""
     try:
         trace = request.trace()
-        ctx = telemetry.context_from_json(trace.get_context() if trace is not None else None)
+        triton = telemetry.context_from_json(trace.get_context() if trace is not None else None)
     except Exception:  # an older stub without request.trace()
-        ctx = None
-    return ctx or telemetry.context_from(parameters(request))
+        triton = None
+    return triton, telemetry.context_from(parameters(request))
+
+
+def _parent_and_orphan(request):
+    """The context this request's spans belong under (or None), and Triton's when it is another trace."""
+    triton, client = _contexts(request)
+    if triton is not None and client is not None and telemetry.trace_id_of(triton) != telemetry.trace_id_of(client):
+        return client, triton
+    return triton or client, None
+
+
+def parent_of(request):
+    """The OpenTelemetry context this request's spans belong under, or None."""
+    return _parent_and_orphan(request)[0]
 
 
 def carrier_of(request, span: Span | None = None) -> dict[str, str]:
@@ -82,11 +102,13 @@ def start(request, name: str, model: str, kind: SpanKind = SpanKind.INTERNAL, **
     """A span of this request (ended by the caller); a no-op span when nobody traces it."""
     if not enabled():  # nothing exported from this process: skip reading the request's context
         return INVALID_SPAN
-    parent = parent_of(request)
+    parent, orphan = _parent_and_orphan(request)
     attrs = {telemetry.MODEL: model, telemetry.REQUEST_ID: request.request_id(), **attributes}
     if parent is None:  # not traced: keep untraced requests free (no root spans from the models)
         return INVALID_SPAN
-    return tracer().start_span(name, context=parent, kind=kind, attributes=attrs)
+    if orphan is not None:
+        attrs[TRITON_TRACE_ID] = telemetry.trace_id_of(orphan)
+    return tracer().start_span(name, context=parent, kind=kind, attributes=attrs, links=telemetry.links_to(orphan))
 
 
 def log_line(request, message: str) -> str:

@@ -71,6 +71,27 @@ def _by_request(receiver: OtlpReceiver, request_id: str, trace_id: str) -> list[
                   request_id in (s.attributes.get("triton.request_id"), s.attributes.get("llm.request_id")))
 
 
+OURS = {"server": {"llm.generate"}, "standin_server": {"llm.relay"}, "pytorch_server": {"llm.generate"}}
+
+
+def _xfail_if_triton_started_its_own_trace(receiver: OtlpReceiver, trace_id: str, request_id: str,
+                                           ours: set[str]) -> None:
+    """Triton 2.51 now and then starts a trace of its own for a request whose gRPC metadata carried
+    a traceparent (about one run of this module in four): every Triton span of the request then
+    arrives under another trace id.  Our models' spans must still be in the client's trace, naming
+    Triton's in `triton.trace_id` (model_repository/triton/tracing.py); then it is upstream's miss."""
+    elsewhere = _by_request(receiver, request_id, trace_id)
+    if not elsewhere:
+        return
+    spans = receiver.wait_for(trace_id, ours, timeout_s=15)
+    mine = [s for s in spans if s.name in ours]
+    assert ours <= {s.name for s in mine}, f"{tree(spans)}\nour spans are not in the client's trace either"
+    orphan = {s.attributes.get("triton.trace_id") for s in mine}
+    assert len(orphan) == 1 and orphan != {None} and trace_id not in orphan, orphan
+    pytest.xfail(f"Triton 2.51 started its own trace ({orphan.pop()[:8]}) for request {request_id} instead of "
+                 f"continuing {trace_id[:8]}; our spans stayed in the client's trace, linked to Triton's")
+
+
 def _by_id(spans: list[ReceivedSpan]) -> dict[str, ReceivedSpan]:
     return {s.span_id: s for s in spans}
 
@@ -118,6 +139,9 @@ def test_streamed_request_through_the_front_is_one_tree(traced, receiver, monkey
                   "pytorch_server": {"tensorrt_llm_pytorch", "llm.generate"}}[layout]
         spans = receiver.wait_for(incoming, expected | engine)
         front_log = (tmp / "front.log").read_text()
+    if not expected | engine <= {s.name for s in spans}:
+        _xfail_if_triton_started_its_own_trace(receiver, incoming, request_id,
+                                               {"llm.preprocess", "llm.postprocess"} | OURS[layout])
     TREES[f"front, {layout}"] = tree(spans)
     print(f"\n--- trace tree: streamed chat completion through the front ({layout})\n{tree(spans)}")
     assert expected | engine <= {s.name for s in spans}, (
@@ -167,6 +191,9 @@ def test_bls_request_from_the_client_is_one_tree(traced, receiver):
     expected |= {"server": {"openvino_llm", "llm.generate"}, "standin_server": {"tensorrt_llm"},
                  "pytorch_server": {"tensorrt_llm_pytorch", "llm.generate"}}[layout]
     spans = receiver.wait_for(client.trace_id, expected)
+    if not expected <= {s.name for s in spans}:
+        _xfail_if_triton_started_its_own_trace(receiver, client.trace_id, client.attributes["llm.request_id"],
+                                               {"llm.bls", "llm.preprocess", "llm.postprocess"} | OURS[layout])
     TREES[f"client -> tensorrt_llm_bls, {layout}"] = tree(spans)
     print(f"\n--- trace tree: the client's streamed request to tensorrt_llm_bls ({layout})\n{tree(spans)}")
     # Seen once in CI (pytorch_server, not reproduced): only the client's span arrived.  What else

@@ -128,3 +128,34 @@ assert span.headers is None and telemetry.context_from({"traceparent": "00-" + "
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
+
+
+def test_a_model_keeps_the_clients_trace_when_triton_started_another_and_links_to_it():
+    """Triton 2.51 now and then starts its own trace for a request whose metadata carried a
+    traceparent (model_repository/triton/tracing.py): our spans then stay in the client's trace."""
+    import json
+
+    from contract import telemetry
+    from model_repository.triton import tracing
+
+    client, triton = "00-" + "a" * 32 + "-" + "b" * 16 + "-01", "00-" + "c" * 32 + "-" + "d" * 16 + "-01"
+
+    class Request:
+        def __init__(self, triton_parent, client_parent):
+            self._t, self._c = triton_parent, client_parent
+
+        def trace(self):
+            return type("Trace", (), {"get_context": lambda _: json.dumps({"traceparent": self._t}) if self._t else None})()
+
+        def parameters(self):
+            return json.dumps({"traceparent": self._c} if self._c else {})
+
+    parent, orphan = tracing._parent_and_orphan(Request(triton, client))
+    assert telemetry.trace_id_of(parent) == "a" * 32 and telemetry.trace_id_of(orphan) == "c" * 32
+    assert len(telemetry.links_to(orphan)) == 1
+    same = "00-" + "a" * 32 + "-" + "e" * 16 + "-01"  # Triton continued it: its span is the parent
+    parent, orphan = tracing._parent_and_orphan(Request(same, client))
+    assert orphan is None and telemetry.trace_id_of(parent) == "a" * 32
+    assert telemetry.trace.get_current_span(parent).get_span_context().span_id == int("e" * 16, 16)
+    assert tracing._parent_and_orphan(Request(None, client))[1] is None
+    assert tracing._parent_and_orphan(Request(None, None)) == (None, None)
