@@ -162,6 +162,13 @@ def aiperf_sweep(
 @click.option("--gpus-per-replica", type=int, default=1, show_default=True, help="GPUs one replica uses (TP x PP).")
 @click.option("--gpus-per-instance", type=int, default=1, show_default=True, help="GPUs the priced instance has.")
 @click.option(
+    "--gpu-price-per-hour",
+    "gpu_price_per_hour",
+    type=click.FloatRange(min=0),
+    default=None,
+    help="USD per GPU-hour: the report prices NVIDIA's published TensorRT-LLM figures beside this run's.",
+)
+@click.option(
     "--aiperf/--no-aiperf",
     "with_aiperf",
     default=True,
@@ -181,6 +188,7 @@ def suite(
     price_per_hour,
     gpus_per_replica,
     gpus_per_instance,
+    gpu_price_per_hour,
     with_aiperf,
 ):
     """Sweeps with perf_analyzer (gRPC) and AIPerf (HTTP), the baselines side by side, a Markdown report with plots."""
@@ -202,6 +210,7 @@ def suite(
         request_rates=tuple(rates),
         peers=tuple(Peer) if peer else (),
         pricing=pricing,
+        gpu_hour_usd=gpu_price_per_hour,
         aiperf=with_aiperf,
     )
     click.echo(f"report: {run_suite(config)}")

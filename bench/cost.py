@@ -81,3 +81,63 @@ def summary_line(results: Sequence[RunResult], pricing: Pricing, attainment: flo
 
 def fmt(usd: float | None) -> str:
     return "-" if usd is None else f"{usd:.4g}"
+
+
+@dataclass(frozen=True)
+class PublishedFigure:
+    """A throughput NVIDIA publishes for TensorRT-LLM (trtllm-bench, offline, maximum load: no SLO)."""
+
+    model: str
+    gpu: str
+    tp: int
+    precision: str
+    isl_osl: str
+    output_tok_s: float
+
+
+# NVIDIA/TensorRT-LLM docs/source/performance/perf-overview.md, "Llama 3.1 8B" table, read at commit
+# 00f37686aa854010d68bcbd0f4ab000221541ca6 (the stored version; its release tag not read): Total
+# Output Throughput (tokens/sec), trtllm-bench throughput on the PyTorch backend, nvidia/Llama-3.1-8B-Instruct-FP8.
+PUBLISHED_SOURCE = "NVIDIA/TensorRT-LLM docs/source/performance/perf-overview.md @ 00f37686"
+NVIDIA_PUBLISHED = (
+    PublishedFigure("Llama-3.1-8B-Instruct-FP8", "H100 SXM 80GB", 1, "FP8", "128/128", 28312),
+    PublishedFigure("Llama-3.1-8B-Instruct-FP8", "H100 SXM 80GB", 1, "FP8", "1000/1000", 15220),
+    PublishedFigure("Llama-3.1-8B-Instruct-FP8", "H200 SXM 141GB", 1, "FP8", "128/128", 27911),
+    PublishedFigure("Llama-3.1-8B-Instruct-FP8", "H200 SXM 141GB", 1, "FP8", "1000/1000", 17744),
+)
+
+
+def cost_comparison(
+    results: Sequence[RunResult], pricing: Pricing | None, gpu_hour_usd: float | None, model: str, machine: str
+) -> list[str]:
+    """$/1M output tokens side by side: this run (at its SLO-meeting load, and its best load) at the
+    given instance price, and NVIDIA's published GPU figures at the given GPU-hour price.  A price
+    not given leaves its cost out (the throughput stays)."""
+    best = max((r for r in results if r.output_tokens_per_s > 0), key=lambda r: r.output_tokens_per_s, default=None)
+    meeting = slo_meeting_run(results)
+    lines = [
+        "| what | measured where | load | output tok/s | price per hour | $/1M output tokens |",
+        "|---|---|---|---:|---:|---:|",
+    ]
+    for label, run in (("this run, SLO-meeting load", meeting), ("this run, highest throughput", best)):
+        if run is None:
+            continue
+        usd = usd_per_million(run.output_tokens_per_s, pricing) if pricing else None
+        price = f"${pricing.replica_hour_usd:.4g}" if pricing else "-"
+        lines.append(
+            f"| {model}, {label} | {machine} | {run.load} | {run.output_tokens_per_s:.0f} | {price} | {fmt(usd)} |"
+        )
+    for f in NVIDIA_PUBLISHED:
+        usd = None if gpu_hour_usd is None else usd_per_million(f.output_tok_s, Pricing(gpu_hour_usd * f.tp))
+        price = "-" if gpu_hour_usd is None else f"${gpu_hour_usd:.4g} x {f.tp} GPU"
+        lines.append(
+            f"| {f.model} (NVIDIA, published) | {f.gpu} TP{f.tp} {f.precision} | ISL/OSL {f.isl_osl}, offline max | "
+            f"{f.output_tok_s:,.0f} | {price} | {fmt(usd)} |"
+        )
+    lines += [
+        "",
+        f"NVIDIA's figures: {PUBLISHED_SOURCE}, offline maximum throughput with no latency SLO (trtllm-bench), on "
+        "another model and hardware; ours are served through Triton and the OpenAI front.  Prices are the ones "
+        "given to this run (--price-per-hour, --gpu-price-per-hour), not looked up.",
+    ]
+    return lines

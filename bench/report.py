@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from bench.cost import Pricing, fmt, run_cost, summary_line
+from bench.cost import Pricing, cost_comparison, fmt, run_cost, summary_line
 from bench.genai_perf import RunResult
 
 
@@ -113,7 +113,14 @@ def plot_ttft_cdf(results: list[RunResult], path: Path) -> None:
     plt.close(fig)
 
 
-def write(out: Path, summary: dict, results: list[RunResult], notes: list[str], pricing: Pricing | None = None) -> Path:
+def write(
+    out: Path,
+    summary: dict,
+    results: list[RunResult],
+    notes: list[str],
+    pricing: Pricing | None = None,
+    gpu_hour_usd: float | None = None,
+) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     sweep = [r for r in results if r.target == "triton-ensemble" and r.workload == summary["workload"]]
     plot_latency_vs_throughput(sweep, out / "latency_vs_throughput.png")
@@ -136,6 +143,8 @@ def write(out: Path, summary: dict, results: list[RunResult], notes: list[str], 
         lines += [f"- {summary_line(sweep, pricing)}"]
     for title, body in summary.get("sections", []):
         lines += ["", f"## {title}", "", *body]
+    lines += ["", "## Cost per 1M output tokens", ""]
+    lines += cost_comparison(sweep, pricing, gpu_hour_usd, summary["model"], summary["machine"])
     lines += ["", "## All runs", ""] + results_table(results, pricing)
     lines += ["", "![latency vs throughput](latency_vs_throughput.png)", "", "![TTFT CDF](ttft_cdf.png)", ""]
     if pricing:

@@ -37,6 +37,7 @@ class SuiteConfig:
     request_rates: tuple[float, ...] = (1.0, 2.0, 4.0)
     peers: tuple[peer_compare.Peer, ...] = tuple(peer_compare.Peer)  # () : no peer comparison
     pricing: Pricing | None = None  # $/1M output tokens in the report when set
+    gpu_hour_usd: float | None = None  # prices NVIDIA's published GPU figures beside ours
     aiperf: bool = True  # AIPerf sweeps of the HTTP streaming entry points (bench/aiperf.py)
     notes: list[str] = field(default_factory=list)
 
@@ -269,7 +270,7 @@ def run_suite(config: SuiteConfig) -> Path:
         "seconds": round(time.monotonic() - t_start, 1),
         "sections": sections,
     }
-    return write(config.out, summary, results, config.notes, config.pricing)
+    return write(config.out, summary, results, config.notes, config.pricing, config.gpu_hour_usd)
 
 
 def _aiperf_sweeps(

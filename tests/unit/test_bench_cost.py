@@ -64,3 +64,15 @@ def test_report_states_the_cost_at_the_slo_meeting_load(tmp_path):
     text = report.write(tmp_path, summary, runs, [], cost.Pricing(3.6)).read_text()
     assert "cost at the SLO-meeting load (c4" in text and "![cost per token](cost_per_token.png)" in text
     assert (tmp_path / "cost_per_token.png").exists()
+
+
+def test_the_report_prices_nvidias_published_gpu_figures_beside_this_run(tmp_path):
+    runs = [run("c1", 100.0, 1.0), run("c16", 400.0, 0.95)]
+    lines = cost.cost_comparison(runs, cost.Pricing(0.1), 3.0, "SmolLM2", "2-core host")
+    text = "\n".join(lines)
+    assert f"| SmolLM2, this run, SLO-meeting load | 2-core host | c16 | 400 | $0.1 | {0.1 / (400 * 3600) * 1e6:.4g} |" in text
+    # H100 TP1 FP8 Llama-3.1-8B at 128/128: 28,312 tok/s (perf-overview.md @ 00f37686); $3/h -> $0.02943 per 1M
+    assert f"| 28,312 | $3 x 1 GPU | {3.0 / (28312 * 3600) * 1e6:.4g} |" in text
+    assert "00f37686" in text and "offline maximum throughput" in text
+    unpriced = "\n".join(cost.cost_comparison(runs, None, None, "SmolLM2", "host"))
+    assert "| 28,312 | - | - |" in unpriced and "| 400 | - | - |" in unpriced
