@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -89,8 +90,25 @@ def pytorch_server(pytorch_engine, default_engine, tmp_path_factory, serve):
 
 # Every repository layout the product serves (bench/layouts.py): the CPU engine, the GPU wiring
 # in front of it, the GPU layout on the stand-in of the C++ backend, and the PyTorch-backend
-# layout on the stand-in LLM API.  Behaviour tests run on each.
-LAYOUTS = tuple(layout.value for layout in layouts.Layout)
+# layout on the stand-in LLM API.  Behaviour tests run on each of LAYOUTS: by default every one but
+# the GPU wiring in front of the CPU engine (relay_server), whose relay the C++ stand-in's layout
+# runs too (it cost ~80 s of a CI run over 30 minutes); KIT_LAYOUTS=all (or a comma-separated
+# list) runs it as well (docs/testing.md).
+ALL_LAYOUTS = tuple(layout.value for layout in layouts.Layout)
+LAYOUTS_ENV = "KIT_LAYOUTS"
+
+
+def _layouts(value: str) -> tuple[str, ...]:
+    if not value:
+        return tuple(name for name in ALL_LAYOUTS if name != layouts.Layout.RELAY.value)
+    chosen = ALL_LAYOUTS if value == "all" else tuple(name.strip() for name in value.split(",") if name.strip())
+    unknown = [name for name in chosen if name not in ALL_LAYOUTS]
+    if unknown:
+        raise ValueError(f"{LAYOUTS_ENV}={value!r}: expected 'all' or a comma-separated list of {ALL_LAYOUTS}")
+    return chosen
+
+
+LAYOUTS = _layouts(os.environ.get(LAYOUTS_ENV, ""))
 
 
 @pytest.fixture(scope="session", params=LAYOUTS)
