@@ -17,6 +17,7 @@ from build_engines import default_model
 from build_engines.checkpoint import CheckpointError, inspect_checkpoint
 from build_engines.cli_options import make_spec, spec_options
 from build_engines.gpus import GpuError
+from build_engines.openvino.numerics import NumericsMode
 from build_engines.spec import BuildSpec
 from build_engines.spec_base import EngineBackend, SpecError
 from contract.lora import LoraError
@@ -217,8 +218,11 @@ def reuse_engine(engine_dir: Path, spec: BuildSpec) -> bool:
     record = BuildRecord.read(engine_dir)
     if BuildSpec.from_dict(record.spec).artifact_fields() != spec.artifact_fields():
         return False
-    if spec.backend == EngineBackend.OPENVINO and spec.fidelity.evaluation != "off" and not record.fidelity:
-        return False  # built before fidelity reports (and pinned numerics): measure it again
+    if spec.backend == EngineBackend.OPENVINO and spec.fidelity.evaluation != "off":
+        if not record.fidelity:
+            return False  # built before fidelity reports (and pinned numerics): measure it again
+        if spec.openvino.numerics == NumericsMode.FAST.value and not record.numerics:
+            return False  # built before the numerics were measured: `fast` has nothing to choose from
     if record.spec != spec.to_dict():
         dataclasses.replace(record, spec=spec.to_dict()).write(engine_dir)
     return True

@@ -11,6 +11,7 @@ import click
 from build_engines.fidelity.options import EVALUATIONS, FidelityOptions
 from build_engines.gpus import DEFAULT_GPU, GpuError, GpuTarget, detect_gpus, known_gpu
 from build_engines.openvino.compress import MODES, SENSITIVITY_METRICS, Int4Recipe
+from build_engines.openvino.numerics import NUMERICS_MODES, NumericsMode
 from build_engines.openvino.options import OpenVinoOptions
 from build_engines.pytorch.speculative import PyTorchSpecMode, PyTorchSpeculative
 from build_engines.spec import BuildSpec
@@ -136,11 +137,20 @@ _OPTIONS = [
     ),
     # CPU engine numerics (docs/precision.md, "Numerics")
     click.option(
+        "--numerics",
+        type=click.Choice(NUMERICS_MODES),
+        default=None,
+        help="[openvino] fast (default): the fastest setting the build measures within the precision's "
+        "fidelity gate; exact: f32 activations and KV cache, no dynamic quantization (greedy answers "
+        "independent of batching, the prefix cache and speculative decoding); custom: the "
+        "--activation-precision / --dynamic-quantization-group-size given (implied by either).  A fast "
+        "build's engine also serves exact without a rebuild; `plan` shows the measured table.",
+    ),
+    click.option(
         "--activation-precision",
         type=click.Choice(ACTIVATION_PRECISIONS),
-        default=_OV.activation_precision,
-        show_default=True,
-        help="[openvino] INFERENCE_PRECISION_HINT: f32 is exact on every host; bf16/f16 "
+        default=None,
+        help="[openvino] INFERENCE_PRECISION_HINT (numerics custom): f32 is exact on every host; bf16/f16 "
         "are faster where the CPU computes them natively, at a measured KLD cost, "
         "and their greedy answers change with the batch (`plan` says so).",
     ),
@@ -155,9 +165,8 @@ _OPTIONS = [
     click.option(
         "--dynamic-quantization-group-size",
         type=int,
-        default=_OV.dynamic_quantization_group_size,
-        show_default=True,
-        help="[openvino] quantize activations to int8 in groups of N before matmuls with "
+        default=None,
+        help="[openvino] (numerics custom) quantize activations to int8 in groups of N before matmuls with "
         "compressed weights (OpenVINO's default on VNNI hosts: 32); 0 = off.  "
         "Greedy answers then change with the batch, the prefix cache and "
         "speculative decoding (measured; `plan` says so).",
@@ -532,9 +541,10 @@ def make_spec(
     trtllm_version: str | None = None,
     triton_image: str | None = None,
     detect=detect_gpus,
-    activation_precision: str = _OV.activation_precision,
+    numerics: str | None = None,
+    activation_precision: str | None = None,
     kv_cache_precision: str | None = None,
-    dynamic_quantization_group_size: int = _OV.dynamic_quantization_group_size,
+    dynamic_quantization_group_size: int | None = None,
     int4_group_size: int = _INT4.group_size,
     int4_ratio: float = _INT4.ratio,
     int4_mode: str = _INT4.mode,
@@ -664,9 +674,11 @@ def make_spec(
             max_queue_size,
             queue_timeout_s,
             stream_interval,
-            activation_precision,
+            activation_precision or _OV.activation_precision,
             kv_cache_precision or "",
-            dynamic_quantization_group_size,
+            _OV.dynamic_quantization_group_size
+            if dynamic_quantization_group_size is None
+            else dynamic_quantization_group_size,
             Int4Recipe(
                 int4_mode,
                 int4_group_size,
@@ -683,6 +695,7 @@ def make_spec(
             str(draft_checkpoint.resolve()) if draft_checkpoint and engine_backend == EngineBackend.OPENVINO else "",
             top_logprobs,
             fuse_projections,
+            numerics_mode(numerics, activation_precision, dynamic_quantization_group_size),
         ),
         trtllm=trtllm,
         fidelity=FidelityOptions(fidelity_evaluation, gate_max_mean_kld, gate_max_ppl_change, gate_min_top1),
@@ -693,6 +706,17 @@ def make_spec(
     from build_engines.gpu.limits import sized_spec
 
     return sized_spec(spec, given)
+
+
+def numerics_mode(numerics: str | None, activation_precision: str | None, dq_group_size: int | None) -> str:
+    """--numerics, or custom where a precision or group is given by hand (fast otherwise)."""
+    hand_set = activation_precision is not None or dq_group_size is not None
+    if hand_set and numerics not in (None, NumericsMode.CUSTOM.value):
+        raise SpecError(
+            f"'numerics' {numerics} chooses the activation precision and dynamic quantization itself: leave out "
+            "--activation-precision and --dynamic-quantization-group-size, or use --numerics custom"
+        )
+    return NumericsMode.CUSTOM.value if hand_set else (numerics or NumericsMode.FAST.value)
 
 
 def replace_given(limits: EngineLimits, given: dict[str, int | None], **others: int) -> EngineLimits:

@@ -8,7 +8,8 @@ from pathlib import Path
 from build_engines.checkpoint import CheckpointInfo
 from build_engines.gpu.capacity import CapacityError, estimate
 from build_engines.gpu.limits import limit_lines
-from build_engines.openvino.precision import exactness_line
+from build_engines.openvino.build import NUMERICS_FILE, measures_numerics, numerics_sweep_command
+from build_engines.openvino.numerics import numerics_lines
 from build_engines.spec import BuildSpec
 from build_engines.spec_base import EngineBackend, Precision
 from build_engines.trtllm.launch import serve_line
@@ -49,22 +50,33 @@ def _openvino_lines(spec: BuildSpec, info: CheckpointInfo, engine_dir: Path) -> 
         steps.append(compress_command(spec, engine_dir))
     if ov.fuse_projections:
         steps.append(fusion_command(engine_dir, bool(ov.draft_checkpoint)))
+    if spec.fidelity.evaluation != "off" and measures_numerics(spec):
+        steps.append(numerics_sweep_command(spec, engine_dir, engine_dir / NUMERICS_FILE))
     lines = [f"step {n}: " + shlex.join(cmd) for n, cmd in enumerate(steps, 1)]
     return (
         lines
+        + _numerics_lines(spec, engine_dir)
         + [
-            f"numerics: activations {ov.activation_precision} (INFERENCE_PRECISION_HINT), KV cache "
-            f"{ov.kv_cache_precision} "
-            f"(KV_CACHE_PRECISION), dynamic activation quantization "
-            f"{ov.dynamic_quantization_group_size or 'off'} (DYNAMIC_QUANTIZATION_GROUP_SIZE), weights "
-            f"{spec.precision.value}" + (_int4_line(spec) if spec.precision == Precision.INT4 else ""),
-            exactness_line(ov.activation_precision, ov.kv_cache_precision, ov.dynamic_quantization_group_size),
+            f"weights {spec.precision.value}" + (_int4_line(spec) if spec.precision == Precision.INT4 else ""),
             f"KV cache: {per_token / 1024:.1f} KiB/token ({ov.kv_cache_precision}: {element:g} bytes/element); at most "
             f"{spec.kv_cache_bound_gb(info):.2f} GB for {spec.limits.max_batch_size} x {spec.limits.max_seq_len} "
             "tokens; pool: " + (f"{ov.kv_cache_size_gb} GB" if ov.kv_cache_size_gb else "grows on demand"),
         ]
         + fidelity_plan_lines(spec)
     )
+
+
+def _numerics_lines(spec: BuildSpec, engine_dir: Path) -> list[str]:
+    from build_engines.fidelity.evaluate import cpu_flags
+    from contract.build_record import BuildRecord, BuildRecordError
+
+    try:  # what the built engine measured, if it is this spec's (else the build measures anew)
+        record = BuildRecord.read(engine_dir)
+        same = BuildSpec.from_dict(record.spec).artifact_fields() == spec.artifact_fields()
+        measured = record.numerics if same else {}
+    except (BuildRecordError, TypeError, KeyError):
+        measured = {}
+    return numerics_lines(spec.openvino, spec.fidelity.evaluation != "off", measured, cpu_flags())
 
 
 def _int4_line(spec: BuildSpec) -> str:

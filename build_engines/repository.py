@@ -118,9 +118,14 @@ def openvino_engine_model(
     adapters: Sequence[LoraAdapter] = (),
     fusion: dict | None = None,
     repository: Path | None = None,
+    numerics: dict | None = None,
 ) -> RenderedModel:
     """`fusion`: the engine's fused projections (build.json); adapters of fused modules are
-    rewritten for them into the engine model's directory of `repository` (build_engines/openvino/fused_lora.py)."""
+    rewritten for them into the engine model's directory of `repository` (build_engines/openvino/fused_lora.py).
+    `numerics`: the build's measured numerics (build.json), where the spec's `fast` choice is read."""
+    from build_engines.openvino.numerics import served_numerics
+
+    served = served_numerics(spec.openvino.numerics, spec.openvino.pinned_numerics(), numerics or {})
     files: dict[str, bytes] = {}
     if adapters and fusion and fusion.get("fused_modules"):
         from build_engines.openvino.fused_lora import for_fused_engine
@@ -137,9 +142,9 @@ def openvino_engine_model(
         max_queue_size=spec.openvino.max_queue_size,
         queue_timeout_s=spec.openvino.queue_timeout_s,
         stream_interval=spec.openvino.stream_interval,
-        activation_precision=spec.openvino.activation_precision,
-        kv_cache_precision=spec.openvino.kv_cache_precision,
-        dynamic_quantization_group_size=spec.openvino.dynamic_quantization_group_size,
+        activation_precision=served.activation_precision,
+        kv_cache_precision=served.kv_cache_precision,
+        dynamic_quantization_group_size=served.dynamic_quantization_group_size,
         prompt_lookup=spec.openvino.prompt_lookup,
         num_assistant_tokens=spec.openvino.num_assistant_tokens,
         max_ngram_size=spec.openvino.max_ngram_size,
@@ -193,7 +198,7 @@ def render_repository(
         engine = (
             pytorch_engine_model(engine_dir, spec, adapters, max_rank)
             if pytorch
-            else openvino_engine_model(engine_dir, spec, adapters, record.fusion, out_dir)
+            else openvino_engine_model(engine_dir, spec, adapters, record.fusion, out_dir, record.numerics)
         )
         engines = [engine] + ([relay_model(engine_dir, engine.config.name, batch, decoupled)] if relay else [])
         tokenizer_dir, target = (engine_dir / MODEL_SUBDIR if pytorch else engine_dir), engine.config.name

@@ -58,6 +58,9 @@ class BuildRecord:
     fidelity: dict[str, Any] = field(default_factory=dict)
     compression: dict[str, Any] = field(default_factory=dict)  # int4: NNCF recipe and version
     fusion: dict[str, Any] = field(default_factory=dict)  # CPU engine: fused projections (openvino/fusion.py)
+    # CPU engine: each candidate numerics setting measured for accuracy and speed on the build host,
+    # and the fast one chosen (build_engines/openvino/numerics.py); {} when not measured.
+    numerics: dict[str, Any] = field(default_factory=dict)
     # How the checkpoint's chat template writes tool calls (contract/tool_formats.py), read at
     # build time as the chat template is; "" in records older than the field (the front detects).
     tool_call_format: str = ""

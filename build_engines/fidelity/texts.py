@@ -119,11 +119,12 @@ def windows(n_tokens: int, window: int, stride: int) -> list[tuple[int, int, int
     """Sliding windows over n_tokens: (start, end, first_scored).  The first window scores every
     position but its first; later ones only the `stride` new tokens at their end, each with
     window - stride tokens of context (Hugging Face's and llama.cpp's perplexity scheme).
-    A token t is scored as the prediction made at position t - 1."""
+    A token t is scored as the prediction made at position t - 1, so a window's first token is
+    never scored (with stride == window, each window's first token goes unscored)."""
     if not 0 < stride <= window:
         raise ValueError(f"need 0 < stride ({stride}) <= window ({window})")
     out, start = [], 0
     while start + window <= n_tokens:
-        out.append((start, start + window, start + 1 if start == 0 else start + window - stride))
+        out.append((start, start + window, start + max(1, window - stride) if start else 1))
         start += stride
     return out

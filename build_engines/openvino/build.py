@@ -19,6 +19,7 @@ from pathlib import Path
 
 from build_engines.checkpoint import CheckpointInfo, checkpoint_hash, copy_tokenizer_files
 from build_engines.engine_dir import finish_engine, staging_dir, validated_checkpoint
+from build_engines.openvino.numerics import MeasuredRow, Numerics, NumericsMode, choose_fast
 from build_engines.process import BuildError, run_streaming
 from build_engines.progress import StepProgress
 from build_engines.spec import BuildSpec
@@ -39,6 +40,7 @@ BUILD_PACKAGES = (
 IR_MODEL_FILE = "openvino_model.xml"
 FIDELITY_FILE = "fidelity.json"
 FUSION_FILE = "fusion.json"
+NUMERICS_FILE = "numerics.json"
 REJECTED_SUFFIX = ".rejected"
 
 __all__ = ["BuildError", "build_openvino_engine", "compress_command", "engine_is_built", "export_command"]
@@ -138,6 +140,36 @@ def fidelity_command(spec: BuildSpec, engine_dir: Path, out: Path) -> list[str]:
     ]
 
 
+def numerics_sweep_command(spec: BuildSpec, engine_dir: Path, out: Path) -> list[str]:
+    """Every candidate numerics setting measured (accuracy and speed): what `fast` chooses from."""
+    ov = spec.openvino
+    return [
+        sys.executable,
+        "-m",
+        "build_engines.fidelity.numerics_sweep",
+        "--engine-dir",
+        str(engine_dir),
+        "--checkpoint",
+        str(spec.checkpoint),
+        "--kv-cache-precision",
+        ov.kv_cache_precision,
+        "--evaluation",
+        spec.fidelity.evaluation,
+        "--inference-threads",
+        str(ov.inference_threads),
+        "--max-num-batched-tokens",
+        str(spec.limits.max_num_tokens),
+        "--out",
+        str(out),
+    ]
+
+
+def measures_numerics(spec: BuildSpec) -> bool:
+    """fast: the build measures every candidate (and its engine serves exact too, without a rebuild);
+    exact and custom: the one setting they name."""
+    return spec.openvino.numerics == NumericsMode.FAST.value
+
+
 def engine_is_built(engine_dir: Path) -> bool:
     return (engine_dir / BUILD_RECORD_FILE).is_file() and (engine_dir / IR_MODEL_FILE).is_file()
 
@@ -179,8 +211,18 @@ def build_openvino_engine(spec: BuildSpec, engine_dir: Path, *, log_file: Path |
         with progress.step("fuse the q/k/v and gate/up projections"):
             run_streaming(fusion_command(staging, drafting), log_file, what="projection fusion")
             fusion = json.loads((staging / FUSION_FILE).read_text())
-    fidelity = {}
-    if evaluating:
+    fidelity: dict = {}
+    numerics: dict = {}
+    if evaluating and measures_numerics(spec):
+        what = (
+            f"measure each numerics setting's fidelity vs the float32 checkpoint ({spec.fidelity.evaluation}) and speed"
+        )
+        with progress.step(what):
+            run_streaming(numerics_sweep_command(spec, staging, staging / NUMERICS_FILE), log_file, what="numerics")
+            fidelity, numerics = numerics_record(spec, json.loads((staging / NUMERICS_FILE).read_text()))
+            (staging / FIDELITY_FILE).write_text(json.dumps(fidelity, indent=2) + "\n")  # the spec's own setting's
+            _gate(spec, fidelity, staging, engine_dir)
+    elif evaluating:
         with progress.step(f"measure fidelity vs the float32 checkpoint ({spec.fidelity.evaluation})"):
             run_streaming(fidelity_command(spec, staging, staging / FIDELITY_FILE), log_file, what="fidelity report")
             fidelity = json.loads((staging / FIDELITY_FILE).read_text())
@@ -189,9 +231,49 @@ def build_openvino_engine(spec: BuildSpec, engine_dir: Path, *, log_file: Path |
     with progress.step(f"write {BUILD_RECORD_FILE} and move into place"):
         record = finish_engine(staging, engine_dir, spec, info, digest, installed_versions(BUILD_PACKAGES), t0)
         if fidelity or compression or fusion:
-            record = replace(record, fidelity=fidelity, compression=compression, fusion=fusion)
+            record = replace(record, fidelity=fidelity, compression=compression, fusion=fusion, numerics=numerics)
             record.write(engine_dir)
     return record
+
+
+def numerics_record(spec: BuildSpec, measured: dict) -> tuple[dict, dict]:
+    """From the sweep's measurements: the fidelity report of the spec's own setting (what the gate
+    checks and build.json's `fidelity` holds) and the record's `numerics` (the table, the fast
+    choice and why)."""
+    from build_engines.fidelity.gate import gate_problems
+
+    limits = spec.fidelity.limits(spec.precision.value)
+    pinned = spec.openvino.pinned_numerics()
+    rows, fidelity = [], {}
+    for candidate in measured["candidates"]:
+        setting, report = Numerics.from_dict(candidate["numerics"]), candidate["fidelity"]
+        if setting == pinned:
+            fidelity = report
+        greedy = report.get("greedy") or {}
+        rows.append(
+            MeasuredRow(
+                numerics=setting,
+                selectable=candidate["selectable"],
+                mean_kld=report["logits"]["mean_kld"],
+                p99_kld=report["logits"]["p99_kld"],
+                ppl_change_pct=report["logits"]["ppl_change_pct"],
+                same_top1_pct=report["logits"]["same_top1_pct"],
+                greedy_equal=f"{greedy.get('equal', 0)}/{greedy.get('prompts', 0)}",
+                tok_s_1=candidate["speed"].get("tok_s_1"),
+                tok_s_16=candidate["speed"].get("tok_s_16"),
+                problems=tuple(gate_problems(report["logits"], limits)) if limits else (),
+                not_applied=candidate.get("not_applied", False),
+            )
+        )
+    fast, why = choose_fast(rows)
+    return fidelity, {
+        "rows": [r.to_dict() for r in rows],
+        "fast": fast.to_dict(),
+        "why": why,
+        "gate": limits.to_dict() if limits else None,
+        "speed_settings": measured["speed_settings"],
+        "host": measured["host"],
+    }
 
 
 def _gate(spec: BuildSpec, report: dict, staging: Path, engine_dir: Path) -> None:

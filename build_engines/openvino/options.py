@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from build_engines.openvino.compress import Int4Recipe
+from build_engines.openvino.numerics import EXACT, NUMERICS_MODES, Numerics, NumericsMode
 from build_engines.openvino.precision import default_kv_cache_precision, precision_problems
 from build_engines.spec_base import SpecError
 from contract.model_configs import prompt_lookup_problems
@@ -53,9 +54,10 @@ class OpenVinoOptions:
     # prompt in one pass vs chunks of 1-48: logits 0.85-1.36 apart, 0.0001 without).  With prompt
     # lookup it is fast (an extra token per step costs ~3% of a one-token step, ~27% without:
     # 1.53-2.31x plain at one stream) but its answers are not plain decoding's (5 of 8 equal).
-    # Off by default: exact answers and multi-turn TTFT (prefix caching) first;
-    # `--dynamic-quantization-group-size 32` for single-stream speed.
-    # 128: as fast as 32, KLD 0.0136 (over the gate).  Not measured on AVX2-only hosts.
+    # The spec's own value is 0; `numerics` fast (the default) serves a group where the build
+    # measured it fastest within the gate on its host (build_engines/openvino/numerics.py);
+    # on an AVX2-only AMD EPYC without VNNI OpenVINO computes exactly as without it (2026-11-27).
+    # 128: as fast as 32, KLD 0.0136 (over the gate).
     dynamic_quantization_group_size: int = 0
     int4: Int4Recipe = field(default_factory=Int4Recipe)  # used by precision int4 only
     # Prompt-lookup (n-gram) speculative decoding: up to `num_assistant_tokens` draft tokens per
@@ -93,14 +95,35 @@ class OpenVinoOptions:
     # 1.03x).  LoRA adapters of those modules are rewritten for the fused matmuls at render time
     # (build_engines/openvino/fused_lora.py).
     fuse_projections: bool = True
+    # Which numerics the engine is served with (build_engines/openvino/numerics.py): fast, the
+    # fastest setting the build measured within the precision's fidelity gate; exact, f32
+    # activations and KV cache without dynamic quantization (answers independent of batching,
+    # the prefix cache and speculative decoding); custom, the activation precision and
+    # dynamic-quantization group above (implied when either differs from f32 / 0).  Only a fast
+    # build measures every candidate; its engine also serves exact without a rebuild.
+    numerics: str = NumericsMode.FAST.value
 
     def __post_init__(self) -> None:
         if not self.kv_cache_precision:
             object.__setattr__(self, "kv_cache_precision", default_kv_cache_precision(self.activation_precision))
+        hand_set = self.activation_precision != "f32" or self.dynamic_quantization_group_size != 0
+        if self.numerics == NumericsMode.FAST.value and hand_set:
+            object.__setattr__(self, "numerics", NumericsMode.CUSTOM.value)
+
+    def pinned_numerics(self) -> Numerics:
+        """The setting the spec itself names (custom's; fast's unquantized baseline)."""
+        return Numerics(self.activation_precision, self.kv_cache_precision, self.dynamic_quantization_group_size)
 
     def validate(self, dims: tuple[int, ...] = ()) -> None:
         problems = precision_problems(self.activation_precision, self.kv_cache_precision) + self.int4.validate(dims)
         problems += prompt_lookup_problems(self.num_assistant_tokens, self.max_ngram_size)
+        if self.numerics not in NUMERICS_MODES:
+            problems.append(f"'numerics' must be one of {list(NUMERICS_MODES)}, got {self.numerics!r}")
+        elif self.numerics == NumericsMode.EXACT.value and self.pinned_numerics() != EXACT:
+            problems.append(
+                f"'numerics' exact means {EXACT.label}; got {self.pinned_numerics().label} (leave the precisions "
+                "and the group out, or use numerics custom)"
+            )
         if self.prompt_lookup and self.draft_checkpoint:
             problems.append("'prompt_lookup' and 'draft_checkpoint' are exclusive: one kind of speculative decoding")
         if self.dynamic_quantization_group_size < 0:

@@ -115,7 +115,12 @@ def test_plan_shows_numerics_kv_element_size_and_gate(default_checkpoint):
 
     info = inspect_checkpoint(default_checkpoint)
     text = "\n".join(plan_lines(BuildSpec(default_checkpoint, precision=Precision.INT4), info, Path("/e")))
-    assert "numerics: activations f32 (INFERENCE_PRECISION_HINT), KV cache f32 (KV_CACHE_PRECISION)" in text
+    assert "numerics (fast): the fastest setting within the gate, measured by the build on this host among: f32 " \
+        "activations, f32 KV cache, dynamic quantization off; f32 activations, f32 KV cache, dynamic quantization 32" in text
+    assert "build_engines.fidelity.numerics_sweep" in text
+    exact = BuildSpec(default_checkpoint, precision=Precision.INT4, openvino=OpenVinoOptions(numerics="exact"))
+    text = "\n".join(plan_lines(exact, info, Path("/e")))
+    assert "numerics (exact): f32 activations, f32 KV cache, dynamic quantization off (INFERENCE_PRECISION_HINT" in text
     assert "f32: 4 bytes/element" in text
     assert "build_engines.openvino.compress" in text and "group 32" in text
     assert f"gate: mean KLD <= {FIDELITY_GATES['int4'].max_mean_kld:g}" in text

@@ -71,6 +71,8 @@ def test_windows_score_every_token_once():
     scored = [t for start, end, first in spans for t in range(first, end)]
     assert scored == list(range(1, 2560))  # 2,559 tokens, each once, in order
     assert sum(end - first for _, end, first in windows(24576, 1024, 512)) == 24575  # DESIGN.md's measurement
+    # stride == window: no context to carry over, and a window's first token has no prediction
+    assert windows(256, 128, 128) == [(0, 128, 1), (128, 256, 129)]
 
 
 def test_blocks_of_positions_give_the_whole_window_result():

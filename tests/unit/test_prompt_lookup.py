@@ -33,11 +33,11 @@ def test_the_kv_cache_defaults_to_the_activation_precision_and_a_named_precision
 
 
 @pytest.mark.parametrize("flags, kv, exactness", [
-    ((), "f32", "greedy answers: the same alone or batched, from the prefix cache or a fresh prefill, and with "
-                "speculative decoding as without"),
+    (("--numerics", "exact"), "f32", "greedy answers: the same alone or batched, from the prefix cache or a fresh "
+                                     "prefill, and with speculative decoding as without"),
     (("--activation-precision", "bf16"), "bf16", "may change with the batch, the prefix cache and speculative "
                                                  "decoding, because of bf16 activations (15 of 16"),
-    (("--kv-cache-precision", "u8"), "u8", "because of the u8 KV cache (6 of 16"),
+    (("--numerics", "custom", "--kv-cache-precision", "u8"), "u8", "because of the u8 KV cache (6 of 16"),
     (("--dynamic-quantization-group-size", "32"), "f32", "because of dynamic activation quantization (16 of 16"),
 ])
 def test_the_cli_follows_the_rule_unless_told_and_says_whether_answers_are_exact(default_checkpoint, flags, kv,
@@ -48,8 +48,22 @@ def test_the_cli_follows_the_rule_unless_told_and_says_whether_answers_are_exact
 
     result = CliRunner().invoke(main, ["plan", "--checkpoint", str(default_checkpoint), *flags])
     assert result.exit_code == 0, result.output
-    assert f"KV cache {kv} " in result.output
+    assert f"activations, {kv} KV cache" in result.output
     assert exactness in result.output
+
+
+def test_fast_numerics_keep_the_kv_cache_precision_given():
+    """The KV cache's precision is a memory decision plan sizes: fast measures settings with it."""
+    from click.testing import CliRunner
+
+    from build_engines.cli import main
+
+    result = CliRunner().invoke(main, ["plan", "--kv-cache-precision", "u8"])
+    assert result.exit_code == 0, result.output
+    assert "numerics (fast): the fastest setting within the gate, measured by the build on this host among: f32 " \
+        "activations, u8 KV cache, dynamic quantization off; f32 activations, u8 KV cache, dynamic quantization 32" \
+        in result.output
+    assert "KV cache: " in result.output and "(u8: 1.1" in result.output
 
 
 def test_only_f32_throughout_is_exact_and_unmeasured_numerics_say_so():
