@@ -86,8 +86,10 @@ def _xfail_if_triton_started_its_own_trace(receiver: OtlpReceiver, trace_id: str
     spans = receiver.wait_for(trace_id, ours, timeout_s=15)
     mine = [s for s in spans if s.name in ours]
     assert ours <= {s.name for s in mine}, f"{tree(spans)}\nour spans are not in the client's trace either"
-    orphan = {s.attributes.get("triton.trace_id") for s in mine}
-    assert len(orphan) == 1 and orphan != {None} and trace_id not in orphan, orphan
+    # the ones Triton gave a context name its trace (a step Triton gives none, e.g. postprocessing
+    # of a streamed response, is under the client's span by the traceparent parameter alone)
+    orphan = {s.attributes.get("triton.trace_id") for s in mine} - {None}
+    assert len(orphan) == 1 and trace_id not in orphan, orphan
     pytest.xfail(f"Triton 2.51 started its own trace ({orphan.pop()[:8]}) for request {request_id} instead of "
                  f"continuing {trace_id[:8]}; our spans stayed in the client's trace, linked to Triton's")
 
