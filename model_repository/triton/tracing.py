@@ -19,9 +19,9 @@ Where a model finds its parent, in order:
 
 When both are there but are different traces, the parameter wins and the span links to Triton's
 (and names its trace in `triton.trace_id`): Triton 2.51 now and then starts a trace of its own for
-a request whose gRPC metadata carried a `traceparent` (seen in tests/integration/test_tracing.py,
-about one run in four, every one of its spans then under another trace id), and our spans then
-stay in the client's tree (docs/tracing.md, Limits).
+a request whose gRPC metadata carried a `traceparent` (seen in about half the runs of
+tests/integration/test_tracing.py, which traces six requests: every Triton span of the request
+under another trace id), and our spans then stay in the client's tree (docs/tracing.md, Limits).
 """
 
 from __future__ import annotations

@@ -77,7 +77,7 @@ OURS = {"server": {"llm.generate"}, "standin_server": {"llm.relay"}, "pytorch_se
 def _xfail_if_triton_started_its_own_trace(receiver: OtlpReceiver, trace_id: str, request_id: str,
                                            ours: set[str]) -> None:
     """Triton 2.51 now and then starts a trace of its own for a request whose gRPC metadata carried
-    a traceparent (about one run of this module in four): every Triton span of the request then
+    a traceparent (in about half the runs of this module): every Triton span of the request then
     arrives under another trace id.  Our models' spans must still be in the client's trace, naming
     Triton's in `triton.trace_id` (model_repository/triton/tracing.py); then it is upstream's miss."""
     elsewhere = _by_request(receiver, request_id, trace_id)
