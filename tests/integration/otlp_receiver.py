@@ -132,12 +132,12 @@ class OtlpReceiver:
             return [s for s in self._spans if trace_id is None or s.trace_id == trace_id]
 
     def wait_for(
-        self, trace_id: str, names: set[str], timeout_s: float = 45.0, one_tree: bool = True
+        self, trace_id: str, names: set[str], timeout_s: float = 45.0, one_tree: bool = True, stop=None
     ) -> list[ReceivedSpan]:
         """The trace's spans once every name in `names` arrived and (`one_tree`) they form one tree
-        (every parent arrived but the root's), or whatever came by the timeout."""
+        (every parent arrived but the root's), or whatever came by the timeout or once `stop()`."""
         deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and not (stop and stop()):
             spans = self.spans(trace_id)
             ids = {s.span_id for s in spans}
             if names <= {s.name for s in spans} and (not one_tree or sum(s.parent_id not in ids for s in spans) == 1):
