@@ -28,6 +28,7 @@ VALUES ?=
 ENGINE_DIR ?=
 # make bench: USD per instance-hour (adds $/1M output tokens to the report) and the GPU split.
 PRICE_PER_HOUR ?=
+GPU_PRICE_PER_HOUR ?=
 GPUS_PER_REPLICA ?= 1
 GPUS_PER_INSTANCE ?= 1
 
@@ -58,6 +59,7 @@ help:
 	@echo "make client PROMPT='...'          stream a completion from a running server"
 	@echo "make bench         gRPC (perf_analyzer) and HTTP (AIPerf) sweeps + baselines (offline engine, one-at-a-time, transformers serve): build/bench/report"
 	@echo "                   [PRICE_PER_HOUR=usd GPUS_PER_REPLICA=n GPUS_PER_INSTANCE=n] adds \$$/1M output tokens"
+	@echo "                   [GPU_PRICE_PER_HOUR=usd] prices NVIDIA's published GPU figures beside them"
 	@echo "make bench-throughput          output tok/s at concurrency 1 and 16 (in-flight batching speed-up)"
 	@echo "make chart-check   [VALUES='a.yaml b.yaml'] [ENGINE_DIR=...] helm lint + render + Kubernetes schema check"
 	@echo "make chart-template [VALUES=...] [ENGINE_DIR=...]  the Kubernetes manifests (like helm template)"
@@ -160,7 +162,8 @@ demo: build-engine
 	$(PY) -m serving run -- $(PY) -m client generate "$(PROMPT)" --stream --max-tokens 200 $(DEMO_SAMPLING)
 
 bench: build-engine
-	$(PY) -m bench suite $(if $(PRICE_PER_HOUR),--price-per-hour $(PRICE_PER_HOUR) --gpus-per-replica $(GPUS_PER_REPLICA) --gpus-per-instance $(GPUS_PER_INSTANCE),)
+	$(PY) -m bench suite $(if $(PRICE_PER_HOUR),--price-per-hour $(PRICE_PER_HOUR) --gpus-per-replica $(GPUS_PER_REPLICA) --gpus-per-instance $(GPUS_PER_INSTANCE),) \
+		$(if $(GPU_PRICE_PER_HOUR),--gpu-price-per-hour $(GPU_PRICE_PER_HOUR),)
 
 bench-throughput: build-engine
 	$(PY) -m serving run -- $(PY) -m bench throughput --concurrency 1 --concurrency 16
