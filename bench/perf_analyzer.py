@@ -129,6 +129,7 @@ def run(
     aiperf_venv: Path, target: Target, workload: Workload, load: Load, tokenizer: Path, out_dir: Path, slo: Slo
 ) -> RunResult:
     """One perf_analyzer run (again, up to CUT_SHORT_RERUNS times, when it cut its export short)."""
+    out_dir = out_dir.resolve()  # it runs in out_dir: a relative --out (make bench's) would not be found there
     for attempt in range(CUT_SHORT_RERUNS + 1):
         out_dir.mkdir(parents=True, exist_ok=True)
         input_file = write_inputs(out_dir, target, workload, load, tokenizer, aiperf_venv)

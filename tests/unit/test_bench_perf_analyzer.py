@@ -69,3 +69,25 @@ def test_corpus_is_aiperfs(tmp_path):
     assert pa.corpus(tmp_path) == assets / "shakespeare.txt"
     with pytest.raises(RuntimeError):
         pa.corpus(tmp_path / "none")
+
+
+def test_a_relative_out_dir_still_names_files_perf_analyzer_finds(tmp_path, monkeypatch):
+    """perf_analyzer runs in out_dir; make bench's --out is relative (build/bench/report): the
+    input and export paths it is given must be absolute (a relative one failed with exit 99)."""
+    calls = []
+
+    def call(cmd, cwd, **kwargs):
+        calls.append((cmd, cwd))
+        return 99
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(pa.subprocess, "call", call)
+    monkeypatch.setattr(pa, "write_inputs", lambda out_dir, *a, **k: out_dir / pa.INPUTS)
+    monkeypatch.setattr(pa, "perf_analyzer", lambda: Path("/bin/perf_analyzer"))
+    with pytest.raises(RuntimeError, match="perf_analyzer failed"):
+        pa.run(tmp_path / "venv", TARGET, Workload("w", 8, 6), Load("concurrency", 1), tmp_path, Path("rel/out"),
+               None)
+    cmd, cwd = calls[0]
+    for flag in ("--input-data", "--profile-export-file"):
+        path = Path(cmd[cmd.index(flag) + 1])
+        assert path.is_absolute() and path.parent == Path(cwd) == tmp_path / "rel" / "out"
