@@ -216,7 +216,7 @@ def reuse_engine(engine_dir: Path, spec: BuildSpec) -> bool:
     from contract.build_record import BuildRecord
 
     record = BuildRecord.read(engine_dir)
-    if BuildSpec.from_dict(record.spec).artifact_fields() != spec.artifact_fields():
+    if not spec.builds_as(record.spec):
         return False
     if spec.backend == EngineBackend.OPENVINO and spec.fidelity.evaluation != "off":
         if not record.fidelity:

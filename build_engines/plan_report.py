@@ -72,8 +72,7 @@ def _numerics_lines(spec: BuildSpec, engine_dir: Path) -> list[str]:
 
     try:  # what the built engine measured, if it is this spec's (else the build measures anew)
         record = BuildRecord.read(engine_dir)
-        same = BuildSpec.from_dict(record.spec).artifact_fields() == spec.artifact_fields()
-        measured = record.numerics if same else {}
+        measured = record.numerics if spec.builds_as(record.spec) else {}
     except (BuildRecordError, TypeError, KeyError):
         measured = {}
     return numerics_lines(spec.openvino, spec.fidelity.evaluation != "off", measured, cpu_flags())

@@ -87,6 +87,10 @@ class BuildSpec:
             }
         return data
 
+    def builds_as(self, recorded: dict[str, Any]) -> bool:
+        """Whether an engine built from `recorded` (its build.json spec) is the artifact this spec builds."""
+        return BuildSpec.from_dict(recorded).artifact_fields() == self.artifact_fields()
+
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "BuildSpec":
         return cls(

@@ -33,22 +33,12 @@ def evaluate_openvino_engine(
     dynamic_quantization_group_size: int = DEFAULT_DQ_GROUP,
 ) -> dict:
     from build_engines.fidelity.evaluate import fidelity_report
-    from build_engines.fidelity.openvino_engine import OpenVinoScorer
+    from build_engines.fidelity.openvino_engine import OpenVinoScorer, compile_properties
     from build_engines.fidelity.reference import TorchReference
-    from contract.model_configs import OpenVinoEngineParameters
-    from model_repository.engines.openvino.openvino_backend import engine_properties
+    from build_engines.openvino.numerics import Numerics
 
-    params = OpenVinoEngineParameters(
-        engine_dir=engine_dir,
-        max_num_seqs=1,
-        max_num_batched_tokens=512,
-        inference_threads=inference_threads,
-        activation_precision=activation_precision,
-        kv_cache_precision=kv_cache_precision,
-        dynamic_quantization_group_size=dynamic_quantization_group_size,
-    )
-    params.validate()
-    engine = OpenVinoScorer(engine_dir, engine_properties(params), chunk=params.max_num_batched_tokens)
+    numerics = Numerics(activation_precision, kv_cache_precision, dynamic_quantization_group_size)
+    engine = OpenVinoScorer(engine_dir, compile_properties(engine_dir, numerics, inference_threads))
     return fidelity_report(checkpoint, TorchReference(checkpoint), engine, SETTINGS[evaluation], log=log)
 
 

@@ -28,6 +28,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as build_engines/fidelity
 import numpy as np  # noqa: E402
 
 from build_engines.fidelity.evaluate import SETTINGS, cpu_flags, host  # noqa: E402
+from build_engines.fidelity.openvino_engine import OpenVinoScorer, compile_properties, serving_pipeline  # noqa: E402
 from build_engines.fidelity.texts import GREEDY_PROMPTS  # noqa: E402
 from build_engines.openvino.numerics import Numerics, candidates  # noqa: E402
 
@@ -58,22 +59,6 @@ class CachedReference:
         return self._greedy[key]
 
 
-def _params(engine_dir: Path, numerics: Numerics, inference_threads: int, max_num_seqs: int, chunk: int):
-    from contract.model_configs import OpenVinoEngineParameters
-
-    params = OpenVinoEngineParameters(
-        engine_dir=engine_dir,
-        max_num_seqs=max_num_seqs,
-        max_num_batched_tokens=chunk,
-        inference_threads=inference_threads,
-        activation_precision=numerics.activation_precision,
-        kv_cache_precision=numerics.kv_cache_precision,
-        dynamic_quantization_group_size=numerics.dynamic_quantization_group_size,
-    )
-    params.validate()
-    return params
-
-
 def output_tok_s(pipe, prompts: list[list[int]], tokens: int) -> float:
     """Output tok/s of `prompts` sent at once, greedy, `tokens` each."""
     import openvino as ov
@@ -97,22 +82,11 @@ def measure_speed(
     engine_dir: Path, settings: list[Numerics], prompts: list[list[int]], inference_threads: int, chunk: int, log
 ) -> dict[Numerics, dict[str, Any]]:
     """Each setting's median output tok/s at each load (`tok_s_<streams>`) and its runs."""
-    import openvino_genai as og
-
-    from model_repository.engines.openvino.openvino_backend import engine_properties
-
     runs: dict[Numerics, dict[int, list[float]]] = {s: {c: [] for c in SPEED_STREAMS} for s in settings}
     for n in range(SPEED_ROUNDS):
         for setting in settings if n % 2 == 0 else list(reversed(settings)):
-            params = _params(engine_dir, setting, inference_threads, max(SPEED_STREAMS), chunk)
-            scheduler = og.SchedulerConfig()
-            scheduler.cache_size, scheduler.max_num_seqs, scheduler.max_num_batched_tokens = (
-                0,
-                max(SPEED_STREAMS),
-                chunk,
-            )
-            scheduler.dynamic_split_fuse, scheduler.enable_prefix_caching = True, False
-            pipe = og.ContinuousBatchingPipeline(str(engine_dir), scheduler, "CPU", engine_properties(params))
+            properties = compile_properties(engine_dir, setting, inference_threads)
+            pipe = serving_pipeline(engine_dir, properties, max(SPEED_STREAMS), chunk)
             output_tok_s(pipe, prompts[:1], 8)  # warm-up: first-call allocations
             for streams in SPEED_STREAMS:
                 runs[setting][streams].append(output_tok_s(pipe, prompts[:streams], SPEED_TOKENS))
@@ -137,17 +111,14 @@ def sweep(
     from transformers import AutoTokenizer
 
     from build_engines.fidelity.evaluate import chat_prompt_ids, fidelity_report
-    from build_engines.fidelity.openvino_engine import OpenVinoScorer
     from build_engines.fidelity.reference import TorchReference
-    from model_repository.engines.openvino.openvino_backend import engine_properties
 
     rows = candidates(kv_cache_precision, cpu_flags())
     reference = CachedReference(TorchReference(checkpoint))
     reports = {}
     for setting, _ in rows:
         log(f"fidelity: {setting.label}")
-        params = _params(engine_dir, setting, inference_threads, 1, 512)
-        engine = OpenVinoScorer(engine_dir, engine_properties(params), chunk=params.max_num_batched_tokens)
+        engine = OpenVinoScorer(engine_dir, compile_properties(engine_dir, setting, inference_threads))
         reports[setting] = fidelity_report(checkpoint, reference, engine, SETTINGS[evaluation], log=log)
         del engine
         gc.collect()

@@ -12,7 +12,39 @@ from pathlib import Path
 
 import numpy as np
 
+from build_engines.openvino.numerics import Numerics
 from model_repository.engines.openvino.ir_scorer import IR_MODEL_FILE, IrScorer
+
+
+def compile_properties(engine_dir: Path, numerics: Numerics, inference_threads: int) -> dict[str, object]:
+    """The OpenVINO properties the served engine model compiles with for `numerics`, checked as it
+    checks them (model_repository/engines/openvino/openvino_backend.py: engine_properties)."""
+    from contract.model_configs import OpenVinoEngineParameters
+    from model_repository.engines.openvino.openvino_backend import engine_properties
+
+    params = OpenVinoEngineParameters(
+        engine_dir=engine_dir,
+        max_num_seqs=1,
+        max_num_batched_tokens=512,
+        inference_threads=inference_threads,
+        activation_precision=numerics.activation_precision,
+        kv_cache_precision=numerics.kv_cache_precision,
+        dynamic_quantization_group_size=numerics.dynamic_quantization_group_size,
+    )
+    params.validate()
+    return engine_properties(params)
+
+
+def serving_pipeline(engine_dir: Path, properties: dict[str, object], max_num_seqs: int, chunk: int):
+    """OpenVINO GenAI's ContinuousBatchingPipeline as the engine model steps it (dynamic split-fuse
+    in chunks of `chunk` tokens, the KV pool grown on demand), prefix caching off: what the greedy
+    answers and the numerics sweep's speed runs go through."""
+    import openvino_genai as og
+
+    scheduler = og.SchedulerConfig()
+    scheduler.cache_size, scheduler.max_num_seqs, scheduler.max_num_batched_tokens = 0, max_num_seqs, chunk
+    scheduler.dynamic_split_fuse, scheduler.enable_prefix_caching = True, False
+    return og.ContinuousBatchingPipeline(str(engine_dir), scheduler, "CPU", properties)
 
 
 class OpenVinoScorer:
@@ -45,10 +77,7 @@ class OpenVinoScorer:
         import openvino as ov
         import openvino_genai as og
 
-        sc = og.SchedulerConfig()
-        sc.cache_size, sc.max_num_seqs, sc.max_num_batched_tokens = 0, 4, self.chunk
-        sc.dynamic_split_fuse, sc.enable_prefix_caching = True, False
-        pipe = og.ContinuousBatchingPipeline(str(self.engine_dir), sc, "CPU", self.properties)
+        pipe = serving_pipeline(self.engine_dir, self.properties, 4, self.chunk)
         answers = []
         for n, ids in enumerate(prompts):
             gc = og.GenerationConfig()

@@ -29,7 +29,7 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from build_engines.openvino.precision import default_kv_cache_precision, exactness_line, path_dependence
+from build_engines.openvino.precision import default_kv_cache_precision, exactness_line
 
 
 class NumericsMode(str, enum.Enum):
@@ -50,10 +50,6 @@ class Numerics:
     activation_precision: str = "f32"
     kv_cache_precision: str = "f32"
     dynamic_quantization_group_size: int = 0
-
-    @property
-    def exact(self) -> bool:
-        return not path_dependence(*self.values())
 
     def values(self) -> tuple[str, str, int]:
         return self.activation_precision, self.kv_cache_precision, self.dynamic_quantization_group_size
@@ -200,9 +196,9 @@ def numerics_lines(options: Any, measuring: bool, measured: dict[str, Any], cpu_
             + " (`--numerics exact` serves the first)"
         ]
     served = served_numerics(mode, options.pinned_numerics(), measured)
-    why = measured.get("why") if mode == NumericsMode.FAST.value else None
-    if mode == NumericsMode.FAST.value and not measured:
-        why = "the spec's own: nothing measured (--fidelity off)"
+    why = None
+    if mode == NumericsMode.FAST.value:  # a measured record always says why
+        why = measured.get("why") or "the spec's own: nothing measured (--fidelity off)"
     lines = [
         f"numerics ({mode}): {served.label} (INFERENCE_PRECISION_HINT, KV_CACHE_PRECISION, "
         "DYNAMIC_QUANTIZATION_GROUP_SIZE)" + (f"; chosen: {why}" if why else ""),

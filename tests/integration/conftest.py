@@ -98,17 +98,20 @@ ALL_LAYOUTS = tuple(layout.value for layout in layouts.Layout)
 LAYOUTS_ENV = "KIT_LAYOUTS"
 
 
-def _layouts(value: str) -> tuple[str, ...]:
+def layouts_from(variable: str, default: tuple[str, ...]) -> tuple[str, ...]:
+    """The layouts an environment variable names: `all`, or a comma-separated list of ALL_LAYOUTS;
+    `default` when it is unset or empty."""
+    value = os.environ.get(variable, "")
     if not value:
-        return tuple(name for name in ALL_LAYOUTS if name != layouts.Layout.RELAY.value)
+        return default
     chosen = ALL_LAYOUTS if value == "all" else tuple(name.strip() for name in value.split(",") if name.strip())
     unknown = [name for name in chosen if name not in ALL_LAYOUTS]
-    if unknown:
-        raise ValueError(f"{LAYOUTS_ENV}={value!r}: expected 'all' or a comma-separated list of {ALL_LAYOUTS}")
+    if unknown or not chosen:
+        raise ValueError(f"{variable}={value!r}: expected 'all' or a comma-separated list of {ALL_LAYOUTS}")
     return chosen
 
 
-LAYOUTS = _layouts(os.environ.get(LAYOUTS_ENV, ""))
+LAYOUTS = layouts_from(LAYOUTS_ENV, tuple(name for name in ALL_LAYOUTS if name != layouts.Layout.RELAY.value))
 
 
 @pytest.fixture(scope="session", params=LAYOUTS)

@@ -30,7 +30,7 @@ import pytest
 
 from bench.environments import BUILD, ROOT, ensure_venv
 from tests.integration.client_compat import FEATURES
-from tests.integration.conftest import ALL_LAYOUTS
+from tests.integration.conftest import layouts_from
 from tests.integration.openai_front_process import MODEL, running_front
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]
@@ -48,11 +48,7 @@ CPU_LAYOUT = "server"
 
 def compat_layouts() -> tuple[str, ...]:
     """The layouts KIT_COMPAT_LAYOUTS names (the CPU one when unset)."""
-    chosen = tuple(name.strip() for name in os.environ.get(LAYOUTS_ENV, CPU_LAYOUT).split(",") if name.strip())
-    unknown = [name for name in chosen if name not in ALL_LAYOUTS]
-    if unknown or not chosen:
-        raise ValueError(f"{LAYOUTS_ENV}={os.environ.get(LAYOUTS_ENV)!r}: expected a comma-separated list of {ALL_LAYOUTS}")
-    return chosen
+    return layouts_from(LAYOUTS_ENV, (CPU_LAYOUT,))
 
 
 @pytest.fixture(scope="module")
