@@ -498,9 +498,19 @@ def postprocessing_cost(repository: Path, served: bool, out: Path) -> None:
 @main.command()
 @click.option(
     "--repository",
+    "repositories",
+    multiple=True,
     type=click.Path(exists=True, file_okay=False, path_type=Path),
-    default=Path("build/repository"),
+    default=(Path("build/repository"),),
     show_default=True,
+    help="Repeat for the same engine at other numerics (`build --numerics exact --repository DIR` renders one): "
+    "every round runs each of ours and the peer.",
+)
+@click.option(
+    "--exact/--no-exact",
+    default=True,
+    show_default=True,
+    help="With one repository whose engine serves other numerics than exact: a copy serving exact beside it.",
 )
 @click.option(
     "--out", type=click.Path(file_okay=False, path_type=Path), default=Path("build/bench/peers"), show_default=True
@@ -524,7 +534,8 @@ def postprocessing_cost(repository: Path, served: bool, out: Path) -> None:
     help="With llama.cpp: pairs of the engines alone at one stream (ours in-process, llama-bench); 0: none.",
 )
 def peers(
-    repository: Path,
+    repositories: tuple[Path, ...],
+    exact: bool,
     out: Path,
     peers: tuple[str, ...],
     levels: tuple[int, ...],
@@ -536,10 +547,11 @@ def peers(
     with llama.cpp, the engines alone too (ours in-process vs llama-bench).
     Builds each peer under build/ on first use (llama.cpp: ~11 CPU-minutes)."""
     from bench.genai_perf import Slo
-    from bench.peer_compare import run
+    from bench.peer_compare import run, with_exact
 
+    served = with_exact(repositories[0], out) if exact and len(repositories) == 1 else list(repositories)
     _, report = run(
-        repository,
+        served,
         out,
         tuple(Peer(p) for p in peers),
         tuple(levels),

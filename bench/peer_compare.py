@@ -38,6 +38,7 @@ class Pair:
     round: int
     ours: RunResult
     theirs: RunResult
+    ours_label: str = "ours"  # which of our servers (bench peers --repository, one per numerics)
 
     @property
     def ratio(self) -> float:
@@ -84,9 +85,15 @@ def shown(command: tuple[str, ...], root: Path | None = None) -> str:
     return " ".join(relative(arg) for arg in command)
 
 
+@dataclass(frozen=True)
+class Ours:
+    label: str  # "ours" alone; with several, the numerics each serves
+    url: str
+    model: str
+
+
 def compare(
-    ours_url: str,
-    ours_model: str,
+    ours: list[Ours],
     launches: list[tuple[PeerLaunch, Path]],
     levels: tuple[int, ...],
     output_tokens: int,
@@ -94,8 +101,10 @@ def compare(
     slo: Slo,
     progress=print,
 ) -> list[Pair]:
-    """`launches`: (peer, its log file).  Our server stays up throughout (idle, it takes ~1% of
-    a core); each peer runs beside it while its pairs are measured, stopped while ours run."""
+    """`launches`: (peer, its log file).  Our servers stay up throughout (idle, each takes ~1% of
+    a core); each peer runs beside them while its pairs are measured, stopped while ours run.  With
+    several of ours (one per numerics), each round runs them all and the peer, the order reversed
+    every other round, and gives one pair per server of ours."""
     pairs: list[Pair] = []
     seed = 1000
     for peer, log in launches:
@@ -104,23 +113,45 @@ def compare(
                 for r in range(rounds):
                     seed += 1
                     texts = prompts(max(4, 2 * level), seed)
-                    sides = [
-                        ("ours", ours_url, ours_model, OURS),
-                        (peer.name, server.url + "/v1", server.model, peer.extra_body),
+                    sides = [(o.label, o.url, o.model, OURS) for o in ours] + [
+                        (peer.name, server.url + "/v1", server.model, peer.extra_body)
                     ]
                     runs = {}
                     for name, url, model, extra in sides if r % 2 == 0 else sides[::-1]:
-                        with server.paused() if name == "ours" else contextlib.nullcontext():
+                        with server.paused() if name != peer.name else contextlib.nullcontext():
                             runs[name] = run_http(
                                 name, url, model, texts, output_tokens, level, slo, f"osl{output_tokens}", extra
                             )
-                    pair = Pair(peer.name, level, r, runs["ours"], runs[peer.name])
-                    pairs.append(pair)
-                    progress(
-                        f"  {peer.name:28} c{level:<3} round {r}: ours {pair.ours.output_tokens_per_s:6.1f} tok/s, "
-                        f"peer {pair.theirs.output_tokens_per_s:6.1f} tok/s -> {pair.ratio:.2f}x"
-                    )
+                    for o in ours:
+                        pair = Pair(peer.name, level, r, runs[o.label], runs[peer.name], o.label)
+                        pairs.append(pair)
+                        progress(
+                            f"  {peer.name:28} c{level:<3} round {r}: {o.label} {pair.ours.output_tokens_per_s:6.1f} "
+                            f"tok/s, peer {pair.theirs.output_tokens_per_s:6.1f} tok/s -> {pair.ratio:.2f}x"
+                        )
     return pairs
+
+
+def ours_ratios(pairs: list[Pair]) -> list[str]:
+    """With several servers of ours: each against the first, from the same rounds (each round ran
+    them back to back), per load."""
+    labels = list(dict.fromkeys(p.ours_label for p in pairs))
+    if len(labels) < 2:
+        return []
+    runs = {(p.ours_label, p.peer, p.concurrency, p.round): p.ours.output_tokens_per_s for p in pairs}
+    lines = []
+    for label in labels[1:]:
+        for level in dict.fromkeys(p.concurrency for p in pairs):
+            ratios = [
+                runs[(label, peer, c, r)] / runs[(labels[0], peer, c, r)]
+                for (first, peer, c, r) in runs
+                if first == labels[0] and c == level and runs[(labels[0], peer, c, r)]
+            ]
+            lines.append(
+                f"c{level}: {label} / {labels[0]}, output tok/s {statistics.median(ratios):.2f}x median of "
+                f"{len(ratios)} rounds ({', '.join(f'{x:.2f}' for x in ratios)})"
+            )
+    return lines
 
 
 def _ms(x: float) -> str:
@@ -129,18 +160,18 @@ def _ms(x: float) -> str:
 
 def markdown(pairs: list[Pair]) -> list[str]:
     lines = [
-        "| peer | load | ours / peer out tok/s (each pair) | median | ours tok/s | peer tok/s | TTFT p50 ours / peer "
-        "ms | "
-        "TTFT p99 ours / peer ms | ITL p50 ours / peer ms |",
-        "|---|---|---|---:|---:|---:|---:|---:|---:|",
+        "| ours | peer | load | ours / peer out tok/s (each pair) | median | ours tok/s | peer tok/s | TTFT p50 ours "
+        "/ peer ms | TTFT p99 ours / peer ms | ITL p50 ours / peer ms |",
+        "|---|---|---|---|---:|---:|---:|---:|---:|---:|",
     ]
-    groups: dict[tuple[str, int], list[Pair]] = {}
+    groups: dict[tuple[str, str, int], list[Pair]] = {}
     for p in pairs:
-        groups.setdefault((p.peer, p.concurrency), []).append(p)
-    for (peer, level), group in groups.items():
+        groups.setdefault((p.ours_label, p.peer, p.concurrency), []).append(p)
+    for (label, peer, level), group in groups.items():
         med = lambda f: statistics.median(f(p) for p in group)  # noqa: E731, B023  (used in this iteration)
         lines.append(
-            f"| {peer} | c{level} | {', '.join(f'{p.ratio:.2f}' for p in group)} | **{med(lambda p: p.ratio):.2f}x** | "
+            f"| {label} | {peer} | c{level} | {', '.join(f'{p.ratio:.2f}' for p in group)} | "
+            f"**{med(lambda p: p.ratio):.2f}x** | "
             f"{med(lambda p: p.ours.output_tokens_per_s):.0f} | {med(lambda p: p.theirs.output_tokens_per_s):.0f} | "
             f"{_ms(med(lambda p: p.ours.ttft_s['p50']))} / {_ms(med(lambda p: p.theirs.ttft_s['p50']))} | "
             f"{_ms(med(lambda p: p.ours.ttft_s['p99']))} / {_ms(med(lambda p: p.theirs.ttft_s['p99']))} | "
@@ -152,10 +183,11 @@ def markdown(pairs: list[Pair]) -> list[str]:
 def verdicts(pairs: list[Pair]) -> list[str]:
     """Plain words: where a peer wins."""
     out = []
-    groups: dict[tuple[str, int], list[float]] = {}
+    groups: dict[tuple[str, str, int], list[float]] = {}
     for p in pairs:
-        groups.setdefault((p.peer, p.concurrency), []).append(p.ratio)
-    for (peer, level), ratios in groups.items():
+        groups.setdefault((p.ours_label, p.peer, p.concurrency), []).append(p.ratio)
+    several = len({label for label, _, _ in groups}) > 1
+    for (label, peer, level), ratios in groups.items():
         m = statistics.median(ratios)
         who = (
             "we are faster"
@@ -164,7 +196,8 @@ def verdicts(pairs: list[Pair]) -> list[str]:
             if max(ratios) < 1
             else "no clear winner (pairs disagree)"
         )
-        out.append(f"c{level} vs {peer}: ours/peer {m:.2f}x median of {len(ratios)} pairs: {who}")
+        whose = f"{label}, " if several else ""
+        out.append(f"{whose}c{level} vs {peer}: ours/peer {m:.2f}x median of {len(ratios)} pairs: {who}")
     return out
 
 
@@ -186,14 +219,38 @@ def engines_alone(
         output_tokens=output_tokens,
         rounds=rounds,
     )
-    served = [p.ratio for p in pairs if p.peer.startswith("llama.cpp") and p.concurrency == 1]
+    first = pairs[0].ours_label if pairs else ""
+    served = [p.ratio for p in pairs if p.peer.startswith("llama.cpp") and p.concurrency == 1 and p.ours_label == first]
     return engine_alone.markdown(
         engine_pairs, statistics.median(served) if served else None, gguf, prompt_tokens, output_tokens
     )
 
 
+def ours_label(repository: Path) -> str:
+    """Which numerics a repository's engine serves, as the report names the server."""
+    from bench.offline import engine_parameters
+    from build_engines.openvino.numerics import EXACT, Numerics
+
+    params = engine_parameters(repository)
+    served = Numerics(params.activation_precision, params.kv_cache_precision, params.dynamic_quantization_group_size)
+    return "ours (exact)" if served == EXACT else f"ours ({served.label})"
+
+
+def with_exact(repository: Path, out: Path) -> list[Path]:
+    """The repository and, where its engine serves other numerics than exact, a copy serving exact
+    (the same engine: a fast build serves exact as it is), so the report states exact's cost."""
+    from build_engines.openvino.numerics import EXACT
+    from build_engines.render import copy_repository
+    from contract import names
+
+    if ours_label(repository) == "ours (exact)":
+        return [repository]
+    values = {k: str(v) for k, v in EXACT.to_dict().items()}
+    return [repository, copy_repository(repository, out / "repository-exact", names.OPENVINO_ENGINE, values)]
+
+
 def run(
-    repository: Path,
+    repositories: list[Path],
     out: Path,
     peers: tuple[Peer, ...],
     levels: tuple[int, ...],
@@ -202,9 +259,11 @@ def run(
     slo: Slo,
     engine_rounds: int = 3,
 ) -> tuple[list[Pair], Path]:
-    """Start our server (Triton + OpenAI front) from `repository`, measure every peer against it,
-    write peers.md and peers.json under `out`.  With llama.cpp among the peers, the server
-    stopped, `engine_rounds` pairs of the engines alone at one stream (bench/engine_alone.py)."""
+    """Start our server (Triton + OpenAI front) from each repository (several: the same engine at
+    other numerics, `build --numerics exact --repository ...`), measure every peer against them,
+    write peers.md and peers.json under `out`.  With llama.cpp among the peers, the servers
+    stopped, `engine_rounds` pairs of the engines alone at one stream (bench/engine_alone.py), of
+    the first repository's engine."""
     import json
 
     from build_engines.render import read_config
@@ -213,22 +272,35 @@ def run(
     from serving.launcher import ServerSettings, TritonServer, free_loopback_port
     from serving.openai_process import OpenAiFront, served_model_name
 
-    config = read_config(repository / names.PREPROCESSING / "config.pbtxt")
-    checkpoint = Path(BuildRecord.read(Path(config.parameters["tokenizer_dir"].string_value)).spec["checkpoint"])
+    def checkpoint_of(repository: Path) -> Path:
+        config = read_config(repository / names.PREPROCESSING / "config.pbtxt")
+        return Path(BuildRecord.read(Path(config.parameters["tokenizer_dir"].string_value)).spec["checkpoint"])
+
+    checkpoint = checkpoint_of(repositories[0])
+    if any(checkpoint_of(r) != checkpoint for r in repositories[1:]):
+        raise ValueError(f"every repository must serve {checkpoint}: they are compared with the same peers")
+    labels = [ours_label(r) if len(repositories) > 1 else "ours" for r in repositories]
+    if len(set(labels)) < len(labels):
+        raise ValueError(f"the repositories must serve different numerics, got {labels}")
     out.mkdir(parents=True, exist_ok=True)
     launches = [(launch(peer, checkpoint, free_loopback_port()), out / f"{peer.value}.log") for peer in peers]
-    settings = ServerSettings.on_free_ports(repository, out / "tritonserver.log")
-    model = served_model_name(repository)
-    with TritonServer(settings):
-        front = OpenAiFront(settings.grpc_url, settings.host, free_loopback_port(), model, out / "openai_front.log")
-        front.start()
-        try:
+    ours: list[Ours] = []
+    with contextlib.ExitStack() as stack:
+        for n, repository in enumerate(repositories):
+            suffix = f"-{n}" if n else ""
+            settings = ServerSettings.on_free_ports(repository, out / f"tritonserver{suffix}.log")
+            model = served_model_name(repository)
+            stack.enter_context(TritonServer(settings))
+            front = OpenAiFront(
+                settings.grpc_url, settings.host, free_loopback_port(), model, out / f"openai_front{suffix}.log"
+            )
+            front.start()
+            stack.callback(front.stop)
             run_http("warm-up", front.url + "/v1", model, prompts(2, 1), 8, 2, slo, "warm-up", OURS)
-            pairs = compare(front.url + "/v1", model, launches, levels, output_tokens, rounds, slo)
-        finally:
-            front.stop()
+            ours.append(Ours(labels[n], front.url + "/v1", model))
+        pairs = compare(ours, launches, levels, output_tokens, rounds, slo)
     engines = (
-        engines_alone(repository, checkpoint, pairs, output_tokens, engine_rounds)
+        engines_alone(repositories[0], checkpoint, pairs, output_tokens, engine_rounds)
         if Peer.LLAMA_CPP in peers and engine_rounds > 0
         else []
     )
@@ -247,6 +319,7 @@ def run(
                 *markdown(pairs),
                 "",
                 *[f"- {v}" for v in verdicts(pairs)],
+                *[f"- {v}" for v in ours_ratios(pairs)],
                 "",
                 *(["## The engines alone, one stream (no server)", "", *engines, ""] if engines else []),
             ]
@@ -257,6 +330,7 @@ def run(
             [
                 {
                     "peer": p.peer,
+                    "ours_label": p.ours_label,
                     "concurrency": p.concurrency,
                     "round": p.round,
                     "ratio": round(p.ratio, 3),

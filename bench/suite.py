@@ -169,8 +169,15 @@ def run_suite(config: SuiteConfig) -> Path:
             )
         )
     if config.peers:
+        peers_out = config.out / "peers"
         peer_pairs, _ = peer_compare.run(
-            config.repository, config.out / "peers", config.peers, (1, top), config.output_tokens, 2, config.slo
+            peer_compare.with_exact(config.repository, peers_out),
+            peers_out,
+            config.peers,
+            (1, top),
+            config.output_tokens,
+            2,
+            config.slo,
         )
         sections.append(
             (
@@ -183,6 +190,7 @@ def run_suite(config: SuiteConfig) -> Path:
                     *peer_compare.markdown(peer_pairs),
                     "",
                     *[f"- {v}" for v in peer_compare.verdicts(peer_pairs)],
+                    *[f"- {v}" for v in peer_compare.ours_ratios(peer_pairs)],
                 ],
             )
         )

@@ -9,7 +9,7 @@ from build_engines.checkpoint import CheckpointInfo
 from build_engines.gpu.capacity import CapacityError, estimate
 from build_engines.gpu.limits import limit_lines
 from build_engines.openvino.build import NUMERICS_FILE, measures_numerics, numerics_sweep_command
-from build_engines.openvino.numerics import numerics_lines
+from build_engines.openvino.numerics import NumericsMode, numerics_lines, served_numerics
 from build_engines.spec import BuildSpec
 from build_engines.spec_base import EngineBackend, Precision
 from build_engines.trtllm.launch import serve_line
@@ -37,12 +37,20 @@ def plan_lines(spec: BuildSpec, info: CheckpointInfo, engine_dir: Path) -> list[
 
 
 def _openvino_lines(spec: BuildSpec, info: CheckpointInfo, engine_dir: Path) -> list[str]:
+    from build_engines.fidelity.evaluate import cpu_flags
     from build_engines.fidelity.plan import fidelity_plan_lines
     from build_engines.openvino.build import compress_command, export_command, fusion_command
 
     ov = spec.openvino
-    element = spec.kv_bytes_per_element(info)
+    measuring = spec.fidelity.evaluation != "off"
+    measured = _measured_numerics(spec, engine_dir)
+    kv = served_numerics(ov.numerics, ov.pinned_numerics(), measured).kv_cache_precision
+    element = spec.kv_bytes_per_element(info, kv)
     per_token = info.kv_cache_bytes_per_token(element)
+    kv_note = ""
+    if ov.numerics == NumericsMode.FAST.value and measuring and not measured and kv == "f32":
+        u8 = info.kv_cache_bytes_per_token(spec.kv_bytes_per_element(info, "u8"))
+        kv_note = f" (until the build chooses: a u8 cache, if fast chooses it, takes {u8 / 1024:.1f} KiB/token)"
     steps = [export_command(spec, info, engine_dir)]
     if ov.draft_checkpoint:
         steps.append(export_command(spec, info, engine_dir / DRAFT_SUBDIR, Path(ov.draft_checkpoint)))
@@ -50,32 +58,31 @@ def _openvino_lines(spec: BuildSpec, info: CheckpointInfo, engine_dir: Path) -> 
         steps.append(compress_command(spec, engine_dir))
     if ov.fuse_projections:
         steps.append(fusion_command(engine_dir, bool(ov.draft_checkpoint)))
-    if spec.fidelity.evaluation != "off" and measures_numerics(spec):
+    if measuring and measures_numerics(spec):
         steps.append(numerics_sweep_command(spec, engine_dir, engine_dir / NUMERICS_FILE))
     lines = [f"step {n}: " + shlex.join(cmd) for n, cmd in enumerate(steps, 1)]
     return (
         lines
-        + _numerics_lines(spec, engine_dir)
+        + numerics_lines(ov, measuring, measured, cpu_flags())
         + [
             f"weights {spec.precision.value}" + (_int4_line(spec) if spec.precision == Precision.INT4 else ""),
-            f"KV cache: {per_token / 1024:.1f} KiB/token ({ov.kv_cache_precision}: {element:g} bytes/element); at most "
-            f"{spec.kv_cache_bound_gb(info):.2f} GB for {spec.limits.max_batch_size} x {spec.limits.max_seq_len} "
-            "tokens; pool: " + (f"{ov.kv_cache_size_gb} GB" if ov.kv_cache_size_gb else "grows on demand"),
+            f"KV cache: {per_token / 1024:.1f} KiB/token ({kv}: {element:g} bytes/element); at most "
+            f"{spec.kv_cache_bound_gb(info, kv):.2f} GB for {spec.limits.max_batch_size} x {spec.limits.max_seq_len} "
+            "tokens; pool: " + (f"{ov.kv_cache_size_gb} GB" if ov.kv_cache_size_gb else "grows on demand") + kv_note,
         ]
         + fidelity_plan_lines(spec)
     )
 
 
-def _numerics_lines(spec: BuildSpec, engine_dir: Path) -> list[str]:
-    from build_engines.fidelity.evaluate import cpu_flags
+def _measured_numerics(spec: BuildSpec, engine_dir: Path) -> dict:
+    """What the built engine measured, if it is this spec's (else the build measures anew)."""
     from contract.build_record import BuildRecord, BuildRecordError
 
-    try:  # what the built engine measured, if it is this spec's (else the build measures anew)
+    try:
         record = BuildRecord.read(engine_dir)
-        measured = record.numerics if spec.builds_as(record.spec) else {}
+        return record.numerics if spec.builds_as(record.spec) else {}
     except (BuildRecordError, TypeError, KeyError):
-        measured = {}
-    return numerics_lines(spec.openvino, spec.fidelity.evaluation != "off", measured, cpu_flags())
+        return {}
 
 
 def _int4_line(spec: BuildSpec) -> str:

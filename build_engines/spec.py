@@ -51,14 +51,15 @@ class BuildSpec:
         if problems:
             raise SpecError("; ".join(problems))
 
-    def kv_cache_bound_gb(self, info: CheckpointInfo) -> float:
-        """The most KV cache the CPU engine can use: every sequence of the batch at full length."""
-        per_token = info.kv_cache_bytes_per_token(self.kv_bytes_per_element(info))
+    def kv_cache_bound_gb(self, info: CheckpointInfo, kv_cache_precision: str = "") -> float:
+        """The most KV cache the CPU engine can use: every sequence of the batch at full length
+        (in the spec's KV cache precision, or the one given: the served one a fast build chose)."""
+        per_token = info.kv_cache_bytes_per_token(self.kv_bytes_per_element(info, kv_cache_precision))
         return per_token * self.limits.max_batch_size * self.limits.max_seq_len / 1e9
 
-    def kv_bytes_per_element(self, info: CheckpointInfo) -> float:
+    def kv_bytes_per_element(self, info: CheckpointInfo, kv_cache_precision: str = "") -> float:
         """The CPU KV cache's real element size (u8: 1 byte + its per-head scale and zero point)."""
-        return kv_bytes_per_element(self.openvino.kv_cache_precision, info.head_dim)
+        return kv_bytes_per_element(kv_cache_precision or self.openvino.kv_cache_precision, info.head_dim)
 
     def to_dict(self) -> dict[str, Any]:
         """The spec as JSON; only the options section of its own backend is recorded."""

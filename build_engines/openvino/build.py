@@ -19,7 +19,7 @@ from pathlib import Path
 
 from build_engines.checkpoint import CheckpointInfo, checkpoint_hash, copy_tokenizer_files
 from build_engines.engine_dir import finish_engine, staging_dir, validated_checkpoint
-from build_engines.openvino.numerics import MeasuredRow, Numerics, NumericsMode, choose_fast
+from build_engines.openvino.numerics import MeasuredRow, Numerics, NumericsMode, choose_fast, round_gains
 from build_engines.process import BuildError, run_streaming
 from build_engines.progress import StepProgress
 from build_engines.spec import BuildSpec
@@ -245,6 +245,7 @@ def numerics_record(spec: BuildSpec, measured: dict) -> tuple[dict, dict]:
     limits = spec.fidelity.limits(spec.precision.value)
     pinned = spec.openvino.pinned_numerics()
     rows, fidelity = [], {}
+    baseline_runs = next(c["speed"]["runs"] for c in measured["candidates"] if c["selectable"])
     for candidate in measured["candidates"]:
         setting, report = Numerics.from_dict(candidate["numerics"]), candidate["fidelity"]
         if setting == pinned:
@@ -263,6 +264,7 @@ def numerics_record(spec: BuildSpec, measured: dict) -> tuple[dict, dict]:
                 tok_s_16=candidate["speed"].get("tok_s_16"),
                 problems=tuple(gate_problems(report["logits"], limits)) if limits else (),
                 not_applied=candidate.get("not_applied", False),
+                round_gains=round_gains(candidate["speed"]["runs"], baseline_runs) if candidate["speed"] else (),
             )
         )
     fast, why = choose_fast(rows)

@@ -25,6 +25,7 @@ def measured(default_engine, default_checkpoint):
     with pytest.MonkeyPatch.context() as mp:
         mp.setitem(SETTINGS, "quick", SMALL)
         mp.setattr(numerics_sweep, "SPEED_TOKENS", 4)
+        mp.setattr(numerics_sweep, "SPEED_ROUNDS", 2)
         mp.setattr(numerics_module, "DYNAMIC_QUANTIZATION_GROUPS", (32,))  # one group: each costs a fidelity pass
         result = numerics_sweep.sweep(default_engine, default_checkpoint, "f32", "quick", 0, 512, log=lambda m: None)
         result["candidates_here"] = [s for s, _ in candidates("f32", cpu_flags())]
@@ -37,16 +38,17 @@ def test_every_candidate_this_host_runs_is_measured(measured):
     by = {Numerics.from_dict(c["numerics"]): c for c in measured["candidates"]}
     exact = by[EXACT]["fidelity"]["logits"]
     assert exact["scored_tokens"] == 1278 and exact["mean_kld"] > 0  # int8 weights: not the checkpoint's logits
-    # a u8 KV cache rounds keys and values: other logits than exact's, so it is applied on every host
+    # a u8 KV cache rounds keys and values: other logits than exact's, so it is applied (and a
+    # candidate) on every host
     u8 = by[Numerics("f32", "u8", 0)]
-    assert u8["fidelity"]["logits"] != exact and not u8["not_applied"] and not u8["selectable"]
+    assert u8["fidelity"]["logits"] != exact and not u8["not_applied"] and u8["selectable"]
     for setting, c in by.items():
         # a setting is "not applied" exactly when its logits are exact's to the last bit
         assert c["not_applied"] == (setting != EXACT and c["fidelity"]["logits"] == exact)
         assert bool(c["speed"]) != c["not_applied"]
         if c["speed"]:
             assert c["speed"]["tok_s_1"] > 0 and c["speed"]["tok_s_16"] > 0
-            assert [len(runs) for runs in c["speed"]["runs"].values()] == [numerics_sweep.SPEED_ROUNDS] * 2
+            assert [len(runs) for runs in c["speed"]["runs"].values()] == [measured["speed_settings"]["rounds"]] * 2 == [2, 2]
     if not {"avx512_vnni", "avx_vnni", "amx_int8"} & set(cpu_flags()):
         # seen on an AVX2-only host: OpenVINO accepts the group and computes as without it
         assert by[Numerics("f32", "f32", 32)]["not_applied"]

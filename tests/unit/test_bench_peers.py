@@ -9,7 +9,7 @@ import pytest
 
 from bench.genai_perf import RunResult
 from bench.peer import llama_server, vllm_cpu
-from bench.peer_compare import Pair, markdown, prompts, verdicts
+from bench.peer_compare import Pair, markdown, ours_ratios, prompts, verdicts
 
 
 def _run(tok_s: float, ttft: float = 0.1) -> RunResult:
@@ -56,6 +56,21 @@ def test_the_report_gives_every_pair_and_says_who_wins():
     assert said[1].endswith("we are faster")
     mixed = verdicts([Pair("p", 1, 0, _run(90), _run(100)), Pair("p", 1, 1, _run(110), _run(100))])
     assert mixed[0].endswith("no clear winner (pairs disagree)")
+
+
+def test_fast_and_exact_from_the_same_rounds_each_get_their_pairs_and_their_ratio():
+    """bench peers with two of ours (the default numerics and exact): one pair per server of ours
+    and round, the verdicts name which, and fast/exact comes from the same rounds."""
+    fast, exact = "ours (f32 activations, u8 KV cache, dynamic quantization off)", "ours (exact)"
+    pairs = [Pair("vllm", 16, r, _run(ours), _run(100), label)
+             for r, (a, b) in enumerate([(120, 100), (132, 110)]) for label, ours in ((fast, a), (exact, b))]
+    table = "\n".join(markdown(pairs))
+    assert f"| {fast} | vllm | c16 | 1.20, 1.32 | **1.26x**" in table
+    assert f"| {exact} | vllm | c16 | 1.00, 1.10 | **1.05x**" in table
+    said = verdicts(pairs)
+    assert said[0].startswith(f"{fast}, c16 vs vllm") and said[1].startswith(f"{exact}, c16 vs vllm")
+    assert ours_ratios(pairs) == [f"c16: {exact} / {fast}, output tok/s 0.83x median of 2 rounds (0.83, 0.83)"]
+    assert ours_ratios([p for p in pairs if p.ours_label == fast]) == []
 
 
 def test_a_paused_peer_is_stopped_whole_and_resumed(tmp_path):

@@ -137,3 +137,17 @@ def test_top_logprobs_follow_the_spec(repository, default_engine):
     assert Feature.TOP_LOG_PROBS not in engine_features(off).features
     config = openvino_engine_model(default_engine, off).config
     assert config.parameters["top_logprobs"].string_value in ("false", "False", "0")
+
+
+def test_bench_peers_serves_an_exact_copy_beside_other_numerics(repository, tmp_path):
+    from bench.peer_compare import ours_label, with_exact
+    from build_engines.render import copy_repository
+
+    assert with_exact(repository, tmp_path / "out") == [repository]  # the tests' default engine serves exact
+    u8 = copy_repository(repository, tmp_path / "u8", names.OPENVINO_ENGINE, {"kv_cache_precision": "u8"})
+    served = with_exact(u8, tmp_path / "out")
+    assert served[0] == u8 and served[1] == tmp_path / "out" / "repository-exact"
+    assert [ours_label(r) for r in served] == [
+        "ours (f32 activations, u8 KV cache, dynamic quantization off)",
+        "ours (exact)",
+    ]
