@@ -5,8 +5,10 @@ perf_analyzer of tritonclient 2.51 links against."""
 
 from __future__ import annotations
 
+import fcntl
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -18,18 +20,38 @@ DEFAULT_ENGINE = Path("build/engines/SmolLM2-135M-Instruct-openvino-int8")
 BASE_PYTHON = Path(sys.base_prefix) / "bin" / f"python{sys.version_info.major}.{sys.version_info.minor}"
 
 
+# The side environments the test suite installs on first use (genai-perf; the client libraries,
+# instructor apart for its jiter pin): CI makes them in the background while the unit tests run
+# (`python -m bench.environments`, .ci/run).
+TEST_ENVIRONMENTS = {
+    "bench-tools": ROOT / "requirements" / "bench-tools.lock",
+    "client-compat": ROOT / "requirements" / "client-compat.lock",
+    "client-compat-instructor": ROOT / "requirements" / "client-compat-instructor.lock",
+}
+
+
 def ensure_venv(name: str, lock: Path) -> Path:
-    """build/<name>, with exactly the lock's packages (reinstalled when the lock changes)."""
+    """build/<name>, with exactly the lock's packages (reinstalled when the lock changes).  One
+    process installs it at a time: another that wants it waits, then finds it made."""
     venv = BUILD / name
     stamp = venv / ".lock"
-    if stamp.is_file() and stamp.read_text() == lock.read_text():
-        return venv
-    subprocess.run([str(BASE_PYTHON), "-m", "venv", "--clear", str(venv)], check=True)
-    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", "--no-cache-dir"]
-    subprocess.run(pip + ["--upgrade", "pip==26.3"], check=True)
-    subprocess.run(pip + ["--no-deps", "-r", str(lock)], check=True)
-    stamp.write_text(lock.read_text())
+    BUILD.mkdir(parents=True, exist_ok=True)
+    with open(BUILD / f".{name}.installing", "w") as guard:
+        fcntl.flock(guard, fcntl.LOCK_EX)
+        if stamp.is_file() and stamp.read_text() == lock.read_text():
+            return venv
+        subprocess.run([str(BASE_PYTHON), "-m", "venv", "--clear", str(venv)], check=True)
+        pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", "--no-cache-dir"]
+        subprocess.run(pip + ["--upgrade", "pip==26.3"], check=True)
+        subprocess.run(pip + ["--no-deps", "-r", str(lock)], check=True)
+        stamp.write_text(lock.read_text())
     return venv
+
+
+def ensure_test_environments(names: tuple[str, ...] = tuple(TEST_ENVIRONMENTS)) -> dict[str, Path]:
+    """These of TEST_ENVIRONMENTS, made at once (each install is mostly waiting on the network)."""
+    with ThreadPoolExecutor(max_workers=len(names)) as pool:
+        return dict(zip(names, pool.map(lambda name: ensure_venv(name, TEST_ENVIRONMENTS[name]), names)))
 
 
 def aiperf_venv() -> Path:
@@ -63,3 +85,8 @@ def perf_analyzer() -> Path:
     if not binary.is_file():
         raise RuntimeError(f"{binary} is missing: it comes with tritonclient==2.51.0")
     return binary
+
+
+if __name__ == "__main__":
+    for made in ensure_test_environments().values():
+        print(f"ready: {made}")

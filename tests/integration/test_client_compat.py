@@ -23,12 +23,11 @@ import json
 import os
 import subprocess
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
-from bench.environments import BUILD, ROOT, ensure_venv
+from bench.environments import BUILD, ensure_test_environments
 from tests.integration.client_compat import FEATURES
 from tests.integration.conftest import layouts_from
 from tests.integration.openai_front_process import MODEL, running_front
@@ -36,8 +35,6 @@ from tests.integration.openai_front_process import MODEL, running_front
 pytestmark = [pytest.mark.server, pytest.mark.slow]
 
 SCRIPT = Path(__file__).with_name("client_compat.py")
-LOCKS = {"client-compat": ROOT / "requirements" / "client-compat.lock",
-         "client-compat-instructor": ROOT / "requirements" / "client-compat-instructor.lock"}
 LIBRARIES = {"openai": "client-compat", "langchain-openai": "client-compat", "litellm": "client-compat",
              "instructor": "client-compat-instructor"}
 RUN_TIMEOUT_S = 300
@@ -54,8 +51,7 @@ def compat_layouts() -> tuple[str, ...]:
 @pytest.fixture(scope="module")
 def environments() -> dict[str, Path]:
     started = time.monotonic()
-    with ThreadPoolExecutor(max_workers=len(LOCKS)) as pool:
-        venvs = dict(zip(LOCKS, pool.map(lambda item: ensure_venv(*item), LOCKS.items())))
+    venvs = ensure_test_environments(tuple(sorted(set(LIBRARIES.values()))))
     print(f"\nclient-compat environments ready in {time.monotonic() - started:.1f} s")
     return venvs
 

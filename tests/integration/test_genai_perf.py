@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.environments import ROOT, ensure_venv, perf_analyzer
+from bench.environments import TEST_ENVIRONMENTS, ensure_venv, perf_analyzer
 from bench.genai_perf import Endpoint, Load, RunResult, Slo, Target, Workload, command, run, tool_env
 from contract import names
 
@@ -37,7 +37,7 @@ RUNS = [("server", names.ENSEMBLE, True), ("server", names.ENSEMBLE, False), ("s
 
 @pytest.fixture(scope="session")
 def bench_tools() -> Path:
-    return ensure_venv("bench-tools", ROOT / "requirements" / "bench-tools.lock")
+    return ensure_venv("bench-tools", TEST_ENVIRONMENTS["bench-tools"])
 
 
 def profile(bench_tools: Path, target: Target, engine: Path, out_dir: Path, streaming: bool = True) -> RunResult:

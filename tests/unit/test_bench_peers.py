@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -156,3 +157,32 @@ def test_the_report_names_peer_paths_relative_to_the_repository(tmp_path):
     command = (f"{elsewhere}/llama.cpp/bin/llama-server", "-m", f"{root}/build/models/x-q8_0.gguf",
                "--port", "8080", "/usr/lib/x.so")
     assert shown(command, root) == "build/llama.cpp/bin/llama-server -m build/models/x-q8_0.gguf --port 8080 /usr/lib/x.so"
+
+
+def test_a_side_environment_is_installed_once_while_another_process_waits_for_it(tmp_path, monkeypatch):
+    """CI makes the tests' side environments in the background (.ci/run): a test that wants one
+    meanwhile waits on its lock and then finds it made, instead of installing it a second time."""
+    import threading
+
+    from bench import environments
+
+    lock = tmp_path / "env.lock"
+    lock.write_text("pkg==1\n")
+    monkeypatch.setattr(environments, "BUILD", tmp_path / "build")
+    commands = []
+
+    def run(cmd, check):
+        commands.append(cmd)
+        (tmp_path / "build" / "side").mkdir(parents=True, exist_ok=True)
+        time.sleep(0.2)  # an install takes a while: the other caller arrives during it
+
+    monkeypatch.setattr(environments.subprocess, "run", run)
+    made = []
+    callers = [threading.Thread(target=lambda: made.append(environments.ensure_venv("side", lock))) for _ in range(2)]
+    for caller in callers:
+        caller.start()
+    for caller in callers:
+        caller.join()
+    assert made == [tmp_path / "build" / "side"] * 2
+    assert len(commands) == 3  # one venv, one pip upgrade, one install: not twice
+    assert (tmp_path / "build" / "side" / ".lock").read_text() == "pkg==1\n"
