@@ -20,6 +20,7 @@ from bench.genai_perf import RunResult, Slo
 from bench.http_load import run_http
 from bench.peer import PeerLaunch, PeerServer, llama_server, transformers_serve, vllm_cpu
 from bench.workload import fixed_length_jobs
+from build_engines.openvino.numerics import EXACT, Numerics
 
 
 class Peer(str, enum.Enum):
@@ -226,24 +227,27 @@ def engines_alone(
     )
 
 
-def ours_label(repository: Path) -> str:
-    """Which numerics a repository's engine serves, as the report names the server."""
+def served_numerics(repository: Path) -> Numerics:
+    """The numerics a rendered repository's CPU engine serves."""
     from bench.offline import engine_parameters
-    from build_engines.openvino.numerics import EXACT, Numerics
 
     params = engine_parameters(repository)
-    served = Numerics(params.activation_precision, params.kv_cache_precision, params.dynamic_quantization_group_size)
+    return Numerics(params.activation_precision, params.kv_cache_precision, params.dynamic_quantization_group_size)
+
+
+def ours_label(repository: Path) -> str:
+    """Which numerics a repository's engine serves, as the report names the server."""
+    served = served_numerics(repository)
     return "ours (exact)" if served == EXACT else f"ours ({served.label})"
 
 
 def with_exact(repository: Path, out: Path) -> list[Path]:
     """The repository and, where its engine serves other numerics than exact, a copy serving exact
     (the same engine: a fast build serves exact as it is), so the report states exact's cost."""
-    from build_engines.openvino.numerics import EXACT
     from build_engines.render import copy_repository
     from contract import names
 
-    if ours_label(repository) == "ours (exact)":
+    if served_numerics(repository) == EXACT:
         return [repository]
     values = {k: str(v) for k, v in EXACT.to_dict().items()}
     return [repository, copy_repository(repository, out / "repository-exact", names.OPENVINO_ENGINE, values)]

@@ -36,7 +36,9 @@ class OpenVinoOptions:
     activation_precision: str = "f32"
     # "" (the default): the activations' precision, unquantized (f32): greedy answers then do not
     # change with the batch, the prefix cache or speculative decoding, as they did with u8
-    # (build_engines/openvino/precision.py, measured); u8 takes a quarter of the memory.
+    # (build_engines/openvino/precision.py, measured); u8 takes a quarter of the memory.  With
+    # `numerics` fast the build also measures u8 and serves it where it won every speed round
+    # within the gate; given by hand (not f32), every candidate keeps it.
     kv_cache_precision: str = ""
     # int8 activations, in groups of this many values, for the matmuls with int8/int4 weights, as
     # llama.cpp's Q8_0 does (0: off; fp16 weights ignore it).  Measured on the default model, int8
