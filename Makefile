@@ -31,6 +31,9 @@ PRICE_PER_HOUR ?=
 GPU_PRICE_PER_HOUR ?=
 GPUS_PER_REPLICA ?= 1
 GPUS_PER_INSTANCE ?= 1
+# make serve-cluster: replicas behind NVIDIA Dynamo (cluster/); ROUTER: kv | round-robin | least-loaded | random.
+REPLICAS ?= 2
+ROUTER ?= kv
 
 # Nothing is cached outside the repository, and nothing is fetched from a model hub.
 export HF_HOME := $(CURDIR)/build/hf-home
@@ -42,7 +45,7 @@ CHECKPOINT_ARG := $(if $(MODEL),--checkpoint $(MODEL),)
 PRECISION_ARG := $(if $(PRECISION),--precision $(PRECISION),)
 CHART_ARGS := $(foreach f,$(VALUES),-f $(f)) $(if $(ENGINE_DIR),--engine-dir $(ENGINE_DIR),)
 
-.PHONY: help venv eval-quality eval-harness build-engine build-engine-openvino build-engine-gpu build-engine-tensorrt_llm build-engine-tensorrt_llm_pytorch compose-config test-gpu gpu-check serve serve-detached stop demo client bench bench-throughput chart-check chart-template test test-unit clean
+.PHONY: help venv eval-quality eval-harness build-engine build-engine-openvino build-engine-gpu build-engine-tensorrt_llm build-engine-tensorrt_llm_pytorch compose-config test-gpu gpu-check serve serve-detached stop serve-cluster serve-cluster-detached stop-cluster demo client bench bench-throughput chart-check chart-template test test-unit clean
 
 help:
 	@echo "make demo          build the default model's engine, start Triton, stream a completion, stop"
@@ -57,6 +60,9 @@ help:
 	@echo "make serve         build, then run Triton in the foreground (Ctrl-C stops it)"
 	@echo "make serve-detached / make stop   the same in the background"
 	@echo "make client PROMPT='...'          stream a completion from a running server"
+	@echo "make serve-cluster [REPLICAS=2] [ROUTER=kv|round-robin|least-loaded|random]  N Triton replicas behind"
+	@echo "                   NVIDIA Dynamo (KV-aware routing, request migration), OpenAI API on OPENAI_PORT"
+	@echo "make serve-cluster-detached / make stop-cluster   the same in the background; python -m cluster scale N"
 	@echo "make bench         gRPC (perf_analyzer) and HTTP (AIPerf) sweeps + baselines (offline engine, one-at-a-time, transformers serve): build/bench/report"
 	@echo "                   [PRICE_PER_HOUR=usd GPUS_PER_REPLICA=n GPUS_PER_INSTANCE=n] adds \$$/1M output tokens"
 	@echo "                   [GPU_PRICE_PER_HOUR=usd] prices NVIDIA's published GPU figures beside them"
@@ -149,6 +155,16 @@ serve-detached: build-engine
 
 stop: venv
 	$(PY) -m serving down
+
+CLUSTER_ARGS = --replicas $(REPLICAS) --router-mode $(ROUTER) --port $(OPENAI_PORT)
+serve-cluster: build-engine
+	$(PY) -m cluster up $(CLUSTER_ARGS)
+
+serve-cluster-detached: build-engine
+	$(PY) -m cluster up --detach $(CLUSTER_ARGS)
+
+stop-cluster: venv
+	$(PY) -m cluster down
 
 client: venv
 	$(PY) -m client generate "$(PROMPT)" --stream

@@ -5,19 +5,15 @@ perf_analyzer of tritonclient 2.51 links against."""
 
 from __future__ import annotations
 
-import fcntl
-import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-BUILD = ROOT / "build"
+from serving.side_environments import BUILD, DYNAMO_LOCK, ROOT, ensure_venv
+
 # The engine `make build-engine` builds for the default model (build_engines/cli.py default_engine_dir),
 # as the benchmarks name it from the repository root.
 DEFAULT_ENGINE = Path("build/engines/SmolLM2-135M-Instruct-openvino-int8")
-# The Python that made the project's venv (the base interpreter), for the side venvs too.
-BASE_PYTHON = Path(sys.base_prefix) / "bin" / f"python{sys.version_info.major}.{sys.version_info.minor}"
 
 
 # The side environments the test suite installs on first use (genai-perf; the client libraries,
@@ -27,25 +23,8 @@ TEST_ENVIRONMENTS = {
     "bench-tools": ROOT / "requirements" / "bench-tools.lock",
     "client-compat": ROOT / "requirements" / "client-compat.lock",
     "client-compat-instructor": ROOT / "requirements" / "client-compat-instructor.lock",
+    "dynamo": DYNAMO_LOCK,
 }
-
-
-def ensure_venv(name: str, lock: Path) -> Path:
-    """build/<name>, with exactly the lock's packages (reinstalled when the lock changes).  One
-    process installs it at a time: another that wants it waits, then finds it made."""
-    venv = BUILD / name
-    stamp = venv / ".lock"
-    BUILD.mkdir(parents=True, exist_ok=True)
-    with open(BUILD / f".{name}.installing", "w") as guard:
-        fcntl.flock(guard, fcntl.LOCK_EX)
-        if stamp.is_file() and stamp.read_text() == lock.read_text():
-            return venv
-        subprocess.run([str(BASE_PYTHON), "-m", "venv", "--clear", str(venv)], check=True)
-        pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", "--no-cache-dir"]
-        subprocess.run(pip + ["--upgrade", "pip==26.3"], check=True)
-        subprocess.run(pip + ["--no-deps", "-r", str(lock)], check=True)
-        stamp.write_text(lock.read_text())
-    return venv
 
 
 def ensure_test_environments(names: tuple[str, ...] = tuple(TEST_ENVIRONMENTS)) -> dict[str, Path]:

@@ -56,7 +56,6 @@ def build_inputs(prompt: str | Sequence[ChatMessage], sampling: SamplingParams, 
     for field_name in (
         "max_tokens",
         "temperature",
-        "top_p",
         "top_k",
         "min_tokens",
         "seed",
@@ -71,10 +70,9 @@ def build_inputs(prompt: str | Sequence[ChatMessage], sampling: SamplingParams, 
         value = getattr(sampling, field_name)
         if value is not None:
             inputs.append(_tensor(field_name, value))
-    if sampling.temperature and sampling.top_k is None and sampling.top_p is None:
-        # Our callers mean "sample" by a temperature (as OpenAI's API does); NVIDIA's ensemble
-        # contract samples only with top_k > 1 or top_p > 0, so say it: the whole distribution.
-        inputs.append(_tensor("top_p", 1.0))
+    top_p = rules.implied_top_p(sampling.temperature, sampling.top_k, sampling.top_p)
+    if top_p is not None:
+        inputs.append(_tensor("top_p", top_p))
     if sampling.stop:
         inputs.append(_tensor(_RENAMES["stop"], sampling.stop))
     if sampling.bad_words:

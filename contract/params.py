@@ -95,6 +95,16 @@ def check(field: str, value: float | int, name: str | None = None) -> None:
     RULES[field].check(value, name)
 
 
+def implied_top_p(temperature: float | None, top_k: int | None, top_p: float | None) -> float | None:
+    """The top_p a caller that speaks OpenAI's API means: there a temperature alone samples, while
+    NVIDIA's ensemble contract samples only with top_k > 1 or top_p > 0, so a temperature with
+    neither set asks for the whole distribution (top_p 1.0).  Our client and the Dynamo worker
+    (cluster/dynamo_request.py) send what this returns."""
+    if temperature and top_k is None and top_p is None:
+        return 1.0
+    return top_p
+
+
 def check_words(field: str, words: list[str]) -> None:
     if len(words) > MAX_STOP_WORDS:
         raise InvalidParameter(field, f"{len(words)} entries; at most {MAX_STOP_WORDS} are allowed")

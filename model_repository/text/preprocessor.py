@@ -8,6 +8,7 @@ import secrets
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from contract import lora
 from contract.features import SAMPLING_INPUT_FEATURES, Feature, refusals
@@ -30,7 +31,27 @@ class Sampling:
     seed: int
 
 
-def resolve_sampling(req: GenerateRequest) -> Sampling:
+class SamplingFields(Protocol):
+    """The sampling fields of a request as it was sent (None: not sent): a GenerateRequest, or
+    the Dynamo worker's token request (cluster/dynamo_request.py)."""
+
+    @property
+    def top_k(self) -> int | None: ...
+    @property
+    def top_p(self) -> float | None: ...
+    @property
+    def temperature(self) -> float | None: ...
+    @property
+    def seed(self) -> int | None: ...
+    @property
+    def repetition_penalty(self) -> float | None: ...
+    @property
+    def presence_penalty(self) -> float | None: ...
+    @property
+    def frequency_penalty(self) -> float | None: ...
+
+
+def resolve_sampling(req: SamplingFields) -> Sampling:
     """TensorRT-LLM's rule, as NVIDIA's ensemble applies it: top_k and top_p default to 0 and
     (0, 0) is greedy, so sampling happens only when the request sets top_k > 1 or top_p > 0
     (temperature alone does not turn it on: contract/upstream/data/nvidia_behaviours_*.json);
@@ -48,7 +69,7 @@ def resolve_sampling(req: GenerateRequest) -> Sampling:
     return Sampling(top_k=top_k, top_p=top_p, temperature=temperature, seed=seed)
 
 
-def sampling_fields(req: GenerateRequest, sampling: Sampling) -> dict:
+def sampling_fields(req: SamplingFields, sampling: Sampling) -> dict:
     """The sampling fields the request sent, as contract/features.py SAMPLING_INPUT_FEATURES checks
     them (an engine whose pinned version accepts and ignores one refuses it); a seed counts only
     when the request samples (greedy decoding draws nothing)."""

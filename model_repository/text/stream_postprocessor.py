@@ -20,7 +20,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Callable, Sequence, TypeVar
 
-from contract.finish import FinishReason
+from contract.finish import FinishReason, tokens_end
 from model_repository.text.detokenizer import Detokenizer
 from model_repository.text.postprocess_params import PostprocessParams
 from model_repository.text.stop_strings import StopStringMatcher
@@ -44,15 +44,10 @@ class _Stream:
         self.echo_pending = bool(params.echo_text)
 
     def step(self, ids: Sequence[int]) -> tuple[str, FinishReason]:
-        take, finish, counted = list(ids), FinishReason.NONE, len(ids)
-        for n, token in enumerate(take):
-            if token in self.end_ids:  # the end id counts as generated but is never text
-                take, finish, counted = take[:n], FinishReason.STOP, n + 1
-                break
         room = self.params.max_tokens - self.generated
-        if counted >= room and finish == FinishReason.NONE:
-            take, finish, counted = take[:room], FinishReason.LENGTH, room
-        self.generated += min(counted, room)
+        end = tokens_end(ids, self.end_ids, room)
+        take, finish = list(ids[: end.text_ids]), end.finish
+        self.generated += min(end.counted, room)
         if finish == FinishReason.NONE and (not self.params.streaming or not ids):
             # The single response of a non-streaming request is the last; so is a response
             # without tokens (engines send one only to end a stream: TensorRT-LLM leaves the

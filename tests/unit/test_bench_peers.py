@@ -164,7 +164,7 @@ def test_a_side_environment_is_installed_once_while_another_process_waits_for_it
     meanwhile waits on its lock and then finds it made, instead of installing it a second time."""
     import threading
 
-    from bench import environments
+    from serving import side_environments as environments
 
     lock = tmp_path / "env.lock"
     lock.write_text("pkg==1\n")

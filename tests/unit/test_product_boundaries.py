@@ -18,7 +18,7 @@ from build_engines.images.install_lines import context_copies
 
 ROOT = Path(__file__).resolve().parents[2]
 # The product: what the images and the package carry.
-PRODUCT = ("contract", "model_repository", "build_engines", "serving", "client", "openai_front", "deploy")
+PRODUCT = ("contract", "model_repository", "build_engines", "serving", "cluster", "client", "openai_front", "deploy")
 KIT = PRODUCT + ("bench", "standins", "tests")
 TEST_ONLY = ("standins", "tests")
 DOCKERFILES = sorted((ROOT / "docker").glob("*.Dockerfile"))

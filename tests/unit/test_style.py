@@ -11,7 +11,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 # The product and the benchmarks; tests and the stand-ins keep their own looser shape.
-PACKAGES = ("contract", "model_repository", "build_engines", "serving", "client", "openai_front", "deploy", "bench")
+PACKAGES = ("contract", "model_repository", "build_engines", "serving", "cluster", "client", "openai_front", "deploy", "bench")
 
 
 def _ruff() -> list[str]:

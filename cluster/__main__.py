@@ -1,0 +1,3 @@
+from cluster.cli import main
+
+main()
