@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 import sys
 from dataclasses import dataclass
@@ -114,6 +115,15 @@ class ReplicaWorker:
         self.replica_gone.set()
 
 
+def runtime_config(config_class, replica: ReplicaModel):
+    """What the frontend should know of the replica's model: its context window (the engine's
+    max_seq_len, shown on /v1/models) and its tool-call parser."""
+    config = config_class()
+    config.context_length = replica.max_seq_len
+    config.tool_call_parser = replica.dynamo_tool_parser
+    return config
+
+
 async def wait_ready(engine: ReplicaEngine, timeout_s: float) -> bool:
     deadline = asyncio.get_running_loop().time() + timeout_s
     while not await engine.ready():
@@ -124,7 +134,7 @@ async def wait_ready(engine: ReplicaEngine, timeout_s: float) -> bool:
 
 
 async def serve(settings: WorkerSettings) -> int:
-    from dynamo.llm import ModelInput, ModelType, WorkerType, exceptions, register_model
+    from dynamo.llm import ModelInput, ModelRuntimeConfig, ModelType, WorkerType, exceptions, register_model
     from dynamo.runtime import DistributedRuntime
 
     replica = ReplicaModel.read(settings.repository, settings.model_name)
@@ -134,7 +144,14 @@ async def serve(settings: WorkerSettings) -> int:
         log.error("replica %s was not ready within %.0fs", settings.replica_grpc, settings.ready_timeout_s)
         return REPLICA_GONE_EXIT
     worker = ReplicaWorker(settings, replica, engine, exceptions, token_texts(replica.checkpoint_dir))
-    runtime = DistributedRuntime(asyncio.get_running_loop(), "file", "tcp", event_plane="zmq")
+    # the planes the launcher's environment names (cluster/topology.py: file discovery on one host;
+    # the chart: kubernetes)
+    runtime = DistributedRuntime(
+        asyncio.get_running_loop(),
+        os.environ.get("DYN_DISCOVERY_BACKEND", "file"),
+        os.environ.get("DYN_REQUEST_PLANE", "tcp"),
+        event_plane=os.environ.get("DYN_EVENT_PLANE", "zmq"),
+    )
     endpoint = runtime.endpoint(settings.endpoint)
     await register_model(
         ModelInput.Tokens,
@@ -144,6 +161,7 @@ async def serve(settings: WorkerSettings) -> int:
         replica.served_name,
         worker_type=WorkerType.Aggregated,
         kv_cache_block_size=replica.kv_block_tokens,
+        runtime_config=runtime_config(ModelRuntimeConfig, replica),
     )
     serving = asyncio.ensure_future(endpoint.serve_endpoint(worker.generate))
     watching = asyncio.ensure_future(worker.watch_replica())

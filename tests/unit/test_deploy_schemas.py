@@ -29,6 +29,16 @@ def test_ci_cases_cover_keda():
     assert "ScaledObject" in kinds and "HorizontalPodAutoscaler" not in kinds
 
 
+def test_ci_cases_cover_dynamo_and_the_network_policies():
+    """The objects of the Dynamo mode (values.yaml `dynamo`) and the NetworkPolicies are among
+    those the schema checks see."""
+    assert "dynamo-cluster-values" in CASES
+    rendered = chart.render(chart.load_values(CASES["dynamo-cluster-values"]))
+    kinds = {d["kind"] for r in rendered for d in r.documents}
+    assert {"NetworkPolicy", "Role", "RoleBinding", "ServiceAccount", "CustomResourceDefinition"} <= kinds
+    assert sum(d["kind"] == "Deployment" for r in rendered for d in r.documents) == 2  # Triton + Dynamo's frontend
+
+
 def test_helm_lint_strict_is_clean(case):
     name, values, _ = case
     report = chart.lint(values)
@@ -69,6 +79,13 @@ def test_checker_rejects_a_wrong_type(full_render):
     deployment = _object(full_render, "Deployment")
     deployment["spec"]["replicas"] = "two"
     assert _problems(deployment)
+
+
+def test_checker_rejects_an_unknown_networkpolicy_field(full_render):
+    policy = _object(full_render, "NetworkPolicy")
+    assert not _problems(policy)
+    policy["spec"]["ingress"][0]["sources"] = policy["spec"]["ingress"][0].pop("from")
+    assert any("sources" in p.message for p in _problems(policy))
 
 
 def test_checker_rejects_a_missing_required_field(full_render):

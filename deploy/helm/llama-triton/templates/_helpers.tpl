@@ -181,3 +181,137 @@ app.kubernetes.io/component: endpoint-picker
 {{- end }}
 {{- end }}
 {{- end }}
+
+{{/* The OpenAI front container beside Triton: on, unless Dynamo's frontend serves the API. */}}
+{{- define "llama-triton.openaiFront" -}}
+{{- if and .Values.openai.enabled (not .Values.dynamo.enabled) }}true{{ end }}
+{{- end }}
+
+{{/* --- Many replicas behind Dynamo (values.yaml `dynamo`) ------------------------------------ */}}
+{{- define "llama-triton.frontendName" -}}
+{{- printf "%s-frontend" (include "llama-triton.fullname" .) }}
+{{- end }}
+
+{{/* Dynamo's frontend pods: a name of their own, so the server's selectors never match them. */}}
+{{- define "llama-triton.frontendSelectorLabels" -}}
+app.kubernetes.io/name: {{ include "llama-triton.name" . }}-frontend
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: dynamo-frontend
+{{- end }}
+
+{{/* What Dynamo 1.6.1's kubernetes discovery selects EndpointSlices (and, in container mode, Pods)
+     by: both labels, compiled into its runtime (discovery/kube/daemon.rs); the operator puts them
+     on each component's pods and Service (ai-dynamo/dynamo docs/kubernetes/service-discovery.md). */}}
+{{- define "llama-triton.dynamoDiscoveryLabels" -}}
+nvidia.com/dynamo-discovery-backend: kubernetes
+nvidia.com/dynamo-discovery-enabled: "true"
+nvidia.com/dynamo-namespace: kit
+{{- end }}
+
+{{/* The environment of every Dynamo process (cluster/topology.py dynamo_environment, for a pod):
+     kubernetes discovery with the pod's identity from the downward API (the variables the operator
+     injects: service-discovery.md "Environment Variables"), TCP requests, ZMQ events, and every
+     address Dynamo binds and advertises on the pod's IP (the response-stream host may not be
+     0.0.0.0); $HOME and the caches on the /tmp emptyDir (Dynamo keeps model-card files under
+     $HOME/.cache/dynamo), nothing from a model hub. */}}
+{{- define "llama-triton.dynamoEnv" -}}
+- name: DYN_DISCOVERY_BACKEND
+  value: kubernetes
+- name: DYN_REQUEST_PLANE
+  value: tcp
+- name: DYN_EVENT_PLANE
+  value: zmq
+- name: POD_NAME
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.name
+- name: POD_NAMESPACE
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.namespace
+- name: POD_UID
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.uid
+{{- range list "DYN_TCP_RPC_HOST" "DYN_TCP_RESPONSE_STREAM_HOST" "DYN_EVENT_PLANE_HOST" "DYN_SYSTEM_HOST" }}
+- name: {{ . }}
+  valueFrom:
+    fieldRef:
+      fieldPath: status.podIP
+{{- end }}
+- name: HOME
+  value: /tmp
+- name: XDG_CACHE_HOME
+  value: /tmp/.cache
+- name: HF_HUB_OFFLINE
+  value: "1"
+{{- end }}
+
+{{/* The worker's arguments: cluster/topology.py ClusterSpec.worker with the replica on the pod's
+     loopback (tests/unit/test_deploy_dynamo.py compares the two), and the startup window. */}}
+{{- define "llama-triton.workerArgs" -}}
+- --replica
+- 127.0.0.1:{{ .Values.triton.ports.grpc }}
+- --repository
+- {{ include "llama-triton.repositoryPath" . }}
+- --model-name
+- {{ .Values.openai.modelName | quote }}
+- --endpoint
+- kit.triton.generate
+- --ready-timeout
+- {{ .Values.dynamo.worker.readyTimeoutSeconds | quote }}
+{{- end }}
+
+{{/* The frontend's arguments: cluster/topology.py ClusterSpec.frontend with kubernetes discovery
+     and every interface of the pod. */}}
+{{- define "llama-triton.frontendArgs" -}}
+{{- $d := .Values.dynamo -}}
+- --http-host
+- 0.0.0.0
+- --http-port
+- {{ $d.frontend.port | quote }}
+- --namespace
+- kit
+- --router-mode
+- {{ $d.routerMode }}
+- --discovery-backend
+- kubernetes
+- --request-plane
+- tcp
+- --event-plane
+- zmq
+- --migration-limit
+- {{ $d.migrationLimit | quote }}
+{{- if and (eq $d.routerMode "kv") (not $d.kvEvents) }}
+- --no-router-kv-events
+{{- end }}
+{{- end }}
+
+{{/* Dynamo mode: what the schema cannot express. */}}
+{{- define "llama-triton.validateDynamo" -}}
+{{- with .Values.dynamo }}
+{{- if .enabled }}
+{{- if .kvEvents }}
+{{- fail "dynamo.kvEvents: no engine of this kit publishes KV-cache events (the kit's worker relays none), so the router runs in its approximate mode (--no-router-kv-events), as cluster/topology.py does" }}
+{{- end }}
+{{- if $.Values.inferenceGateway.enabled }}
+{{- fail "inferenceGateway.enabled and dynamo.enabled: the InferencePool routes to the OpenAI front container, which Dynamo's frontend replaces; route to the frontend's Service instead" }}
+{{- end }}
+{{- if ne $.Values.service.type "ClusterIP" }}
+{{- fail "service.type must stay ClusterIP with dynamo.enabled: Triton's HTTP/gRPC APIs have no authentication and only the workers use them (the API is dynamo.frontend.service)" }}
+{{- end }}
+{{- $triton := list (int $.Values.triton.ports.http) (int $.Values.triton.ports.grpc) (int $.Values.triton.ports.metrics) }}
+{{- range $name, $port := dict "dynamo.worker.requestPlanePort" .worker.requestPlanePort "dynamo.worker.systemPort" .worker.systemPort }}
+{{- if has (int $port) $triton }}
+{{- fail (printf "%s (%v) is one of Triton's ports in the same pod" $name $port) }}
+{{- end }}
+{{- end }}
+{{- if eq (int .worker.requestPlanePort) (int .worker.systemPort) }}
+{{- fail "dynamo.worker.requestPlanePort and dynamo.worker.systemPort must differ" }}
+{{- end }}
+{{- if eq (int .frontend.port) (int .frontend.responseStreamPort) }}
+{{- fail "dynamo.frontend.port and dynamo.frontend.responseStreamPort must differ" }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
