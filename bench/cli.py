@@ -589,6 +589,51 @@ def multiturn(repository: Path, out: Path, users: int, turns: int, answer_tokens
     click.echo(text)
 
 
+@main.command("cluster")
+@click.option(
+    "--repository",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    default=Path("build/repository"),
+    show_default=True,
+)
+@click.option(
+    "--out", type=click.Path(file_okay=False, path_type=Path), default=Path("build/bench/cluster"), show_default=True
+)
+@click.option("--rounds", type=int, default=4, show_default=True, help="Rounds per router mode, alternating.")
+@click.option("--users", type=int, default=8, show_default=True, help="Conversations at once.")
+@click.option("--turns", type=int, default=4, show_default=True)
+@click.option("--answer-tokens", type=int, default=32, show_default=True)
+@click.option("--hop-concurrency", "hop_levels", multiple=True, type=int, default=(1, 16), show_default=True)
+@click.option("--hop-pairs", type=int, default=2, show_default=True, help="Alternating pairs per concurrency.")
+def cluster_run(
+    repository: Path,
+    out: Path,
+    rounds: int,
+    users: int,
+    turns: int,
+    answer_tokens: int,
+    hop_levels: tuple[int, ...],
+    hop_pairs: int,
+) -> None:
+    """Two replicas behind Dynamo: KV-aware vs round-robin routing on multi-turn shared-prefix chat
+    (TTFT, throughput, prefix hit rate), then the extra hop (Dynamo vs the kit's front, one replica)."""
+    from bench.cluster_routing import Workload, markdown, run
+    from serving.side_environments import dynamo_venv
+
+    work = Workload(users=users, turns=turns, answer_tokens=answer_tokens)
+    report = run(
+        repository,
+        dynamo_venv() / "bin" / "python",
+        out,
+        work,
+        rounds=rounds,
+        hop_levels=hop_levels,
+        hop_pairs=hop_pairs,
+        progress=click.echo,
+    )
+    click.echo("\n".join(markdown(report)))
+
+
 @main.command()
 @click.option(
     "--repository",

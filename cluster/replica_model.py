@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from build_engines.render import read_config
-from contract import names
+from contract import names, tool_formats
 from contract.features import EngineFeatures
 from contract.kv_cache import TOKENS_PER_BLOCK
 from contract.model_configs import PreprocessingParameters
@@ -28,6 +28,16 @@ ENGINE_MODELS: tuple[tuple[str, int], ...] = (
 )
 
 
+# The kit's tool-call formats (contract/tool_formats.py) -> the Dynamo 1.6.1 frontend's tool-call
+# parser for them (dynamo._core.get_tool_parser_names()); a format without one: no parser (the
+# frontend then answers tool calls as text).
+DYNAMO_TOOL_PARSERS = {
+    tool_formats.LLAMA3_JSON: "llama3_json",
+    tool_formats.HERMES: "hermes",
+    tool_formats.JSON: "default",
+}
+
+
 class ReplicaModelError(ValueError):
     pass
 
@@ -43,6 +53,11 @@ class ReplicaModel:
     default_max_tokens: int
     engine: EngineFeatures
     defaults: GenerationDefaults
+    tool_call_format: str = tool_formats.NONE  # contract/tool_formats.py, as the build recorded it
+
+    @property
+    def dynamo_tool_parser(self) -> str | None:
+        return DYNAMO_TOOL_PARSERS.get(self.tool_call_format)
 
     @classmethod
     def read(cls, repository: Path, served_name: str) -> "ReplicaModel":
@@ -64,4 +79,5 @@ class ReplicaModel:
             default_max_tokens=params.default_max_tokens,
             engine=params.engine(),
             defaults=GenerationDefaults.from_checkpoint(Path(params.tokenizer_dir)),
+            tool_call_format=tool_formats.recorded_or_detected(Path(params.tokenizer_dir)),
         )

@@ -90,7 +90,9 @@ class ClusterSpec:
             ("PYTHONPATH", str(ROOT)),
         )
 
-    def frontend(self) -> ProcessSpec:
+    def frontend(self, name: str = "frontend") -> ProcessSpec:
+        """Dynamo's frontend; another `name` (and port, router mode) for a second one beside it,
+        which discovers the same workers (a benchmark compares router modes so)."""
         command = [
             str(self.dynamo_python),
             "-m",
@@ -114,9 +116,7 @@ class ClusterSpec:
         ]
         if self.router_mode == RouterMode.KV and not self.kv_events:
             command.append("--no-router-kv-events")
-        return ProcessSpec(
-            "frontend", tuple(command), self.state_dir / "logs" / "frontend.log", self.dynamo_environment()
-        )
+        return ProcessSpec(name, tuple(command), self.state_dir / "logs" / f"{name}.log", self.dynamo_environment())
 
     def replica(self, index: int) -> ProcessSpec:
         """One tritonserver under `serving up` (its own supervisor: restarts, canary), no OpenAI front."""
