@@ -27,7 +27,7 @@ from contract.features import ENGINE_INPUT_FEATURES, SAMPLING_INPUT_FEATURES, re
 from contract.params import InvalidParameter
 from contract.tensors import ENGINE_INPUTS, by_name
 from model_repository.engine_step.engine_inputs import EngineInputs, GenerationOptions
-from model_repository.text.preprocessor import resolve_sampling, sampling_fields
+from model_repository.text.preprocessor import engine_sampling, resolve_sampling, sampling_fields
 
 # Keys of each section that the worker maps or leaves to the frontend; a key of a section outside
 # these with a value is refused (Dynamo 1.6.1's fields: docs/cluster.md, "What the worker honours").
@@ -191,14 +191,8 @@ def engine_request(request: Mapping[str, Any], replica: ReplicaModel, streaming:
         end_id=eos[0],
         pad_id=replica.defaults.pad_id,
         stop_words_list=stop_rows,
-        runtime_top_k=resolved.top_k,
-        runtime_top_p=resolved.top_p,
-        temperature=resolved.temperature,
-        repetition_penalty=1.0 if sent.repetition_penalty is None else sent.repetition_penalty,
-        presence_penalty=sent.presence_penalty or 0.0,
-        frequency_penalty=sent.frequency_penalty or 0.0,
+        **engine_sampling(sent, resolved),
         min_tokens=min_tokens,
-        seed=resolved.seed,
         return_log_probs=k is not None,
         streaming=streaming,
         options=generation,

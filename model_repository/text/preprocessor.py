@@ -79,6 +79,19 @@ def sampling_fields(req: SamplingFields, sampling: Sampling) -> dict:
     return sent
 
 
+def engine_sampling(req: SamplingFields, sampling: Sampling) -> dict:
+    """The engine inputs of the request's sampling, the engine's defaults for what it did not send."""
+    return {
+        "runtime_top_k": sampling.top_k,
+        "runtime_top_p": sampling.top_p,
+        "temperature": sampling.temperature,
+        "seed": sampling.seed,
+        "repetition_penalty": 1.0 if req.repetition_penalty is None else req.repetition_penalty,
+        "presence_penalty": req.presence_penalty or 0.0,
+        "frequency_penalty": req.frequency_penalty or 0.0,
+    }
+
+
 class Preprocessor:
     def __init__(self, params: PreprocessingParameters, tokenizer=None) -> None:
         self.params = params
@@ -170,14 +183,8 @@ class Preprocessor:
             stop_words_list=tuple(stop_rows),
             bad_words_list=tuple(bad_rows),
             embedding_bias=self.embedding_bias(req),
-            runtime_top_k=sampling.top_k,
-            runtime_top_p=sampling.top_p,
-            temperature=sampling.temperature,
-            repetition_penalty=1.0 if req.repetition_penalty is None else req.repetition_penalty,
-            presence_penalty=req.presence_penalty or 0.0,
-            frequency_penalty=req.frequency_penalty or 0.0,
+            **engine_sampling(req, sampling),
             min_tokens=req.min_tokens or 0,
-            seed=sampling.seed,
             return_log_probs=req.return_log_probs,
             exclude_input_in_output=True,  # postprocessing echoes the prompt text if asked
             streaming=req.stream,
