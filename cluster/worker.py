@@ -68,13 +68,13 @@ class ReplicaWorker:
 
     async def generate(self, request, context):
         try:
-            engine = engine_request(request, self.replica)
+            mapped = engine_request(request, self.replica)
         except InvalidParameter as e:
             raise self._x.InvalidArgument(str(e)) from None
         if self.replica_gone.is_set():
             raise self._x.EngineShutdown(f"replica {self.settings.replica_grpc} is not serving")
-        call = self.engine.start(engine_arrays(engine), context.id())
-        maker = ChunkMaker(engine, self._token_text)
+        call = self.engine.start(engine_arrays(mapped), context.id())
+        maker = ChunkMaker(mapped, self._token_text)
         stopped = asyncio.ensure_future(context.async_killed_or_stopped())
         stopped.add_done_callback(lambda f: None if f.cancelled() else call.stop())
         try:
@@ -91,8 +91,8 @@ class ReplicaWorker:
                 call.stop()
 
     def _dynamo_error(self, e: EngineError) -> Exception:
-        """EngineShutdown for a replica that is gone (Dynamo migrates the request), the others as
-        Dynamo's categories."""
+        """Dynamo's category of an engine error.  EngineShutdown (a replica that is gone) and
+        WorkerUnavailable (a full engine) are ones Dynamo's frontend migrates to another worker."""
         if e.kind == ErrorKind.REPLICA_GONE:
             self.replica_gone.set()
             return self._x.EngineShutdown(str(e))
