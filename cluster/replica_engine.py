@@ -22,6 +22,7 @@ from tritonclient.grpc import service_pb2, service_pb2_grpc
 from model_repository.engines.relay.engine_errors import OUR_CODE, classify
 from model_repository.engines.relay.relay import forwarded, requested_outputs, stop_request_arrays
 from model_repository.triton.engine_grpc import (
+    CALL_FAILED,
     CHANNEL_OPTIONS,
     STOP_TIMEOUT_S,
     EngineReply,
@@ -53,7 +54,7 @@ def error_kind(message: str) -> EngineError:
     """What an engine reply's error means for the request (our models' errors carry their code
     first: model_repository/engines/relay/engine_errors.py; a call failure is UNAVAILABLE, from
     engine_grpc.rpc_failure)."""
-    if message.startswith("[UNAVAILABLE] the server's engine call failed"):
+    if message.startswith(CALL_FAILED):
         return EngineError(ErrorKind.REPLICA_GONE, message)
     code, text = classify(message)
     match = OUR_CODE.match(text)

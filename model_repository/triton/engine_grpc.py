@@ -46,6 +46,8 @@ CHANNEL_OPTIONS = (("grpc.max_receive_message_length", -1), ("grpc.max_send_mess
 STOP_TIMEOUT_S = 30.0
 _FALSE = {"false", "0", "off", "no"}
 _ANY_ADDRESS = {"", "0.0.0.0", "::", "[::]"}
+# How an error reply of rpc_failure begins (the Dynamo worker tells a replica that is gone by it).
+CALL_FAILED = "[UNAVAILABLE] the server's engine call failed"
 
 
 class RelayConfigError(ValueError):
@@ -148,10 +150,7 @@ def rpc_failure(error: grpc.RpcError) -> str:
     code = error.code() if hasattr(error, "code") else None
     details = error.details() if hasattr(error, "details") else str(error)
     name = code.name if code is not None else "UNKNOWN"
-    return (
-        f"[UNAVAILABLE] the server's engine call failed ({name}: {details}): the server is stopping or "
-        "restarting; retry"
-    )
+    return f"{CALL_FAILED} ({name}: {details}): the server is stopping or restarting; retry"
 
 
 class EngineClient:
