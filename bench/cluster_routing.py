@@ -33,7 +33,7 @@ from bench.multiturn import QUESTIONS, system_prompt
 from bench.peer_compare import prompts
 from bench.workload import TOPICS
 from cluster.keeper import Keeper
-from cluster.launcher import Cluster
+from cluster.launcher import Cluster, free_base_port, model_listed
 from cluster.topology import ClusterSpec, RouterMode
 from contract import metrics
 from serving import ports, prometheus
@@ -208,9 +208,9 @@ def hop_cost(
     for level in levels:
         for n in range(pairs):
             order = list(targets) if n % 2 == 0 else list(reversed(targets))
+            texts = prompts(max(8, 2 * level), seed=n)  # the same prompts for both sides of the pair
             results = {}
             for name in order:
-                texts = prompts(max(8, 2 * level), seed=n)
                 results[name] = run_http(
                     name,
                     targets[name],
@@ -259,7 +259,7 @@ def run(
         model_name=model,
         replicas=2,
         frontend_port=ports.free_loopback_port(),
-        base_port=_free_base(),
+        base_port=free_base_port(2),
         state_dir=out / "cluster",
         dynamo_python=dynamo_python,
     )
@@ -312,25 +312,11 @@ def run(
 
 
 def _wait_models(url: str, model: str, timeout_s: float = 120.0) -> None:
-    from cluster.launcher import get_json
-
     deadline = time.monotonic() + timeout_s
-    while not any(m.get("id") == model for m in (get_json(f"{url}/v1/models") or {}).get("data", [])):
+    while not model_listed(url, model):
         if time.monotonic() > deadline:
             raise RuntimeError(f"{url} did not list {model} in {timeout_s:.0f}s")
         time.sleep(0.25)
-
-
-def _free_base() -> int:
-    for base in range(21000, 60000, 100):
-        try:
-            ports.ensure_free(
-                "127.0.0.1", [ports.NamedPort("p", "-", base + 10 * i + k) for i in range(2) for k in range(3)]
-            )
-            return base
-        except ports.PortUnavailable:
-            continue
-    raise RuntimeError("no free block of ports")
 
 
 def markdown(report: dict) -> list[str]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -42,6 +43,12 @@ def _alive(pid: int) -> bool:
     except OSError:
         return False
     return True
+
+
+def _running(state_dir: Path) -> dict | None:
+    """The record of the `up` that runs now, if one does."""
+    record = _record(state_dir)
+    return record if record and _alive(record["pid"]) else None
 
 
 @click.group()
@@ -109,8 +116,8 @@ def up(
     detach: bool,
 ) -> None:
     """Start the cluster and keep it running until Ctrl-C / SIGTERM."""
-    record = _record(state_dir)
-    if record and _alive(record["pid"]):
+    record = _running(state_dir)
+    if record:
         raise click.ClickException(f"a cluster is running already (pid {record['pid']}): python -m cluster down")
     if detach:
         _detach(state_dir, ready_timeout_s)
@@ -151,15 +158,7 @@ def up(
 
 
 def _write_record(state_dir: Path, spec: ClusterSpec, ready: bool) -> None:
-    record = {
-        "pid": os.getpid(),
-        "ready": ready,
-        "frontend": spec.frontend_url,
-        "replicas": spec.replicas,
-        "base_port": spec.base_port,
-        "host": spec.host,
-        "router_mode": spec.router_mode.value,
-    }
+    record = {"pid": os.getpid(), "ready": ready, "frontend": spec.frontend_url, "router_mode": spec.router_mode.value}
     (state_dir / RECORD).write_text(json.dumps(record))
 
 
@@ -181,14 +180,15 @@ def _detach(state_dir: Path, ready_timeout_s: float) -> None:
     """Run `up` (this command line without --detach) in the background; return once it is ready."""
     state_dir.mkdir(parents=True, exist_ok=True)
     argv = [a for a in sys.argv[1:] if a != "--detach"]
-    log = open(state_dir / "up.log", "ab")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "cluster", *argv], stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-    )
+    log = state_dir / "up.log"
+    with open(log, "ab") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "cluster", *argv], stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
     deadline = time.monotonic() + ready_timeout_s + 30
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise click.ClickException(f"the cluster did not start (exit {process.returncode}); see {log.name}")
+            raise click.ClickException(f"the cluster did not start (exit {process.returncode}); see {log}")
         record = _record(state_dir)
         if record and record.get("ready") and record.get("pid") == process.pid:
             click.echo(
@@ -197,7 +197,7 @@ def _detach(state_dir: Path, ready_timeout_s: float) -> None:
             )
             return
         time.sleep(0.5)
-    raise click.ClickException(f"the cluster was not ready in time; see {log.name}")
+    raise click.ClickException(f"the cluster was not ready in time; see {log}")
 
 
 def _banner(spec: ClusterSpec, waited: float) -> str:
@@ -217,11 +217,11 @@ def _banner(spec: ClusterSpec, waited: float) -> str:
 @click.option("--timeout", "timeout_s", type=float, default=120.0, show_default=True)
 def down(state_dir: Path, timeout_s: float) -> None:
     """Stop a running cluster (its `up` process stops every part, workers first)."""
-    record = _record(state_dir)
-    if not record or not _alive(record["pid"]):
+    record = _running(state_dir)
+    if not record:
         click.echo("no cluster is running")
         return
-    os.kill(record["pid"], 15)
+    os.kill(record["pid"], signal.SIGTERM)
     deadline = time.monotonic() + timeout_s
     while _alive(record["pid"]) and time.monotonic() < deadline:
         time.sleep(0.5)
@@ -235,8 +235,7 @@ def down(state_dir: Path, timeout_s: float) -> None:
 @click.option("--state-dir", type=click.Path(file_okay=False, path_type=Path), default=STATE_DIR, show_default=True)
 def scale(replicas: int, state_dir: Path) -> None:
     """Set the number of replicas of the running cluster."""
-    record = _record(state_dir)
-    if not record or not _alive(record["pid"]):
+    if not _running(state_dir):
         raise click.ClickException("no cluster is running: python -m cluster up")
     (state_dir / WANTED).write_text(str(replicas))
     click.echo(f"asked for {replicas} replicas")
@@ -246,8 +245,8 @@ def scale(replicas: int, state_dir: Path) -> None:
 @click.option("--state-dir", type=click.Path(file_okay=False, path_type=Path), default=STATE_DIR, show_default=True)
 def status(state_dir: Path) -> None:
     """The running cluster and the workers its frontend routes to."""
-    record = _record(state_dir)
-    if not record or not _alive(record["pid"]):
+    record = _running(state_dir)
+    if not record:
         raise click.ClickException("no cluster is running")
     health = get_json(f"{record['frontend']}/health") or {}
     click.echo(

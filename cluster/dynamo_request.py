@@ -134,7 +134,7 @@ def _guide(value: Any) -> dict[str, str]:
     return {"guided_decoding_guide_type": GUIDES[key], "guided_decoding_guide": guide}
 
 
-def engine_request(request: Mapping[str, Any], replica: ReplicaModel, streaming: bool = True) -> EngineRequest:
+def engine_request(request: Mapping[str, Any], replica: ReplicaModel) -> EngineRequest:
     """Raises InvalidParameter naming the field."""
     if not isinstance(request, Mapping):
         raise InvalidParameter("request", "expected an object")
@@ -194,7 +194,7 @@ def engine_request(request: Mapping[str, Any], replica: ReplicaModel, streaming:
         **engine_sampling(sent, resolved),
         min_tokens=min_tokens,
         return_log_probs=k is not None,
-        streaming=streaming,
+        streaming=True,  # the engine model is decoupled (ReplicaModel.read refuses one that is not)
         options=generation,
     )
     return EngineRequest(inputs, frozenset((eos[0], *(r[0] for r in stop_rows))), len(prompt))

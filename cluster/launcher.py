@@ -6,6 +6,7 @@ finish), then the frontend, then the replicas (they drain)."""
 from __future__ import annotations
 
 import json
+import random
 import shutil
 import threading
 import time
@@ -17,7 +18,8 @@ from typing import Callable
 
 from cluster.dynamo_names import ENDPOINT
 from cluster.keeper import Keeper
-from cluster.topology import ClusterSpec
+from cluster.topology import ClusterSpec, ReplicaPorts
+from contract import names
 from serving import ports
 from serving.supervisor import GaveUp, RestartPolicy
 
@@ -45,6 +47,41 @@ def get_json(url: str, timeout_s: float = 2.0) -> dict | None:
         return None
 
 
+def model_listed(frontend_url: str, model: str) -> bool:
+    """The frontend at `frontend_url` lists `model` (a worker of it has registered)."""
+    models = get_json(f"{frontend_url}/v1/models") or {}
+    return any(m.get("id") == model for m in models.get("data", []))
+
+
+def replica_ports(base_port: int, index: int) -> list[ports.NamedPort]:
+    p = ReplicaPorts.of(base_port, index)
+    return [
+        ports.NamedPort(f"replica {index} {name}", "--base-port", port)
+        for name, port in (("HTTP", p.http), ("gRPC", p.grpc), ("metrics", p.metrics))
+    ]
+
+
+def _ensure_free(host: str, wanted: list[ports.NamedPort]) -> None:
+    try:
+        ports.ensure_free(host, wanted)
+    except ports.PortUnavailable as e:
+        raise ClusterFailed(str(e)) from None
+
+
+def free_base_port(replicas: int, host: str = names.DEFAULT_HOST, tries: int = 50) -> int:
+    """A base port whose first `replicas` replicas' ports are all free now, picked at random (for
+    clusters started beside other servers: tests, benchmarks)."""
+    rng = random.Random()
+    for _ in range(tries):
+        base = rng.randrange(20000, 40000, 10)
+        try:
+            ports.ensure_free(host, [p for i in range(replicas) for p in replica_ports(base, i)])
+            return base
+        except ports.PortUnavailable:
+            continue
+    raise ClusterFailed(f"no free block of ports for {replicas} replicas in {tries} tries")
+
+
 class Cluster:
     def __init__(self, spec: ClusterSpec, report: Callable[[str], None] = print) -> None:
         spec.validate()
@@ -58,18 +95,8 @@ class Cluster:
         self._watcher: threading.Thread | None = None
 
     # --- the parts ----------------------------------------------------------------------
-    def _needed_ports(self, index: int) -> list[ports.NamedPort]:
-        p = self.spec.ports(index)
-        return [
-            ports.NamedPort(f"replica {index} {name}", "--base-port", port)
-            for name, port in (("HTTP", p.http), ("gRPC", p.grpc), ("metrics", p.metrics))
-        ]
-
     def _start_replica(self, index: int) -> Replica:
-        try:
-            ports.ensure_free(self.spec.host, self._needed_ports(index))
-        except ports.PortUnavailable as e:
-            raise ClusterFailed(str(e)) from None
+        _ensure_free(self.spec.host, replica_ports(self.spec.base_port, index))
         replica = Replica(
             index,
             Keeper(self.spec.replica(index), RESTARTS, self._report),
@@ -88,10 +115,7 @@ class Cluster:
                 f"{self.spec.dynamo_python} is missing: make the Dynamo environment first "
                 "(python -m cluster environment)"
             )
-        try:
-            ports.ensure_free(self.spec.host, [ports.NamedPort("frontend", "--port", self.spec.frontend_port)])
-        except ports.PortUnavailable as e:
-            raise ClusterFailed(str(e)) from None
+        _ensure_free(self.spec.host, [ports.NamedPort("frontend", "--port", self.spec.frontend_port)])
         # File discovery keeps an entry per instance; a killed run's entries would list workers
         # that are gone until their TTL ran out.
         shutil.rmtree(self.spec.state_dir / "discovery", ignore_errors=True)
@@ -126,8 +150,7 @@ class Cluster:
         ]
 
     def model_listed(self) -> bool:
-        models = get_json(f"{self.spec.frontend_url}/v1/models") or {}
-        return any(m.get("id") == self.spec.model_name for m in models.get("data", []))
+        return model_listed(self.spec.frontend_url, self.spec.model_name)
 
     def wait_ready(self, timeout_s: float = 600.0, instances: int | None = None) -> float:
         """Until the frontend lists the model and routes to `instances` workers (default: one per

@@ -76,7 +76,7 @@ class ReplicaEngine:
         self.model = model
         self._channel = grpc.aio.insecure_channel(target, options=CHANNEL_OPTIONS)
         self._stub = service_pb2_grpc.GRPCInferenceServiceStub(self._channel)
-        self._pumps: set[asyncio.Task] = set()  # streams read on after their handler left
+        self._pumps: set[asyncio.Task] = set()  # streams and stop calls, read on after their handler left
 
     async def ready(self, timeout_s: float = 2.0) -> bool:
         """The server is live and ready, and so is the engine model."""
@@ -102,10 +102,15 @@ class ReplicaEngine:
     def start(self, arrays: Mapping[str, np.ndarray], request_id: str) -> "EngineCall":
         request = infer_request(self.model, forwarded(arrays), requested_outputs(arrays), request_id)
         replies: asyncio.Queue = asyncio.Queue()
-        pump = asyncio.get_running_loop().create_task(self._call(request, replies))
-        self._pumps.add(pump)
-        pump.add_done_callback(self._pumps.discard)
+        self.run_on(self._call(request, replies))
         return EngineCall(self, request_id, replies)
+
+    def run_on(self, work) -> asyncio.Task:
+        """`work` on a task of its own that close() waits for (it outlives the handler that started it)."""
+        task = asyncio.get_running_loop().create_task(work)
+        self._pumps.add(task)
+        task.add_done_callback(self._pumps.discard)
+        return task
 
     async def stop(self, request_id: str) -> None:
         """TensorRT-LLM's stop protocol: the target cancels the running request with this id."""
@@ -146,6 +151,4 @@ class EngineCall:
     def stop(self) -> None:
         """Stop the engine request (once; the stop call runs on its own task)."""
         if self._stopping is None and not self.ended:
-            self._stopping = asyncio.get_running_loop().create_task(self._engine.stop(self.request_id))
-            self._engine._pumps.add(self._stopping)
-            self._stopping.add_done_callback(self._engine._pumps.discard)
+            self._stopping = self._engine.run_on(self._engine.stop(self.request_id))

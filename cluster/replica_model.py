@@ -66,6 +66,11 @@ class ReplicaModel:
             models = [m for m, _ in ENGINE_MODELS]
             raise ReplicaModelError(f"{repository} has none of the engine models {models}: render the repository first")
         model, block = found[0]
+        if not read_config(repository / model / "config.pbtxt").model_transaction_policy.decoupled:
+            raise ReplicaModelError(
+                f"{repository}/{model}: 'model_transaction_policy.decoupled' is false; the Dynamo worker streams "
+                "every request, so render the repository decoupled (the default)"
+            )
         config = read_config(repository / names.PREPROCESSING / "config.pbtxt")
         raw = {key: value.string_value for key, value in config.parameters.items()}
         params = from_parameters(PreprocessingParameters, names.PREPROCESSING, raw)

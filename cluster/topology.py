@@ -33,6 +33,12 @@ class ReplicaPorts:
     grpc: int
     metrics: int
 
+    @classmethod
+    def of(cls, base_port: int, replica: int) -> "ReplicaPorts":
+        """Replica i of a cluster whose ports start at `base_port`: HTTP base + 10i, gRPC + 1, metrics + 2."""
+        base = base_port + 10 * replica
+        return cls(base, base + 1, base + 2)
+
 
 @dataclass(frozen=True)
 class ClusterSpec:
@@ -65,8 +71,7 @@ class ClusterSpec:
             )
 
     def ports(self, replica: int) -> ReplicaPorts:
-        base = self.base_port + 10 * replica
-        return ReplicaPorts(base, base + 1, base + 2)
+        return ReplicaPorts.of(self.base_port, replica)
 
     @property
     def frontend_url(self) -> str:

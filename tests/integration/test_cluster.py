@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
-import random
 import signal
 import time
 
@@ -18,7 +17,7 @@ import psutil
 import pytest
 
 from client import ChatMessage, LlmClient, SamplingParams
-from cluster.launcher import Cluster
+from cluster.launcher import Cluster, free_base_port
 from cluster.topology import ClusterSpec
 from contract import metrics
 from serving import ports, prometheus
@@ -32,24 +31,10 @@ STORIES = [f"Write a long story about a {animal} who learns to sail." for animal
            ("cat", "dog", "fox", "owl", "bear", "wolf", "hare", "crow")]
 
 
-def free_base_port() -> int:
-    """A base port whose replica ports (base + 10i + 0..2, three replicas) are all free."""
-    rng = random.Random()
-    for _ in range(50):
-        base = rng.randrange(20000, 40000, 10)
-        wanted = [ports.NamedPort("p", "-", base + 10 * i + k) for i in range(3) for k in range(3)]
-        try:
-            ports.ensure_free("127.0.0.1", wanted)
-            return base
-        except ports.PortUnavailable:
-            continue
-    raise RuntimeError("no free block of ports")
-
-
 @pytest.fixture(scope="module")
 def cluster(repository, tmp_path_factory):
     spec = ClusterSpec(repository=repository, model_name=served_model_name(repository), replicas=2,
-                       frontend_port=ports.free_loopback_port(), base_port=free_base_port(),
+                       frontend_port=ports.free_loopback_port(), base_port=free_base_port(3),
                        state_dir=tmp_path_factory.mktemp("cluster"), dynamo_python=dynamo_venv() / "bin" / "python",
                        exit_timeout_s=10)
     c = Cluster(spec, report=lambda message: print(f"[cluster] {message}"))

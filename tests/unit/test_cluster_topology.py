@@ -91,3 +91,17 @@ def test_stop_ends_the_process_and_what_it_started(tmp_path):
     assert not keeper.alive()
     gone, alive = psutil.wait_procs(children, timeout=5)
     assert not alive
+
+
+def test_a_worker_refuses_an_engine_model_that_is_not_decoupled(tmp_path):
+    """The worker streams every request: a repository rendered non-decoupled fails at load, naming
+    the setting (and one with no engine model names the ones it looks for)."""
+    from cluster.replica_model import ReplicaModel, ReplicaModelError
+
+    with pytest.raises(ReplicaModelError, match="openvino_llm"):
+        ReplicaModel.read(tmp_path, "m")
+    (tmp_path / "openvino_llm").mkdir()
+    (tmp_path / "openvino_llm" / "config.pbtxt").write_text(
+        'name: "openvino_llm"\nmodel_transaction_policy { decoupled: false }\n')
+    with pytest.raises(ReplicaModelError, match="model_transaction_policy.decoupled"):
+        ReplicaModel.read(tmp_path, "m")
