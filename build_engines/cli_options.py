@@ -422,6 +422,22 @@ _OPTIONS = [
         default=None,
         help="[tensorrt_llm_pytorch draft_target/eagle3] the draft model or the Eagle3 heads checkpoint.",
     ),
+    click.option(
+        "--sampler",
+        type=click.Choice(["auto", "torch", "trtllm"]),
+        default="auto",
+        show_default=True,
+        help="[tensorrt_llm_pytorch] LLM(sampler_type=...): torch (TorchSampler, upstream's default), trtllm "
+        "(TRTLLMSampler: applies penalties, bad words and seeds at 1.2.1; no speculative decoding, no "
+        "top_logprobs), auto: the one that applies every --sampling-fields field (docs/pytorch-backend.md).",
+    ),
+    click.option(
+        "--sampling-fields",
+        default="",
+        metavar="F1,F2",
+        help="[tensorrt_llm_pytorch] sampling fields the deployment must apply (repetition_penalty, "
+        "presence_penalty, frequency_penalty, seed, bad_words, ...); --sampler auto picks the sampler by them.",
+    ),
 ]
 
 
@@ -567,6 +583,8 @@ def make_spec(
     speculative_model_dir: Path | None = None,
     top_logprobs: bool = _OV.top_logprobs,
     fuse_projections: bool = _OV.fuse_projections,
+    sampler: str = "auto",
+    sampling_fields: str = "",
 ) -> BuildSpec:
     engine_backend = EngineBackend(backend)
     given = {
@@ -641,12 +659,16 @@ def make_spec(
                 max_matching_ngram_size,
                 str(speculative_model_dir.resolve()) if speculative_model_dir else "",
             ),
+            sampler=sampler,
+            sampling_fields=sampling_fields,
         )
         if draft_checkpoint is not None:
             raise SpecError(
                 "'draft_checkpoint' configures --backend openvino or tensorrt_llm; on "
                 "tensorrt_llm_pytorch use --pt-speculative-decoding draft_target --speculative-model-dir DIR"
             )
+    elif sampler != "auto" or sampling_fields:
+        raise SpecError("'sampler' and 'sampling_fields' configure --backend tensorrt_llm_pytorch")
     elif (
         pt_speculative_decoding != PyTorchSpecMode.NONE.value
         or speculative_model_dir is not None

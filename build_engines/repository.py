@@ -55,7 +55,7 @@ def engine_features(spec: BuildSpec, lora: bool = False) -> EngineFeatures:
     if spec.backend == EngineBackend.TENSORRT_LLM:
         engine = trtllm_engine(spec.trtllm.trtllm_version)  # the sampling fields its version honours
     elif spec.backend == EngineBackend.TENSORRT_LLM_PYTORCH:
-        engine = pytorch_engine(spec.pytorch.trtllm_version)
+        engine = pytorch_engine(spec.pytorch.trtllm_version, spec.pytorch.sampler_plan.sampler)
     else:
         engine = CPU_ENGINE
     serving: dict[EngineBackend, TrtLlmServing | PyTorchServing] = {

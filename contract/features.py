@@ -220,9 +220,9 @@ CPU_ENGINE_DRAFT_MODEL = EngineFeatures(
 _TRTLLM_BASE = frozenset({Feature.MULTIPLE_SEQUENCES, Feature.PERF_METRICS, Feature.EMBEDDING_BIAS})
 
 
-def _honoured(path: EnginePath, version: str) -> frozenset[Feature]:
+def _honoured(path: EnginePath, version: str, sampler: str | None = None) -> frozenset[Feature]:
     table = sampling_support(version)
-    return frozenset(f for field, f in SAMPLING_FIELD_FEATURES.items() if table.honoured(path, field))
+    return frozenset(f for field, f in SAMPLING_FIELD_FEATURES.items() if table.honoured(path, field, sampler))
 
 
 def trtllm_engine(version: str) -> EngineFeatures:
@@ -246,18 +246,25 @@ TRTLLM_ENGINE = EngineFeatures(
 # result.logprobs, result.logprobs.top_k).  Logit bias, perf metrics, logits and beams exist in
 # the LLM API but are not wired to our contract yet: refused (priorities too: whether the LLM API
 # at the pinned versions takes one was not read).
-# Penalties, seeds, bad words: as TorchSampler (the default sampler) does at that version (rows
-# pytorch.* of sampling_support_<version>.json: 1.2.1 accepts and ignores all five, so they are
-# refused naming it).  TRTLLMSampler, which honours them, is not selected (rows' alternative).
+# Penalties, seeds, bad words: as the deployment's sampler does at that version (rows pytorch.* of
+# sampling_support_<version>.json: 1.2.1's TorchSampler accepts and ignores all five, so they are
+# refused naming it; its TRTLLMSampler, which the plan picks for a deployment that needs them
+# (build_engines/pytorch/sampler.py), applies them).  A sampler whose limits say it returns only
+# the sampled token's log prob (limit top_logprobs) has no top-k log probabilities.
 _PYTORCH_BASE = frozenset({Feature.MULTIPLE_SEQUENCES, Feature.TOP_LOG_PROBS})
 
 
-def pytorch_engine(version: str) -> EngineFeatures:
-    """tensorrt_llm_pytorch on one TensorRT-LLM version, its default sampler named."""
-    sampler = sampling_support(version).row(EnginePath.PYTORCH, "seed").sampler
+def pytorch_engine(version: str, sampler: str | None = None) -> EngineFeatures:
+    """tensorrt_llm_pytorch on one TensorRT-LLM version with `sampler` (default: the version's default), named."""
+    table = sampling_support(version)
+    sampler = sampler or table.default_sampler(EnginePath.PYTORCH)
+    base = _PYTORCH_BASE
+    info = table.samplers.get((EnginePath.PYTORCH, sampler))
+    if info is not None and info.limit("top_logprobs") is not None:
+        base = base - {Feature.TOP_LOG_PROBS}
     return EngineFeatures(
         f"TensorRT-LLM {version}'s PyTorch backend (LLM API, {sampler})",
-        _PYTORCH_BASE | _honoured(EnginePath.PYTORCH, version),
+        base | _honoured(EnginePath.PYTORCH, version, sampler),
     )
 
 

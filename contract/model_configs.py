@@ -230,6 +230,9 @@ class KvCacheDtype(str, enum.Enum):
     FP8 = "fp8"
 
 
+PYTORCH_SAMPLERS = ("TorchSampler", "TRTLLMSampler")  # TorchLlmArgs.sampler_type values the kit renders
+
+
 @dataclass(frozen=True)
 class PyTorchEngineParameters:
     """`parameters` of tensorrt_llm_pytorch: one `tensorrt_llm.LLM` (PyTorch backend) serving
@@ -267,8 +270,13 @@ class PyTorchEngineParameters:
     # request with LoRARequest (row llm.lora); "" for none
     lora_adapters: str = ""
     lora_max_rank: int = 0
+    # LLM(sampler_type=...): upstream's sampler, chosen by the plan (build_engines/pytorch/sampler.py); what
+    # it applies is in contract/upstream/data/sampling_support_<version>.json (rows pytorch.*)
+    sampler_type: str = "TorchSampler"
 
     def validate(self) -> None:
+        if self.sampler_type not in PYTORCH_SAMPLERS:
+            raise ValueError(f"'sampler_type' must be one of {list(PYTORCH_SAMPLERS)}, got {self.sampler_type!r}")
         for name in (
             "max_batch_size",
             "max_num_tokens",

@@ -4,6 +4,7 @@ the engine flow that mean nothing without an engine are refused when set, naming
 from __future__ import annotations
 
 from build_engines.gpus import GpuTarget
+from build_engines.pytorch.sampler import SamplerChoice, parse_sampling_fields
 from build_engines.pytorch.spec import PyTorchOptions, PyTorchServing
 from build_engines.pytorch.speculative import PyTorchSpeculative
 from build_engines.spec_base import SpecError
@@ -47,6 +48,8 @@ def pytorch_options(
     queue_timeout_s: float,
     speculative: PyTorchSpeculative | None = None,
     guided_decoding: str = GuidedDecodingBackend.XGRAMMAR.value,
+    sampler: str = SamplerChoice.AUTO.value,
+    sampling_fields: str = "",
     **engine_only,
 ) -> PyTorchOptions:
     set_ = [flag for flag, (key, default) in ENGINE_ONLY.items() if engine_only.get(key, default) != default]
@@ -55,6 +58,10 @@ def pytorch_options(
     try:
         target = resolve_target(triton_image, trtllm_version)
     except TrtllmTargetError as e:
+        raise SpecError(str(e)) from None
+    try:
+        fields = parse_sampling_fields(sampling_fields)
+    except ValueError as e:
         raise SpecError(str(e)) from None
     return PyTorchOptions(
         trtllm_version=target.version,
@@ -66,6 +73,8 @@ def pytorch_options(
         calib_size=calib_size,
         gpu=gpu,
         speculative=speculative or PyTorchSpeculative(),
+        sampler=SamplerChoice(sampler),
+        sampling_fields=fields,
         serving=PyTorchServing(
             kv_cache_free_gpu_mem_fraction=kv_cache_fraction,
             enable_block_reuse=kv_cache_reuse,

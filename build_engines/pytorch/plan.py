@@ -131,6 +131,7 @@ def pytorch_plan_lines(spec: BuildSpec, info: CheckpointInfo, engine_dir: Path) 
         "engine model tensorrt_llm_pytorch: "
         + _kwargs_text(llm_kwargs(params, lambda **kv: kv, lambda name, **kv: {"class": name, **kv}))
     )
+    lines.append(p.sampler_plan.describe())
     lines.append(p.speculative.describe())
     if p.speculative.llm_api_options():  # the same settings as trtllm-serve's extra_llm_api_options YAML
         lines.append(

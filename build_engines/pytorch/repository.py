@@ -68,6 +68,7 @@ def pytorch_parameters(
         guided_decoding_backend=s.guided_decoding_backend.parameter,
         lora_adapters=lora.to_parameter(list(adapters)) if adapters else "",
         lora_max_rank=lora_max_rank,
+        sampler_type=p.sampler_plan.sampler,
     )
 
 

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from build_engines.checkpoint_quant import CheckpointQuantization
 from build_engines.gpus import DEFAULT_GPU, FP8_MIN_SM, GpuTarget, known_gpu
+from build_engines.pytorch.sampler import SamplerChoice, SamplerPlan, plan_sampler
 from build_engines.pytorch.speculative import PyTorchSpecMode, PyTorchSpeculative, speculative_from_dict
 from build_engines.trtllm.options import (
     GuidedDecodingBackend,
@@ -68,10 +69,19 @@ class PyTorchOptions:
     gpu: GpuTarget = field(default_factory=lambda: known_gpu(DEFAULT_GPU))
     serving: PyTorchServing = field(default_factory=PyTorchServing)
     speculative: PyTorchSpeculative = field(default_factory=PyTorchSpeculative)  # build_engines/pytorch/speculative.py
+    # LLM(sampler_type=...), picked by the fields the deployment must apply (build_engines/pytorch/sampler.py)
+    sampler: SamplerChoice = SamplerChoice.AUTO
+    sampling_fields: tuple[str, ...] = ()
 
     @property
     def world_size(self) -> int:
         return self.tp_size * self.pp_size
+
+    @property
+    def sampler_plan(self) -> SamplerPlan:
+        return plan_sampler(
+            self.trtllm_version, self.sampler, self.sampling_fields, self.speculative.mode != PyTorchSpecMode.NONE
+        )
 
 
 def pytorch_versions() -> list[str]:
@@ -159,6 +169,7 @@ def pytorch_problems(
     if s.max_queue_size < 0 or s.queue_timeout_s < 0 or s.cancel_check_period_ms < 1:
         errors.append("'max_queue_size' and 'queue_timeout_s' must be >= 0, 'cancel_check_period_ms' >= 1")
     errors += o.speculative.problems(info)
+    errors += list(o.sampler_plan.problems)
     if o.speculative.mode != PyTorchSpecMode.NONE and o.speculative.max_draft_len >= limits.max_seq_len:
         errors.append(f"'max_draft_len' {o.speculative.max_draft_len} must be < 'max_seq_len' {limits.max_seq_len}")
     return errors
@@ -244,4 +255,6 @@ def pytorch_options_from_dict(data: dict) -> PyTorchOptions:
         serving["guided_decoding_backend"] = GuidedDecodingBackend(serving["guided_decoding_backend"])
     d["serving"] = PyTorchServing(**serving)
     d["speculative"] = speculative_from_dict(d.get("speculative"))
+    d["sampler"] = SamplerChoice(d.get("sampler", SamplerChoice.AUTO.value))  # older records lack both
+    d["sampling_fields"] = tuple(d.get("sampling_fields", ()))
     return PyTorchOptions(**d)

@@ -131,8 +131,9 @@ def test_an_error_response_raises_in_the_reader(trtllm, api):
 
 def test_what_the_executor_sends_streaming_or_not(trtllm, api):
     """llmRequest.cpp 72-78, 113-135, 152-156, 223-224: streaming sends the tokens not sent
-    yet; otherwise one response with every token when the sequence finishes; log probs are
-    every one so far; a child is seeded seed + its index (329-342), best_of sequences run."""
+    yet; otherwise one response with every token when the sequence finishes; log probs, since
+    PR #8785 (in 1.2.1, which the stand-in stands in for), only the ones new in the response; a
+    child is seeded seed + its index (329-342), best_of sequences run."""
     responses, _ = api
     whole = responses.RequestResults(1, params(trtllm, logprobs=1), streaming=False)
     assert whole.advance(0, [4], [-0.5], -0.5) is None
@@ -144,8 +145,7 @@ def test_what_the_executor_sends_streaming_or_not(trtllm, api):
     assert streamed.advance(0, [6], [-0.25], -0.75).result.output_token_ids == [[6]]
     assert streamed.advance(0, [], [], -0.75) is None  # nothing new, not finished: no response
     end = streamed.advance(0, [], [], -0.75, responses.FinishReason.END_ID).result  # finished: always one
-    assert (end.output_token_ids, end.log_probs, end.finish_reasons) == ([[]], [[-0.5, -0.25]],
-                                                                         [responses.FinishReason.END_ID])
+    assert (end.output_token_ids, end.log_probs, end.finish_reasons) == ([[]], [[]], [responses.FinishReason.END_ID])
     p = params(trtllm, n=2, best_of=3, seed=40)
     assert responses.sequence_count(p) == 3
     assert [responses.sequence_seed(p, i) for i in range(3)] == [40, 41, 42]
@@ -197,3 +197,32 @@ def test_the_toy_model_answers_one_sequence_per_response(trtllm, tmp_path):
     assert len(steps) == 8 and all(sum(b) - sum(a) == 1 for a, b in zip([[0, 0]] + steps, steps))
     # sequence 0 finished in a response that was not the request's last: no finish reason (413)
     assert steps[-1] == [4, 4] and reasons == [None, "length"]
+
+
+@pytest.mark.parametrize("incremental", [True, False], ids=["pr8785_new_only", "before_pr8785_every_one"])
+def test_the_log_probs_a_caller_reads_are_the_same_whichever_way_responses_carry_them(
+    trtllm, api, tmp_path, monkeypatch, incremental
+):
+    """Item 5 of issue 46: PR #8785 (1.2.1, 1.3.0rc29) sends each streamed response's new log probs
+    only and result.py appends them; before it every response held all so far and result.py took
+    the new ones.  Either way CompletionOutput.logprobs / logprobs_diff are the same, one per token."""
+    responses, _ = api
+    monkeypatch.setattr(responses, "INCREMENTAL_LOG_PROBS", incremental)
+    streamed = responses.RequestResults(1, params(trtllm, logprobs=1), streaming=True)
+    streamed.advance(0, [4], [{4: -0.5}], -0.5)
+    second = streamed.advance(0, [6], [{6: -0.25}], -0.75).result
+    assert second.log_probs == ([[{6: -0.25}]] if incremental else [[{4: -0.5}, {6: -0.25}]])
+    (tmp_path / "config.json").write_text(json.dumps({"vocab_size": 16, "standin_toy_model": {}}))
+
+    async def go():
+        llm = trtllm.LLM(str(tmp_path), skip_tokenizer_init=True, kv_cache_config=trtllm.KvCacheConfig())
+        try:
+            out = llm.generate_async([1, 2], sampling_params=params(trtllm, top_k=1, logprobs=1, max_tokens=5),
+                                     streaming=True)
+            diffs = [len(step.outputs[0].logprobs_diff) async for step in out]
+            return diffs, out.outputs[0]
+        finally:
+            llm.shutdown()
+    diffs, final = asyncio.run(go())
+    assert diffs == [1] * 5 and len(final.logprobs) == len(final.token_ids) == 5
+    assert all(list(d) == [t] for d, t in zip(final.logprobs, final.token_ids))  # greedy: the top one is the token

@@ -421,6 +421,7 @@ def test_what_the_llm_refuses_fails_the_request_with_its_words():
 def test_kv_cache_usage_is_read_from_the_stats_and_shutdown_shuts_the_llm():
     e, llm = engine(lambda n: FakeResult([[2]]))
     try:
+        run(e)  # the gauge reads the stats from the first request on
         end = time.monotonic() + 3
         while e.kv_cache_usage == 0 and time.monotonic() < end:
             time.sleep(0.02)
@@ -428,6 +429,51 @@ def test_kv_cache_usage_is_read_from_the_stats_and_shutdown_shuts_the_llm():
     finally:
         e.shutdown()
     assert llm.shut
+
+
+def test_the_gauge_does_not_ask_for_stats_before_the_first_request(capfd):
+    """Issue 46 item 5: before any request the executor answers get_stats_async with a printed
+    warning, every call (executor.py aget_stats at ed53795b, 325-329; the stand-in prints it): the
+    engine does not ask until a request has gone to the LLM, then does."""
+    e, llm = engine(lambda n: FakeResult([[2]]))
+    asked = []
+    inner = llm.get_stats_async
+    llm.get_stats_async = lambda timeout=2: (asked.append(timeout), inner(timeout))[1]
+    try:
+        time.sleep(0.3)  # six stats periods
+        assert asked == [] and e.kv_cache_usage == 0
+        run(e)
+        end = time.monotonic() + 3
+        while not asked and time.monotonic() < end:
+            time.sleep(0.02)
+        assert asked
+    finally:
+        e.shutdown()
+
+
+def test_the_standin_warns_before_the_first_request_and_the_engine_never_makes_it(trtllm, tmp_path, capfd):
+    (tmp_path / "config.json").write_text(json.dumps({"vocab_size": 16, "standin_toy_model": {}}))
+
+
+    async def direct():
+        llm = trtllm.LLM(str(tmp_path), skip_tokenizer_init=True, kv_cache_config=trtllm.KvCacheConfig(),
+                         enable_iter_perf_stats=True)
+        try:
+            return [s async for s in llm.get_stats_async(0.01)]
+        finally:
+            llm.shutdown()
+    assert asyncio.run(direct()) == []
+    assert "Iteration statistics are not available yet" in capfd.readouterr().err
+    e = LlmEngine(lambda: trtllm.LLM(str(tmp_path), skip_tokenizer_init=True, kv_cache_config=trtllm.KvCacheConfig(),
+                                     enable_iter_perf_stats=True),
+                  trtllm.SamplingParams, EngineSettings(max_batch_size=2, capacity=None, queue_timeout_s=None,
+                                                        stats_period_s=0.02), MetricsRecorder())
+    e.start(10)
+    try:
+        time.sleep(0.2)
+    finally:
+        e.shutdown()
+    assert "Iteration statistics are not available yet" not in capfd.readouterr().err
 
 
 def test_an_llm_that_fails_to_start_fails_start():

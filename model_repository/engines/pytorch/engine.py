@@ -17,7 +17,11 @@ row triton.generate_call).  Triton's execute() thread hands requests in with `su
 - `stop` aborts every running request with that Triton request id; each ends with a final
   response carrying the tokens not sent yet, as the CPU engine ends it (our contract);
 - another coroutine reads the LLM's iteration stats for the KV-cache usage gauge (kv_gauge.py:
-  re-armed at every read, 0 while the LLM is idle).
+  re-armed at every read, 0 while the LLM is idle), from the first request on: before it the
+  executor has no stats and answers every get_stats_async with a printed warning (NVIDIA/
+  TensorRT-LLM tensorrt_llm/executor/executor.py aget_stats at ed53795b, lines 325-329: "Iteration
+  statistics are not available yet. ..."; not read at the v1.2.1 tag), so polling then says nothing
+  and fills the log once a period.
 
 Sends leave the loop through one outbox thread, in order, so a slow client never holds up
 the loop.  Nothing here imports Triton or TensorRT-LLM.
@@ -100,6 +104,7 @@ class LlmEngine:
         self._thread: threading.Thread | None = None
         self._llm: Any = None
         self._gauge = KvCacheGauge(settings.stats_period_s, idle=lambda: not self._snapshot())
+        self._submitted = False  # a request reached the LLM: its iteration stats exist
 
     @property
     def kv_cache_usage(self) -> float:
@@ -200,6 +205,7 @@ class LlmEngine:
             r.output = self._llm.generate_async(
                 list(r.request.input_ids), sampling_params=params, streaming=True, **adapter
             )
+            self._submitted = True
         except Exception as e:  # refused before it ran (e.g. rows llm.max_num_tokens_check, llm.shutting_down)
             self._end(r, HandleStatus.IGNORED, f"the engine refused the request: {e}", FailCode.INTERNAL)
             return
@@ -350,10 +356,12 @@ class LlmEngine:
                     )
 
     async def _read_stats(self) -> None:
-        """The KV-cache usage from the LLM's iteration stats (row llm.get_stats_async; kv_gauge.py)."""
+        """The KV-cache usage from the LLM's iteration stats (row llm.get_stats_async; kv_gauge.py),
+        not asked for before the first request (the gauge reads 0 until then)."""
         while True:
             await asyncio.sleep(self._settings.stats_period_s)
-            await self._gauge.read(self._llm)
+            if self._submitted:
+                await self._gauge.read(self._llm)
 
     def _snapshot(self) -> list[_Request]:
         with self._lock:

@@ -97,5 +97,6 @@ def _base_kwargs(p: PyTorchEngineParameters, kv_cache_config: Callable[..., Any]
         "max_seq_len": p.max_seq_len,
         "enable_chunked_prefill": p.enable_chunked_prefill,
         "enable_iter_perf_stats": True,  # KV-cache usage for llm_kv_cache_usage_ratio (row llm.get_stats_async)
+        "sampler_type": p.sampler_type,  # the plan's choice (build_engines/pytorch/sampler.py; row llm.args.fields)
         "kv_cache_config": kv_cache_config(**kv_cache_kwargs(p)),
     } | ({"guided_decoding_backend": p.guided_decoding_backend} if p.guided_decoding_backend else {})

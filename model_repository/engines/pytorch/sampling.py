@@ -15,9 +15,10 @@ here, so the engine model refuses it by name instead of ignoring it.
 - Greedy is asked for with top_k=1 (row sampling.greedy); when sampling, TensorRT-LLM's
   "0 = not set" for top_k/top_p becomes None, because top_p == 0 would mean greedy there.
 - detokenize=False: postprocessing detokenizes (incrementally, byte-exact).
-- Fields the version's default sampler accepts and ignores (contract/upstream/data/
-  sampling_support_<version>.json, rows pytorch.*: at 1.2.1 the penalties and bad words) are
-  refused by preprocessing, naming the version; `problems(r, version)` refuses them again for
+- Fields the deployment's sampler (LLM(sampler_type=...), chosen by the plan) does not apply
+  (contract/upstream/data/sampling_support_<version>.json, rows pytorch.*: at 1.2.1 TorchSampler
+  ignores the penalties and bad words, TRTLLMSampler applies them) are refused by preprocessing,
+  naming the version and the sampler; `problems(r, version, sampler)` refuses them again for
   requests sent to the engine model directly.  A seed cannot be told from the one preprocessing
   draws for every sampled request, so only preprocessing refuses a sent seed.
 """
@@ -87,23 +88,23 @@ _ENGINE_FIELDS = (
 )
 
 
-def ignored_field_problems(r: EngineInputs, version: str) -> list[str]:
-    """A non-neutral value of a field TensorRT-LLM `version`'s default sampler accepts and ignores."""
-    ignored = {row.field: row for row in sampling_support(version).ignored(EnginePath.PYTORCH)}
+def ignored_field_problems(r: EngineInputs, version: str, sampler: str | None = None) -> list[str]:
+    """A non-neutral value of a field TensorRT-LLM `version`'s `sampler` (default: the default one) does not apply."""
+    ignored = {row.field: row for row in sampling_support(version).ignored(EnginePath.PYTORCH, sampler)}
     return [
-        f"'{name}': TensorRT-LLM {version}'s {ignored[field].sampler} accepts it and ignores it (row "
+        f"'{name}': TensorRT-LLM {version}'s {ignored[field].sampler} does not apply it (row "
         f"{ignored[field].id} of contract/upstream/data/sampling_support_{version}.json); send the neutral value"
         for field, name, neutral in _ENGINE_FIELDS
         if field in ignored and not neutral(r)
     ]
 
 
-def problems(r: EngineInputs, version: str | None = None) -> list[str]:
+def problems(r: EngineInputs, version: str | None = None, sampler: str | None = None) -> list[str]:
     """What this request asks that the LLM API cannot do (INVALID_ARG): with `version`, fields its
     sampler ignores; bad words of several tokens by id; several greedy samples (row
     sampling.validate.greedy_best_of: SamplingParams refuses them unless
     TLLM_ALLOW_N_GREEDY_DECODING is set, and n greedy copies say nothing)."""
-    out = ignored_field_problems(r, version) if version else []
+    out = ignored_field_problems(r, version, sampler) if version else []
     longer = [list(w) for w in r.bad_words_list if len(w) > 1]
     if longer and not any(p.startswith("'bad_words_list'") for p in out):
         out.append(
@@ -117,6 +118,16 @@ def problems(r: EngineInputs, version: str | None = None) -> list[str]:
             "sample (temperature > 0 with top_k > 1 or top_p > 0) or ask for one"
         )
     return out
+
+
+def sampled_token_included(version: str, sampler: str, torch_row: dict) -> bool:
+    """Whether each position's log-prob dict holds the sampled token: TorchSampler's as row
+    result.logprobs.top_k says (1.2.x: no); a sampler limited to the sampled token's log prob
+    (limit top_logprobs: TRTLLMSampler appends {sampled token: rank 1}) always."""
+    info = sampling_support(version).samplers.get((EnginePath.PYTORCH, sampler))
+    if info is not None and info.limit("top_logprobs") is not None:
+        return True
+    return bool(torch_row["sampled_token_included"])
 
 
 def log_prob_problems(r: EngineInputs, sampled_token_included: bool, version: str) -> list[str]:

@@ -32,9 +32,10 @@ class TritonPythonModel:
         record = BuildRecord.read(params.engine_dir)
         check_runtime(record)  # refuses a build made for another TensorRT-LLM
         self.version = record.versions["tensorrt_llm"]
-        # row result.logprobs.top_k: whether each position's log probs hold the sampled token
-        self.sampled_log_probs = (
-            llmapi_table(self.version).rule("result.logprobs.top_k").extra["sampled_token_included"]
+        self.sampler = params.sampler_type  # the plan's choice (build_engines/pytorch/sampler.py)
+        # whether each position's log probs hold the sampled token (TorchSampler: row result.logprobs.top_k)
+        self.sampled_log_probs = sampling.sampled_token_included(
+            self.version, self.sampler, llmapi_table(self.version).rule("result.logprobs.top_k").extra
         )
         place = mpi_world.world(os.environ)
         if place.role == mpi_world.Role.SINGLE:
@@ -76,7 +77,7 @@ class TritonPythonModel:
             cancel_period_s=params.cancel_check_period_ms / 1000,
             stats_period_s=params.stats_period_s,
         )
-        self.features = features.PYTORCH_ENGINE
+        self.features = features.pytorch_engine(self.version, self.sampler)
         guided: Any = None  # tensorrt_llm's GuidedDecodingParams class with a guided decoding backend
         if params.guided_decoding_backend:
             from tensorrt_llm.sampling_params import GuidedDecodingParams
@@ -116,7 +117,7 @@ class TritonPythonModel:
     def _problems(self, row):
         return (
             self.check.problems(row)
-            + sampling.problems(row, self.version)
+            + sampling.problems(row, self.version, self.sampler)
             + sampling.log_prob_problems(row, self.sampled_log_probs, self.version)
             + lora.request_problems(row.options.lora_task_id, self.adapter_names)
         )

@@ -13,6 +13,13 @@ carries and when, from upstream's source:
 - SAMPLING_PARAMS = NVIDIA/TensorRT-LLM tensorrt_llm/sampling_params.py at a98a9061 (the
   commit contract/upstream/data/llmapi_1.2.1.json names): SamplingParams._get_sampling_config
   (lines not counted: only the second half of that file was read here).
+- PR_8785 = NVIDIA/TensorRT-LLM#8785 "Return logprobs incrementally in torch backend" (merged to
+  main 2025-11, during the 1.2.0rc series - 1.2.0rc2 was released from main on 2025-11-07,
+  tensorrtllm_backend#819 - and before main moved on to 1.3.0rc (1.3.0rc1 was out by 2026-01-30,
+  ai-dynamo/dynamo#5807): taken to be in 1.2.1 and in 1.3.0rc29; not confirmed at either tag): in streaming without beam search the PyTorch
+  backend sends only the log probs new in each response, and result.py appends them as they are
+  (its diff of _handle_sequence: `output.logprobs += response_tensors.log_probs[src_idx]`, where
+  it sliced a growing list before).  INCREMENTAL_LOG_PROBS says which the stand-in reproduces.
 """
 
 from __future__ import annotations
@@ -20,6 +27,10 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 from typing import Any, Optional
+
+
+# True: PR_8785's behaviour (1.2.1, 1.3.0rc29); False: every response holds every log prob so far (before it)
+INCREMENTAL_LOG_PROBS = True
 
 
 class FinishReason(enum.Enum):
@@ -43,7 +54,8 @@ class Result:
     is_sequence_final: bool  # this sequence finished
     is_final: bool  # every sequence of the request finished (createResult 85-89: mSequenceFinalVec, all_of)
     cum_log_probs: Optional[list[float]] = None  # [beam], only with log probs asked
-    log_probs: Optional[list[list[Any]]] = None  # [beam][every token so far], only with log probs asked
+    # [beam][the tokens' log probs], only with log probs asked: this response's new ones (PR_8785), or every one so far
+    log_probs: Optional[list[list[Any]]] = None
     decoding_iter: int = 0
 
 
@@ -124,8 +136,12 @@ class RequestResults:
         seq.sent = len(seq.tokens)  # 223-224 setMaxSentTokenLen
         result = Result(sequence_index=index, output_token_ids=[seq.tokens[start:]], finish_reasons=[seq.reason],
                         is_sequence_final=finished, is_final=self.finished, decoding_iter=seq.iterations,
-                        # 152-156 returnLogProbs: cumLogProbs and the whole logProbs list so far
+                        # 152-156 returnLogProbs: cumLogProbs and the logProbs (PR_8785: only the new ones)
                         cum_log_probs=[seq.cum_log_prob] if self._log_probs else None,
-                        log_probs=[list(seq.log_probs)] if self._log_probs else None)
+                        log_probs=[self._log_prob_slice(seq, start)] if self._log_probs else None)
         return Response(self.request_id, result)
+
+    @staticmethod
+    def _log_prob_slice(seq: "_Sequence", start: int) -> list[Any]:
+        return list(seq.log_probs[start:]) if INCREMENTAL_LOG_PROBS else list(seq.log_probs)
 

@@ -26,6 +26,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
+from . import responses
 from .responses import FinishReason, Response
 
 
@@ -162,18 +163,22 @@ class GenerationResult:
 
     def _handle_sequence(self, finish_reasons, result, sequence_index: int) -> None:
         """RESULT 338-438 (PyTorch backend, no beam search: src_idx 0): 352 and 357 (this output's
-        diffs start where its token_ids ended), 359-360, 370-390 (the response's log probs are
-        every one so far), 404-408 (cancelled), 413-437 (finish reasons and the stop-word trim
-        only when the whole request is done)."""
+        diffs start where its token_ids ended), 359-360, 370-390 (the response's log probs: since
+        PR #8785 only its new ones, appended; before it every one so far, of which the new ones are
+        taken: responses.INCREMENTAL_LOG_PROBS), 404-408 (cancelled), 413-437 (finish reasons and
+        the stop-word trim only when the whole request is done)."""
         output = self._outputs[sequence_index]
         output._last_token_ids_len = len(output.token_ids)  # this output's diffs only
         output.token_ids.extend(result.output_token_ids[0])
         if result.cum_log_probs is not None:
             output.cumulative_logprob = result.cum_log_probs[0]
-        if result.log_probs is not None:  # the response holds every log prob so far: take the new ones
+        if result.log_probs is not None:
             output._last_logprobs_len = len(output.logprobs)
-            assert output._last_logprobs_len <= len(result.log_probs[0])
-            output.logprobs += result.log_probs[0][output._last_logprobs_len:]
+            if responses.INCREMENTAL_LOG_PROBS:  # PR #8785: the response holds only its new log probs
+                output.logprobs += result.log_probs[0]
+            else:  # before it: every log prob so far, of which the new ones are taken
+                assert output._last_logprobs_len <= len(result.log_probs[0])
+                output.logprobs += result.log_probs[0][output._last_logprobs_len:]
             if finish_reasons[0] is not FinishReason.CANCELLED:
                 if len(output.logprobs) > output.length:
                     output.logprobs = output.logprobs[:output.length]

@@ -7,14 +7,19 @@ each answering with its own responses (RequestResults, LlmRequest::createResult)
 SamplingParams become the CPU engine's requests (EngineInputs) by the table's rules: greedy as
 row sampling.greedy says; temperature 1 when sampling without one; end_id -1 = no end id
 (row executor.request); stop_token_ids = single-token stops.  What OpenVINO GenAI cannot do
-(bad words, logit bias, beams, ...) is refused as a stand-in limitation.  Iteration stats:
-one per CPU-engine step seen (StatsFeed), none while it does not step."""
+(bad words, logit bias, beams, ...) is refused as a stand-in limitation.  The LLM's sampler
+(samplers.py) decides what reaches the CPU engine: TorchSampler's requests go without their
+penalties, bad words and seed (every one seeded 42, its one generator's seed: the CPU engine
+has no generator shared across requests), TRTLLMSampler's with them, and its log probs are the
+sampled token's only.  Iteration stats: one per CPU-engine step seen (StatsFeed), none while
+it does not step."""
 
 from __future__ import annotations
 
 import collections
 import json
 import os
+import random
 import threading
 from pathlib import Path
 
@@ -26,10 +31,11 @@ from model_repository.engine_step.engine_inputs import EngineInputs, GenerationO
 from .._upstream import StandinLimitation
 from ..executor.responses import FinishReason, RequestResults, Response, sequence_count, sequence_seed
 from ..executor.result import Logprob
+from . import samplers
 
 ENGINE_VARIABLE = "TRTLLM_STANDIN_OPENVINO_ENGINE"
 # SamplingParams fields the CPU engine cannot honour: (field, value that asks for nothing).
-UNSUPPORTED = (("bad_token_ids", None), ("bad", None), ("stop", None), ("embedding_bias", None),
+UNSUPPORTED = (("stop", None), ("embedding_bias", None),
                ("logits_processor", None), ("use_beam_search", False),
                ("prompt_logprobs", None), ("return_context_logits", False), ("return_generation_logits", False),
                ("lookahead_config", None), ("no_repeat_ngram_size", None), ("min_p", None))
@@ -68,25 +74,32 @@ def start_runner(max_batch_size: int, max_num_tokens: int, prefix_caching: bool,
     return runner
 
 
-def engine_request(prompt: list[int], p, lora_task_id: int = 0, seed: int | None = None) -> EngineInputs:
-    """One sequence of the request (the CPU engine samples it alone, with `seed`)."""
+def engine_request(prompt: list[int], p, lora_task_id: int = 0, seed: int | None = None,
+                   sampler: str = samplers.TORCH) -> EngineInputs:
+    """One sequence of the request (the CPU engine samples it alone, with `seed`), as `sampler` applies it."""
     asked = [name for name, neutral in UNSUPPORTED if getattr(p, name) not in (neutral, None, [], ())]
+    if samplers.bad_token_ids(p, sampler):  # TRTLLMSampler masks them; TorchSampler ignores them
+        asked.append("bad_token_ids")
     if asked:
         raise StandinLimitation(f"SamplingParams {asked} (OpenVINO GenAI cannot)")
+    penalties = samplers.applies_request_fields(sampler)
     sampling = {"runtime_top_k": 1, "runtime_top_p": 0.0}
     if not p.is_greedy:
         sampling = {"runtime_top_k": p.top_k or 0, "runtime_top_p": p.top_p if p.top_p is not None else 1.0,
-                    "temperature": p.temperature if p.temperature is not None else 1.0, "seed": seed or 0}
+                    "temperature": p.temperature if p.temperature is not None else 1.0,
+                    "seed": seed or 0}
     return EngineInputs(
         input_ids=tuple(prompt), input_lengths=len(prompt), request_output_len=p.max_tokens,
         end_id=p.end_id, pad_id=p.pad_id if p.pad_id is not None else 0,
         stop_words_list=tuple((t,) for t in (p.stop_token_ids or ())),
-        repetition_penalty=p.repetition_penalty if p.repetition_penalty is not None else 1.0,
-        presence_penalty=p.presence_penalty or 0.0, frequency_penalty=p.frequency_penalty or 0.0,
+        repetition_penalty=p.repetition_penalty if penalties and p.repetition_penalty is not None else 1.0,
+        presence_penalty=(p.presence_penalty or 0.0) if penalties else 0.0,
+        frequency_penalty=(p.frequency_penalty or 0.0) if penalties else 0.0,
         min_tokens=p.min_tokens or 0, return_log_probs=bool(p.logprobs), streaming=True,
-        # logprobs = K > 1: the top K of each position, from the CPU engine's scorer (row result.logprobs.top_k)
+        # logprobs = K > 1: TorchSampler's top K of each position, from the CPU engine's scorer (row
+        # result.logprobs.top_k); TRTLLMSampler: the sampled token's only
         options=GenerationOptions(num_return_sequences=1, lora_task_id=lora_task_id,
-                                  top_logprobs=p.logprobs if p.logprobs and p.logprobs > 1 else 0,
+                                  top_logprobs=p.logprobs if p.logprobs and p.logprobs > 1 and not penalties else 0,
                                   **guide_options(p.guided_decoding)), **sampling)
 
 
@@ -225,8 +238,10 @@ class CpuGenerator:
     """The CPU engine behind the stand-in LLM: best_of one-sequence requests per call."""
 
     def __init__(self, runner: EngineRunner, max_batch_size: int, served: list[lora.LoraAdapter],
-                 on_stat, iteration_stats: bool) -> None:
+                 on_stat, iteration_stats: bool, sampler: str = samplers.TORCH) -> None:
         self._runner = runner
+        self._sampler = sampler
+        self._torch_generator = random.Random(samplers.TORCH_GLOBAL_SEED)  # TorchSampler's one generator
         self._admission = Admission(runner, max_batch_size)
         self._served = served
         self._sinks: dict[int, list] = {}
@@ -236,10 +251,17 @@ class CpuGenerator:
         task_id = task_of(self._served, lora_request)
         results = RequestResults(output.request_id, params, output._streaming)
         sinks = [_SequenceSink(output, results, i, params) for i in range(sequence_count(params))]
-        requests = [engine_request(prompt, params, task_id, sequence_seed(params, i)) for i in range(len(sinks))]
+        requests = [engine_request(prompt, params, task_id, self._seed(params, i), self._sampler)
+                    for i in range(len(sinks))]
         self._sinks = {k: v for k, v in self._sinks.items() if not v[0].finished} | {output.request_id: sinks}
         for request, sink in zip(requests, sinks):
             self._admission.submit(request, sink)
+
+    def _seed(self, params, index: int):
+        """TRTLLMSampler: the sequence's own seed (responses.sequence_seed); TorchSampler: its generator's next draw."""
+        if samplers.applies_request_fields(self._sampler):
+            return sequence_seed(params, index)
+        return self._torch_generator.randrange(1, 2**31)
 
     def abort(self, request_id: int) -> None:
         """The runner sees is_cancelled() at its next step; sequences still waiting end now."""

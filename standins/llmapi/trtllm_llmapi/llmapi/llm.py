@@ -13,15 +13,22 @@ from __future__ import annotations
 
 import itertools
 import json
+import sys
 from pathlib import Path
 
 from .._upstream import API, StandinLimitation, ValidationError, check_signature, error
 from ..executor.result import IterationResult, no_stats
-from . import cpu_engine, toy_model
+from . import cpu_engine, samplers, toy_model
 from .kv_cache_config import KvCacheConfig
 from .request_output import RequestOutput
 from .sampling_params import SamplingParams
 
+# GenerationExecutor.aget_stats before any request (executor.py at ed53795b, 325-329), printed by
+# print_colored in yellow (its writer, stderr, not read: assumed)
+STATS_NOT_YET = (
+    "Iteration statistics are not available yet. To collect runtime statistics, please call get_stats_async() in "
+    "async coroutine or the /metrics endpoint (if you're using trtllm-serve) AFTER prompts have been submitted.\n"
+)
 # LlmArgs keywords beyond the constructor's named parameters (row llm.args.fields).
 _ARGS = {k: v for k, v in API.rule("llm.args.fields").extra["fields"].items()}
 _NAMED = set(API.signature("LLM.__init__").names())
@@ -51,6 +58,7 @@ class LLM:
         self.model = Path(model)
         self.tokenizer = None if skip_tokenizer_init else StandinLimitation  # never used: see generate_async
         self.args = args
+        self.sampler = samplers.resolve(args["sampler_type"])  # row sampler.TorchSampler: instantiate_sampler
         self._ids = itertools.count()
         self._shut_down = False
         self._iter_stats: IterationResult | None = None
@@ -58,12 +66,12 @@ class LLM:
         stats = bool(args["enable_iter_perf_stats"])  # the PyTorch backend records them only then
         toy = toy_model.settings(json.loads((self.model / "config.json").read_text()))
         if toy is not None:
-            self._generator = toy_model.ToyModel(toy, max_batch_size, self._stat, stats)
+            self._generator = toy_model.ToyModel(toy, max_batch_size, self._stat, stats, self.sampler)
             return
         # row llm.lora: the adapters of lora_config.lora_dir, served by the CPU engine's own LoRA
         adapters = cpu_engine.adapters(args.get("lora_config"))
         runner = cpu_engine.start_runner(max_batch_size, args["max_num_tokens"], kv.enable_block_reuse, adapters)
-        self._generator = cpu_engine.CpuGenerator(runner, max_batch_size, adapters, self._stat, stats)
+        self._generator = cpu_engine.CpuGenerator(runner, max_batch_size, adapters, self._stat, stats, self.sampler)
 
     def generate_async(self, inputs, sampling_params=None, lora_request=None, prompt_adapter_request=None,
                        streaming=False, kv_cache_retention_config=None, disaggregated_params=None,
@@ -111,7 +119,8 @@ class LLM:
         """Row llm.get_stats_async: the executor's IterationResult (executor.py aget_stats, 319-332):
         nothing before the first request, then one iterable shared by every call - done after its
         first timeout until a new request re-arms it (RESULT IterationResult)."""
-        if self._iter_stats is None:
+        if self._iter_stats is None:  # EXECUTOR 325-329: print_colored(..., "yellow"), every call
+            sys.stderr.write(f"\x1b[33m{STATS_NOT_YET}\x1b[0m")
             return no_stats()
         self._iter_stats.set_timeout(timeout)
         return self._iter_stats

@@ -8,15 +8,17 @@ the executor, so the LLM API's result stream is upstream's:
 - one background thread runs iterations; each running sequence gains one token per
   iteration, and each sequence answers with its own response (responses.RequestResults,
   LlmRequest::createResult), in creation order: the parent request, then its children;
-- a request runs best_of sequences, sequence i seeded seed + i (responses.sequence_seed),
-  and each sequence's draws follow its seed.  That is where the stand-in goes beyond 1.2.1:
-  the default TorchSampler ignores per-request seeds until PR #17172, after 1.2.1 (rows
-  pytorch.* of contract/upstream/data/sampling_support_1.2.1.json), so on a GPU the samples
-  are not reproducible by seed; here they are, so a sample can be compared exactly with a
-  one-sample run (the CPU engine honours seeds too);
-- logprobs = K: the K most likely tokens of each position, ranked, from the log_softmax
-  before temperature / top-k / top-p; the sampled token is not added when outside them
-  (row result.logprobs.top_k, sampled_token_included false);
+- a request runs best_of sequences.  The sampler is the LLM's (samplers.py): with
+  TRTLLMSampler sequence i is seeded seed + i (responses.sequence_seed) and its draws follow
+  its seed, and the penalties and single-token bad words change the logits; with TorchSampler
+  (the default) every sequence draws from one generator seeded 42, in iteration order, and the
+  penalties, bad words and seeds are silently ignored - as 1.2.1 does (rows pytorch.* of
+  contract/upstream/data/sampling_support_1.2.1.json; fixed upstream after 1.2.1 by PRs
+  #16485, #16052, #17172);
+- logprobs = K: with TorchSampler the K most likely tokens of each position, ranked, from the
+  log_softmax before temperature / top-k / top-p; the sampled token is not added when outside
+  them (row result.logprobs.top_k, sampled_token_included false).  With TRTLLMSampler the
+  sampled token's log prob only (of the penalized logits), rank 1, whatever K is;
 - a stop token id or the end id ends a sequence (not before min_tokens) and stays in its
   tokens (the LLM API trims stop words: result.py 416-424; that the end id stays is not
   confirmed upstream); max_tokens ends it with LENGTH;
@@ -38,6 +40,7 @@ from typing import Callable, Optional
 
 from ..executor.responses import FinishReason, RequestResults, sequence_count, sequence_seed
 from ..executor.result import Logprob
+from . import samplers
 
 CONFIG_KEY = "standin_toy_model"
 
@@ -50,20 +53,23 @@ class ToySettings:
     iteration_s: float = 0.0005  # how long one iteration takes
 
 
+def logits_at(previous: int, position: int, vocab_size: int) -> list[float]:
+    """The toy model's logits over the vocabulary for one position."""
+    rng = random.Random(previous * 1_000_003 + position)
+    return [rng.gauss(0.0, 2.0) for _ in range(vocab_size)]
+
+
 def log_probs_at(previous: int, position: int, vocab_size: int) -> list[float]:
     """The toy model's log_softmax over the vocabulary for one position."""
-    rng = random.Random(previous * 1_000_003 + position)
-    logits = [rng.gauss(0.0, 2.0) for _ in range(vocab_size)]
-    top = max(logits)
-    norm = top + math.log(sum(math.exp(x - top) for x in logits))
-    return [x - norm for x in logits]
+    return samplers.log_softmax(logits_at(previous, position, vocab_size))
 
 
-def sample(lps: list[float], params, rng: random.Random) -> int:
+def sample(lps: list[float], params, rng: random.Random, temperature: Optional[float] = None) -> int:
     """Greedy as row sampling.greedy says; otherwise temperature, then top-k, then top-p."""
     if params.is_greedy:
         return max(range(len(lps)), key=lambda t: (lps[t], -t))
-    temperature = params.temperature if params.temperature is not None else 1.0
+    if temperature is None:
+        temperature = params.temperature if params.temperature is not None else 1.0
     ranked = sorted(range(len(lps)), key=lambda t: (-lps[t], t))[:params.top_k or len(lps)]
     weights = [math.exp(lps[t] / temperature) for t in ranked]
     total, kept, mass = sum(weights), [], 0.0
@@ -99,8 +105,10 @@ class _Sequence:
 
 class ToyModel:
     def __init__(self, settings: ToySettings, max_batch_size: int, on_stat: Callable[[str], None],
-                 iteration_stats: bool) -> None:
+                 iteration_stats: bool, sampler: str = samplers.TORCH) -> None:
         self._settings = settings
+        self._sampler = sampler
+        self._shared_rng = random.Random(samplers.TORCH_GLOBAL_SEED)  # TorchSampler's one generator
         self._max_batch = max_batch_size
         self._on_stat = on_stat if iteration_stats else None
         self._cond = threading.Condition()
@@ -181,11 +189,17 @@ class ToyModel:
     def _next_token(self, seq: _Sequence) -> tuple[list, list, FinishReason]:
         p = seq.params
         context = seq.prompt + seq.tokens
-        lps = log_probs_at(context[-1] if context else 0, len(context), self._settings.vocab_size)
-        token = sample(lps, p, seq.rng)
+        logits = logits_at(context[-1] if context else 0, len(context), self._settings.vocab_size)
+        if self._sampler == samplers.TRTLLM:  # the C++ decoder: penalties, bad words, the request's seed
+            lps = samplers.log_softmax(samplers.penalized(logits, p, context, self._sampler))
+            token = sample(lps, p, seq.rng, temperature=1.0)  # 1/temperature already applied
+            entries = [{token: Logprob(lps[token], rank=1)}] if p.logprobs else []
+        else:  # TorchSampler: none of them; one generator for every request
+            lps = samplers.log_softmax(logits)
+            token = sample(lps, p, self._shared_rng)
+            entries = [self._top(lps, p.logprobs)] if p.logprobs else []
         seq.tokens.append(token)
         seq.cum += lps[token]
-        entries = [self._top(lps, p.logprobs)] if p.logprobs else []
         allowed = len(seq.tokens) >= (p.min_tokens or 0)
         if allowed and token == p.end_id:
             return [token], entries, FinishReason.END_ID
