@@ -32,6 +32,7 @@ from build_engines.gpu.capacity import (
     CapacityError,
     estimate,
     pytorch_capacity_spec,
+    pytorch_draft,
 )
 from build_engines.gpu.limit_table import UpstreamLimits, limit_versions, upstream_limits
 from build_engines.spec import BuildSpec
@@ -99,11 +100,13 @@ def _context(spec: BuildSpec, info: CheckpointInfo, up: UpstreamLimits) -> tuple
 
 def _kv_tokens(spec: BuildSpec, info: CheckpointInfo) -> int | None:
     try:
+        draft = None
         if spec.backend == EngineBackend.TENSORRT_LLM_PYTORCH:
             from build_engines.pytorch.spec import served_format
 
+            draft = pytorch_draft(spec)
             spec = pytorch_capacity_spec(spec, *served_format(spec.precision.value, spec.pytorch, info))
-        return estimate(info, spec).kv_tokens
+        return estimate(info, spec, draft).kv_tokens
     except (CapacityError, KeyError, ValueError):
         return None
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from build_engines.checkpoint import CheckpointInfo
 from build_engines.checkpoint_quant import CheckpointQuantization, read_quantization
-from build_engines.gpu.capacity import CapacityError, estimate, pytorch_capacity_spec
+from build_engines.gpu.capacity import CapacityError, estimate, pytorch_capacity_spec, pytorch_draft
 from build_engines.gpu.limits import limit_lines
 from build_engines.pytorch.repository import MODEL_SUBDIR, pytorch_parameters
 from build_engines.pytorch.spec import needs_quantization, served_format
@@ -144,7 +144,7 @@ def pytorch_plan_lines(spec: BuildSpec, info: CheckpointInfo, engine_dir: Path) 
     )
     try:
         capacity_spec = pytorch_capacity_spec(spec, effective, fp8_kv)
-        lines += estimate(info, capacity_spec).lines(capacity_spec)
+        lines += estimate(info, capacity_spec, pytorch_draft(spec)).lines(capacity_spec)
     except CapacityError as e:
         lines.append(f"does not fit: {e}")
     except (KeyError, ValueError):

@@ -74,6 +74,25 @@ CITATIONS = {
         False,
         _UNNAMED + " (the script left tensorrtllm_backend for TensorRT-LLM's triton_backend/ after v0.19.0)",
     ),
+    "orchestrator mode: each tensorrt_llm model's gpu_device_ids names its GPUs (commas: one instance's GPUs, "
+    "semicolons: one set per instance of instance_group)": Citation(
+        Source(
+            "triton-inference-server/tensorrtllm_backend",
+            "r25.12",
+            "docs/llama_multi_instance.md",
+            "5419275f0e9830ca7083ddab1651eaa10c66636f",
+        ),
+        "221-229",
+        True,
+        "and lines 278-302 (the same at r26.07 3bc11537: lines 223, 282, 295)",
+    ),
+    "ModelState reads gpu_device_ids optionally: split at ';' (one set per instance), each set a comma list; "
+    "absent: 'gpu_device_ids is not specified, will be automatically set'": Citation(
+        Source("NVIDIA/TensorRT-LLM", "v1.1.0", "triton_backend/inflight_batcher_llm/src/model_state.cc", ""),
+        "",
+        False,
+        "read through the code index in a copy whose commit the index does not name; not at a tag",
+    ),
     "worker ranks shut their executor down and wait for the leader or orchestrator inside initialize": Citation(
         Source(
             "NVIDIA/TensorRT-LLM",
@@ -94,6 +113,14 @@ README = CITATIONS[
 def uses_orchestrator(world_size: int, trtllm_models: int) -> bool:
     """More than one TensorRT-LLM model on more than one GPU: orchestrator mode."""
     return world_size > 1 and trtllm_models > 1
+
+
+def gpu_device_ids(world_size: int, trtllm_models: int) -> str:
+    """The `gpu_device_ids` each TensorRT-LLM model's config carries: in orchestrator mode every
+    model's workers on GPUs 0..world_size-1 (draft-target builds the draft with the target's
+    TP x PP, and the capacity plan puts both on the same GPUs); "" elsewhere (leader mode: one
+    rank per GPU under mpirun, the parameter unused)."""
+    return ",".join(str(gpu) for gpu in range(world_size)) if uses_orchestrator(world_size, trtllm_models) else ""
 
 
 def serve_line(world_size: int, trtllm_models: int) -> str:

@@ -18,6 +18,7 @@ from build_engines.render import RenderedModel, python_model_config
 from build_engines.spec import BuildSpec
 from build_engines.trtllm.draft_target import DRAFT_ENGINE_SUBDIR
 from build_engines.trtllm.eagle import serving_parameters as eagle_serving_parameters
+from build_engines.trtllm.launch import gpu_device_ids
 from build_engines.trtllm.lora import TrtLlmLora, cache_parameters
 from build_engines.trtllm.options import GuidedDecodingBackend, SpeculativeDecoding
 from build_engines.trtllm.spec import effective
@@ -87,7 +88,17 @@ def tensorrt_llm_config(engine_dir: Path, spec: BuildSpec) -> mc.ModelConfig:
         config.parameters[key].string_value = value
     for key, value in (speculative_parameters(spec) | cache_parameters(spec.trtllm.lora, engine_dir)).items():
         config.parameters[key].string_value = value
+    place_on_gpus(config, spec)
     return config
+
+
+def place_on_gpus(config: mc.ModelConfig, spec: BuildSpec) -> None:
+    """Orchestrator mode (several TensorRT-LLM models on several GPUs): the model's GPUs, one
+    set for its one instance (build_engines/trtllm/launch.py gpu_device_ids)."""
+    t = spec.trtllm
+    ids = gpu_device_ids(t.world_size, 2 if t.has_draft_engine else 1)
+    if ids:
+        config.parameters["gpu_device_ids"].string_value = ids
 
 
 def draft_relay(spec: BuildSpec) -> tuple[str, int]:
@@ -109,6 +120,7 @@ def draft_model_config(engine_dir: Path, spec: BuildSpec) -> mc.ModelConfig:
     plain = dataclasses.replace(t, speculative_decoding=SpeculativeDecoding.NONE, lora=TrtLlmLora(), serving=serving)
     config = tensorrt_llm_config(engine_dir / DRAFT_ENGINE_SUBDIR, dataclasses.replace(spec, trtllm=plain))
     config.name = names.TRTLLM_DRAFT
+    place_on_gpus(config, spec)  # the target's placement: the draft shares its GPUs
     return config
 
 

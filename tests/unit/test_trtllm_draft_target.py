@@ -189,18 +189,34 @@ def test_plan_prints_the_four_commands(ckpt, draft):
     assert "/draft --max_batch_size" in result.output  # the draft engine's --output_dir
 
 
-def test_the_capacity_plan_counts_the_target_s_half_of_the_kv_cache_fraction(ckpt, draft):
-    """Each engine is rendered with half the fraction, so the plan's KV pool is that half."""
-    from build_engines.gpu.capacity import estimate
+def test_the_capacity_plan_counts_both_engines_as_each_takes_its_memory(ckpt, draft):
+    """Each engine is rendered with half the fraction and takes it of what is free when it loads:
+    the target is planned as loading second, after the draft's weights, reserve and pool."""
+    from build_engines.gpu.capacity import GIB, RUNTIME_RESERVE_GIB, estimate, weight_bytes
 
     spec = dt_spec(ckpt, draft)
     plain = trtllm_spec(ckpt, limits=LIMITS)
-    assert spec.trtllm.engine_kv_cache_fraction == plain.trtllm.engine_kv_cache_fraction / 2
-    halved, whole = estimate(info_of(ckpt), spec), estimate(info_of(ckpt), plain)
-    assert halved.kv_pool_gib_per_gpu == pytest.approx(whole.kv_pool_gib_per_gpu / 2)
-    line = next(x for x in halved.lines(spec) if x.startswith("KV cache:"))
-    assert (f"kv_cache_free_gpu_mem_fraction={spec.trtllm.engine_kv_cache_fraction:g} (half of "
-            f"{spec.trtllm.serving.kv_cache_free_gpu_mem_fraction:g}: the draft engine takes the other half)") in line
+    f = spec.trtllm.engine_kv_cache_fraction
+    assert f == plain.trtllm.engine_kv_cache_fraction / 2
+    m, target = spec.trtllm.gpu.memory_gib, weight_bytes(info_of(ckpt), "fp16") / GIB
+    drafted = weight_bytes(info_of(draft), "fp16") / GIB
+    cap = estimate(info_of(ckpt), spec)
+    draft_first = (m - drafted - RUNTIME_RESERVE_GIB) * f
+    assert cap.draft_weights_gib_per_gpu == pytest.approx(drafted)
+    assert cap.kv_pool_gib_per_gpu == pytest.approx((m - drafted - RUNTIME_RESERVE_GIB - draft_first - target
+                                                     - RUNTIME_RESERVE_GIB) * f)
+    assert cap.kv_pool_gib_per_gpu < estimate(info_of(ckpt), plain).kv_pool_gib_per_gpu / 2  # the old plan's figure
+    line = next(x for x in cap.lines(spec) if x.startswith("KV cache:"))
+    assert f"kv_cache_free_gpu_mem_fraction={f:g} of what is free when it loads, planned as loading second" in line
+    assert "calculateFreeMemBytes" in line
+
+
+def test_an_unreadable_draft_leaves_no_capacity_figure(ckpt, tmp_path):
+    """The draft's weights share the GPUs: without its checkpoint there is no honest estimate."""
+    from build_engines.gpu.capacity import CapacityError, estimate
+
+    with pytest.raises(CapacityError, match="the draft engine's weights share the GPUs"):
+        estimate(info_of(ckpt), dt_spec(ckpt, tmp_path / "missing"))
 
 
 def test_a_multi_gpu_draft_target_plan_says_how_it_is_served(ckpt, draft):
