@@ -138,9 +138,9 @@ class Capacity:
         t = spec.trtllm
         shared = (
             f" of what is free when it loads, planned as loading second: after the draft engine's "
-            f"~{self.draft_weights_gib_per_gpu:.2f} GiB weights, reserve and its own "
-            f"~{self.draft_kv_pool_gib_per_gpu:.1f} GiB pool at the same fraction (Triton loads both at once, "
-            f"in no fixed order; each sizes its cache from the memory free then: {KV_CACHE_CITATION.source.path} "
+            f"~{self.draft_weights_gib_per_gpu:.2f} GiB weights, reserve and KV pool (the draft, planned the same "
+            f"way, gets ~{self.draft_kv_pool_gib_per_gpu:.1f} GiB; Triton loads both at once, in no fixed order, "
+            f"and each sizes its cache from the memory free then: {KV_CACHE_CITATION.source.path} "
             "calculateFreeMemBytes)"
             if t.has_draft_engine
             else (

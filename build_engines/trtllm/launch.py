@@ -130,8 +130,10 @@ def serve_line(world_size: int, trtllm_models: int) -> str:
         return (
             f"serve: python -m serving gpu-up runs one tritonserver in orchestrator mode ({env}, mpirun -n 1): "
             f"its backend spawns the {world_size} workers of each of the {trtllm_models} TensorRT-LLM models "
-            "(leader mode would hang at load: its ranks > 0 serve one model); NVIDIA's draft-target workflow "
-            f"({README.repo} {README.path}: `--multi-model` is necessary if TP mode is used)"
+            "(leader mode would hang at load: its ranks > 0 serve one model), each model's config placing it "
+            f"with gpu_device_ids={gpu_device_ids(world_size, trtllm_models)} (the draft on the target's GPUs); "
+            f"NVIDIA's draft-target workflow ({README.repo} {README.path}: `--multi-model` is necessary if TP mode "
+            "is used)"
         )
     if world_size > 1:
         return (

@@ -58,3 +58,23 @@ def test_the_pytorch_draft_shares_one_pool_token_for_token(tmp_path):
     assert cap.kv_bytes_per_token_per_gpu == pytest.approx(kv_bytes_per_token_per_gpu(info, cap_spec) * 34 / 32)
     line = next(x for x in cap.lines(cap_spec) if x.startswith("KV cache:"))
     assert "one executor, one pool, each token's K and V of both models" in line
+
+
+def test_plan_prints_both_pools_for_draft_target_on_two_h100s(tmp_path):
+    """Llama-3-8B fp16 TP=2 (~7.48 GiB per GPU) with a 2-layer draft (~1.38 GiB), 80 GiB, 0.45 each:
+    target second: (80 - 1.38 - 2) x 0.45 = 34.48 taken first, then (42.14 - 7.48 - 2) x 0.45 = 14.70;
+    draft second: (80 - 7.48 - 2) x 0.45 = 31.73 taken first, then (38.79 - 1.38 - 2) x 0.45 = 15.93."""
+    from click.testing import CliRunner
+
+    from build_engines.cli import main
+    from tests.unit.trtllm_fixtures import LLAMA_8B, llama_8b_checkpoint
+
+    target = llama_8b_checkpoint(tmp_path / "target")
+    draft = llama_8b_checkpoint(tmp_path / "draft", {**LLAMA_8B, "num_hidden_layers": 2})
+    result = CliRunner().invoke(main, ["plan", "--checkpoint", str(target), "--backend", "tensorrt_llm", "--gpu",
+                                       "H100-SXM", "--image", "25.12", "--tp", "2", "--speculative-decoding",
+                                       "draft_tokens_external", "--draft-checkpoint", str(draft)])
+    assert result.exit_code == 0, result.output
+    (kv,) = [line for line in result.output.splitlines() if line.startswith("KV cache:")]
+    assert "pool ~14.7 GiB per GPU at kv_cache_free_gpu_mem_fraction=0.45 of what is free when it loads" in kv
+    assert "after the draft engine's ~1.38 GiB weights" in kv and "gets ~15.9 GiB" in kv

@@ -8,7 +8,7 @@ import pytest
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2 as mc
 
-from build_engines.trtllm.launch import gpu_device_ids
+from build_engines.trtllm.launch import gpu_device_ids, serve_line
 from build_engines.trtllm.options import DraftTargetOptions, GuidedDecodingBackend, SpeculativeDecoding, TrtLlmServing
 from build_engines.trtllm.repository import trtllm_engine_models
 from contract import names
@@ -49,6 +49,8 @@ def test_leader_mode_renders_no_placement(tmp_path, tp, draft):
     assert all("gpu_device_ids" not in p for p in _rendered(tmp_path, tp, draft).values())
 
 
-def test_the_placement_follows_the_world_size():
+def test_the_placement_follows_the_world_size_and_the_plan_says_it():
     assert gpu_device_ids(4, 2) == "0,1,2,3"
     assert gpu_device_ids(4, 1) == gpu_device_ids(1, 2) == ""
+    assert "each model's config placing it with gpu_device_ids=0,1 (the draft on the target's GPUs)" in serve_line(2, 2)
+    assert "gpu_device_ids" not in serve_line(2, 1) + serve_line(1, 2)
