@@ -45,7 +45,7 @@ CHECKPOINT_ARG := $(if $(MODEL),--checkpoint $(MODEL),)
 PRECISION_ARG := $(if $(PRECISION),--precision $(PRECISION),)
 CHART_ARGS := $(foreach f,$(VALUES),-f $(f)) $(if $(ENGINE_DIR),--engine-dir $(ENGINE_DIR),)
 
-.PHONY: help venv eval-quality eval-harness build-engine build-engine-openvino build-engine-gpu build-engine-tensorrt_llm build-engine-tensorrt_llm_pytorch compose-config test-gpu gpu-check serve serve-detached stop serve-cluster serve-cluster-detached stop-cluster demo client bench bench-throughput chart-check chart-template test test-unit clean
+.PHONY: help venv eval-quality eval-harness build-engine build-engine-openvino build-engine-gpu build-engine-tensorrt_llm build-engine-tensorrt_llm_pytorch compose-config test-gpu gpu-check gpu-check-dry-run serve serve-detached stop serve-cluster serve-cluster-detached stop-cluster demo client bench bench-throughput chart-check chart-template test test-unit clean
 
 help:
 	@echo "make demo          build the default model's engine, start Triton, stream a completion, stop"
@@ -71,8 +71,10 @@ help:
 	@echo "make chart-template [VALUES=...] [ENGINE_DIR=...]  the Kubernetes manifests (like helm template)"
 	@echo "make test          install everything and run the whole test suite"
 	@echo "make test-gpu      (GPU host) build a small TensorRT-LLM engine and run the end-to-end tests on it"
-	@echo "make gpu-check     (GPU host) build the image, check the default model at fp16 (+fp8 on Hopper): the"
-	@echo "                   GPU suites and a short benchmark, one report: build/gpu-check/report.{md,json}"
+	@echo "make gpu-check     [GPU_IMAGE=26.07] (GPU host) driver check, then per image (default: the PyTorch backend"
+	@echo "                   on 26.07, then the engine flow on 25.12) build it and check the default model at fp16"
+	@echo "                   (+fp8 on Hopper): GPU suites, a short benchmark; build/gpu-check/report.{md,json}"
+	@echo "make gpu-check-dry-run            every gpu-check step that needs no GPU, here (no Docker engine)"
 
 venv: $(STAMP)
 
@@ -129,20 +131,27 @@ build-engine-tensorrt_llm:
 build-engine-tensorrt_llm_pytorch:
 	PYTHONPATH=$(CURDIR) python3 -m build_engines.dispatch "$(MODEL)" --backend tensorrt_llm_pytorch $(PRECISION_ARG) --tp $(or $(TP),1) --pp $(or $(PP),1) --skip-existing $(ENGINE_ARGS)
 
-# The GPU end-to-end tests, inside the GPU image on a GPU host (this checkout mounted at /workspace).
+# The GPU end-to-end tests, inside the GPU image on a GPU host (this checkout mounted at /workspace),
+# through NVIDIA's entrypoint (/opt/nvidia/nvidia_entrypoint.sh runs its entrypoint.d scripts first).
 test-gpu:
 	docker compose --profile build run --rm -v "$(CURDIR):/workspace" -e PYTHONPATH=/workspace \
-		--entrypoint python3 builder -m pytest tests/integration/test_gpu_pipeline.py $(PYTEST_ARGS)
+		--entrypoint /opt/nvidia/nvidia_entrypoint.sh builder python3 -m pytest tests/integration/test_gpu_pipeline.py $(PYTEST_ARGS)
 
-# One check of a GPU host with the NGC image (bench/gpu_check.py): build the kit's GPU image, then in
-# it build, serve and test the default model at fp16 (and fp8 on Hopper or newer) on the flow the
-# image takes, with a short benchmark; budget 15 minutes after the image build (timed apart).
+# One check of a GPU host (bench/gpu_check_host.py, standard library only): the driver against each
+# image's (nvidia-smi, before any build), then per image the kit's GPU image (pull/build timed apart)
+# and in it the default model at fp16 (and fp8 on Hopper or newer) built, served and tested, with a
+# short benchmark, offline.  By default the recommended path first (the PyTorch backend on 26.07),
+# then the engine flow (25.12); GPU_IMAGE=26.07 checks one image, every setting derived from it.
+# The time plan (15 minutes on one H100): `make gpu-check GPU_CHECK_ARGS=--plan`.
+# Report: build/gpu-check/report.{md,json}.  gpu-check-dry-run: every step that needs no GPU, here.
+GPU_IMAGE ?=
 GPU_CHECK_ARGS ?=
+GPU_CHECK = PYTHONPATH=$(CURDIR) python3 -m bench.gpu_check_host $(if $(GPU_IMAGE),--image $(GPU_IMAGE),)
 gpu-check:
-	@start=$$(date +%s); docker compose --profile build build builder || exit $$?; \
-	built=$$(( $$(date +%s) - start )); \
-	docker compose --profile build run --rm -v "$(CURDIR):/workspace" -e PYTHONPATH=/workspace \
-		--entrypoint python3 builder -m bench.gpu_check --out build/gpu-check --image-build-s $$built $(GPU_CHECK_ARGS)
+	$(GPU_CHECK) $(GPU_CHECK_ARGS)
+
+gpu-check-dry-run:
+	$(GPU_CHECK) --dry-run $(GPU_CHECK_ARGS)
 
 compose-config:
 	docker compose config --quiet 2>/dev/null || docker-compose config --quiet

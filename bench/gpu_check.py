@@ -8,8 +8,11 @@ default model at that precision, serve it with `serving gpu-up`, and run the str
 stop, cancellation, NVIDIA-clients and bad-input suites and a short benchmark against it.  The
 report (bench/gpu_check_report.py) has the versions, the GPU, pass/fail per test and the numbers.
 
-The budget (15 minutes on one H100) is split over the precisions still to run; a run past its
-share is stopped, with everything it started, and reported as failed.
+Each precision gets its budget from the time plan (bench/gpu_check_plan.py: 15 minutes on one
+H100 for both images); a run past it is stopped, with everything it started, and reported as
+failed.  fp8 calibrates on data made here first (build_engines/calibration_data.py): no model hub
+is asked for anything.  The host side (driver check, image builds, the merged report) is
+bench/gpu_check_host.py.
 """
 
 from __future__ import annotations
@@ -26,14 +29,15 @@ from pathlib import Path
 
 import click
 
+from bench.gpu_check_plan import HOST_STEPS_S, RUN_BUDGET_S
 from bench.gpu_check_report import GpuCheckReport, PrecisionRun, read_junit, write
+from build_engines.calibration_data import check_calibration_dataset, write_calibration_dataset
 
 PRECISION_ENV = "KIT_GPU_PRECISION"  # the precision the GPU tests build (default fp16)
-CALIB_ENV = "KIT_GPU_CALIB_DATASET"  # fp8's calibration data (a dataset name both quantizers know)
+CALIB_ENV = "KIT_GPU_CALIB_DATASET"  # fp8's calibration data: the local directory made here, or a name
 BENCH_OUT_ENV = "KIT_GPU_BENCH_OUT"  # where the benchmark test writes its numbers
-DEFAULT_CALIB_DATASET = "cnn_dailymail"
+DEFAULT_CALIB_DATASET = "cnn_dailymail"  # what the GPU test files fall back to when run alone (needs the hub)
 FP8_CHECK_MIN_SM = 90  # fp8 is checked on Hopper or newer (issue 33; the kit builds fp8 from SM 8.9)
-DEFAULT_BUDGET_S = 15 * 60
 SUITE_FILES = {
     "tensorrt_llm": "tests/integration/test_gpu_pipeline.py",
     "tensorrt_llm_pytorch": "tests/integration/test_gpu_pytorch.py",
@@ -167,7 +171,24 @@ def run_one(run: CheckRun, timeout_s: float, cwd: Path) -> PrecisionRun:
     )
 
 
-def check(out: Path, budget_s: float, image_build_s: float | None, calib_dataset: str, cwd: Path) -> GpuCheckReport:
+def make_calibration(out: Path) -> dict:
+    """fp8's calibration data, made in this image from its own Python's texts, and read back."""
+    t0 = time.monotonic()
+    made = write_calibration_dataset(out.resolve() / "calibration")
+    check_calibration_dataset(made.directory)
+    return made.describe() | {"duration_s": round(time.monotonic() - t0, 1)}
+
+
+def run_budgets(backend: str, wanted: list[str], budget_s: float | None) -> list[float]:
+    """Each precision's budget: the time plan's, or an explicit total split evenly."""
+    if budget_s is None:
+        return [RUN_BUDGET_S[(backend, p)] for p in wanted]
+    return [budget_s / len(wanted)] * len(wanted)
+
+
+def check(
+    out: Path, budget_s: float | None, image_build_s: float | None, calib_dataset: str | None, cwd: Path
+) -> GpuCheckReport:
     from build_engines.gpu.path import choose_gpu_backend
     from build_engines.gpus import detect_gpus
 
@@ -177,10 +198,11 @@ def check(out: Path, budget_s: float, image_build_s: float | None, calib_dataset
         raise click.ClickException("no NVIDIA GPU here (nvidia-smi): run `make gpu-check` on a GPU host")
     backend, why = choose_gpu_backend({})
     wanted, not_run = precisions(gpu.sm)
+    calibration = make_calibration(out) if calib_dataset is None else {"directory": calib_dataset, "given": True}
     results = []
-    runs = check_runs(backend.value, wanted, out, calib_dataset)
-    for i, run in enumerate(runs):
-        share = (budget_s - (time.monotonic() - t0)) / (len(runs) - i)
+    runs = check_runs(backend.value, wanted, out, str(calibration["directory"]))
+    budgets = run_budgets(backend.value, wanted, budget_s)
+    for run, share in zip(runs, budgets):
         click.echo(f"gpu-check: {run.precision} on {backend.value} (up to {share:.0f} s): {' '.join(run.argv)}")
         results.append(run_one(run, share, cwd))
     return GpuCheckReport(
@@ -188,11 +210,12 @@ def check(out: Path, budget_s: float, image_build_s: float | None, calib_dataset
         versions(),
         {"describe": gpu.describe(), "name": gpu.name, "sm": gpu.sm, "memory_gib": gpu.memory_gib, "count": gpu.count},
         f"{backend.value}: {why}",
-        budget_s,
+        sum(budgets) + HOST_STEPS_S["calibration"],
         image_build_s,
         tuple(results),
         tuple(not_run),
         round(time.monotonic() - t0, 1),
+        calibration,
     )
 
 
@@ -200,15 +223,15 @@ def check(out: Path, budget_s: float, image_build_s: float | None, calib_dataset
 @click.option(
     "--out", type=click.Path(file_okay=False, path_type=Path), default=Path("build/gpu-check"), show_default=True
 )
-@click.option("--budget-s", type=float, default=DEFAULT_BUDGET_S, show_default=True)
-@click.option("--image-build-s", type=float, default=None, help="How long `docker compose build` took (the Makefile).")
+@click.option("--budget-s", type=float, default=None, help="A total for the precisions (default: the time plan's).")
+@click.option("--image-build-s", type=float, default=None, help="How long `docker compose build` took (the host).")
 @click.option(
     "--calib-dataset",
-    default=DEFAULT_CALIB_DATASET,
-    show_default=True,
-    help="fp8's calibration data: a dataset name both quantize.py and hf_ptq.py take (needs the network).",
+    default=None,
+    help="fp8's calibration data (default: made here, build_engines/calibration_data.py); a dataset name needs "
+    "the network, a local directory must be laid out as calibration_data.py lays it out.",
 )
-def main(out: Path, budget_s: float, image_build_s: float | None, calib_dataset: str) -> None:
+def main(out: Path, budget_s: float | None, image_build_s: float | None, calib_dataset: str | None) -> None:
     """Build, serve and check the default model on this GPU; write report.json and report.md."""
     report = check(out, budget_s, image_build_s, calib_dataset, Path.cwd())
     json_path, md_path = write(report, out)

@@ -67,6 +67,7 @@ class GpuCheckReport:
     runs: tuple[PrecisionRun, ...]
     not_run: tuple[str, ...] = ()  # precisions left out, and why
     total_s: float = 0.0
+    calibration: dict = field(default_factory=dict)  # fp8's calibration data (build_engines/calibration_data.py)
 
     @property
     def within_budget(self) -> bool:
@@ -106,6 +107,13 @@ def markdown(report: GpuCheckReport) -> str:
         f"- GPU: {report.gpu.get('describe', report.gpu)}",
         "- versions: " + ", ".join(f"{k} {v}" for k, v in sorted(report.versions.items())),
         f"- flow: {report.backend_choice}",
+        "- fp8 calibration data: "
+        + (
+            f"{report.calibration.get('rows', '?')} rows made here at {report.calibration.get('directory')} "
+            f"({report.calibration.get('sha256', '')}), not cnn_dailymail: its accuracy cost is not measured"
+            if report.calibration and not report.calibration.get("given")
+            else f"{report.calibration.get('directory', 'none')} (given)"
+        ),
         "",
         "| precision | backend | result | passed | failed | skipped | time | benchmark |",
         "| --- | --- | --- | ---: | ---: | ---: | ---: | --- |",

@@ -22,13 +22,17 @@ class Echo:
     child_output: bool = False
 
 
-def run_streaming(cmd: Sequence[str], log_file: Path | None, *, what: str = "build step", append: bool = False) -> None:
+def run_streaming(
+    cmd: Sequence[str], log_file: Path | None, *, what: str = "build step", append: bool = False, cwd: str | None = None
+) -> None:
     log = open(log_file, "a" if append else "w") if log_file else None
     echo = Echo.child_output or log is None
     if not echo:
         sys.stderr.write(f"    (its output: {log_file}; -v shows it here)\n")
     try:
-        proc = subprocess.Popen(list(cmd), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
+        proc = subprocess.Popen(
+            list(cmd), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1, cwd=cwd or None
+        )
         tail: list[str] = []
         assert proc.stdout is not None
         for line in proc.stdout:

@@ -99,7 +99,7 @@ def build_pytorch_engine(spec: BuildSpec, engine_dir: Path, *, log_file: Path | 
     with progress.step(step.title):
         if quantize:
             staging.mkdir()
-            run_streaming(step.argv, log_file, what=step.title)
+            run_streaming(step.argv, log_file, what=step.title, cwd=step.cwd)
             complete_tokenizer(spec.checkpoint, staging / MODEL_SUBDIR)
         else:
             copy_checkpoint(spec.checkpoint, staging / MODEL_SUBDIR)

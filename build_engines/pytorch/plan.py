@@ -23,7 +23,7 @@ from build_engines.checkpoint_quant import CheckpointQuantization, read_quantiza
 from build_engines.gpu.capacity import CapacityError, estimate, pytorch_capacity_spec, pytorch_draft
 from build_engines.gpu.limits import limit_lines
 from build_engines.pytorch.repository import MODEL_SUBDIR, pytorch_parameters
-from build_engines.pytorch.spec import needs_quantization, served_format
+from build_engines.pytorch.spec import calib_dataset_name, is_local_dataset, needs_quantization, served_format
 from build_engines.spec import BuildSpec
 from build_engines.spec_base import Precision
 from build_engines.trtllm.options import KvCacheDtype
@@ -56,7 +56,7 @@ def quantize_step(spec: BuildSpec, table: ModelOptTable, out_dir: Path, examples
         "--kv_cache_qformat",
         kv,  # said even for none: it defaults to fp8 (rule kv_default_fp8)
         "--dataset",
-        str(p.calib_dataset),
+        calib_dataset_name(str(p.calib_dataset)),
         "--calib_size",
         str(p.calib_size),
         "--batch_size",
@@ -70,11 +70,14 @@ def quantize_step(spec: BuildSpec, table: ModelOptTable, out_dir: Path, examples
         raise ConformanceError(
             f"the plan for ModelOpt {table.version} is not what hf_ptq.py accepts: " + "; ".join(problems)
         )
+    # A local dataset directory is loaded by its name from its parent (rule dataset_local_directory).
+    local = is_local_dataset(p.calib_dataset)
     return Step(
         f"quantize to {fmt.qformat} (KV cache {kv}) with ModelOpt {table.version}'s hf_ptq.py, calibrated on "
-        f"{p.calib_dataset}, into a Hugging Face checkpoint",
+        f"{p.calib_dataset}{' (local, run in its parent directory)' if local else ''}, into a Hugging Face checkpoint",
         argv,
         TOOL,
+        cwd=str(Path(str(p.calib_dataset)).resolve().parent) if local else "",
     )
 
 

@@ -16,6 +16,7 @@ ModelOpt into a Hugging Face checkpoint the LLM API loads, and renders the repos
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from build_engines.checkpoint_quant import CheckpointQuantization
@@ -63,7 +64,7 @@ class PyTorchOptions:
     tp_size: int = 1
     pp_size: int = 1
     kv_cache_dtype: KvCacheDtype = KvCacheDtype.AUTO
-    calib_dataset: str | None = None  # hf_ptq.py --dataset (a name it knows)
+    calib_dataset: str | None = None  # hf_ptq.py --dataset: a name it knows, or a local directory of that name
     calib_size: int = 512
     awq_block_size: int = 128
     gpu: GpuTarget = field(default_factory=lambda: known_gpu(DEFAULT_GPU))
@@ -201,6 +202,16 @@ def _checkpoint_problems(precision: str, o: PyTorchOptions, quant: CheckpointQua
     return errors
 
 
+def calib_dataset_name(calib_dataset: str) -> str:
+    """The name hf_ptq.py is given: the dataset's name, or a local directory's (run in its parent)."""
+    return Path(calib_dataset).name if is_local_dataset(calib_dataset) else calib_dataset
+
+
+def is_local_dataset(calib_dataset: str | None) -> bool:
+    """A path (with a directory part), not a bare dataset name."""
+    return bool(calib_dataset) and ("/" in str(calib_dataset) or str(calib_dataset).startswith("."))
+
+
 def _quantize_problems(precision: str, o: PyTorchOptions, info, table: ModelOptTable) -> list[str]:
     errors = []
     datasets = table.rule("datasets")
@@ -209,10 +220,12 @@ def _quantize_problems(precision: str, o: PyTorchOptions, info, table: ModelOptT
             f"'calib_dataset' is required to quantize to {precision!r}: one of {datasets['names']} "
             "(ModelOpt streams it from the Hugging Face hub)"
         )
-    elif o.calib_dataset not in datasets["names"]:
+    elif calib_dataset_name(o.calib_dataset) not in datasets["names"]:
+        local = table.rule("dataset_local_directory")
         errors.append(
             f"'calib_dataset' {o.calib_dataset!r}: hf_ptq.py of ModelOpt {table.version} takes only "
-            f"{datasets['names']} ({table.citation(datasets)}; local directories are not read)"
+            f"{datasets['names']} ({table.citation(datasets)}), or a local directory named {local['dataset']!r} "
+            f"laid out as that dataset ({table.citation(local)}; build_engines/calibration_data.py makes one)"
         )
     if o.calib_size < 1:
         errors.append(f"'calib_size' must be >= 1, got {o.calib_size}")

@@ -57,9 +57,10 @@ class Step:
     title: str
     argv: tuple[str, ...]  # empty for a step this kit does in-process
     tool: str = ""  # the conformance-table tool the argv runs
+    cwd: str = ""  # the directory it runs in ("" = the caller's)
 
     def command_line(self) -> str:
-        return shlex.join(self.argv)
+        return (f"cd {shlex.quote(self.cwd)} && " if self.cwd else "") + shlex.join(self.argv)
 
 
 @dataclass(frozen=True)

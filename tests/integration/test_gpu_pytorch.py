@@ -3,13 +3,14 @@ host; skipped elsewhere): prepare the default model for `tensorrt_llm_pytorch` (
 serve it with `serving gpu-up` (one tritonserver; the real `tensorrt_llm.LLM`), and run the
 layout tests the stand-in runs on CPU against the real LLM API.
 
+    TRITON_IMAGE=nvcr.io/nvidia/tritonserver:26.07-trtllm-python-py3 TRTLLM_VERSION=1.2.1 \
+    KIT_GPU_IMAGE=llama-triton-kit-trtllm:26.07 MODELOPT_EXAMPLES_REF=0.37.0 \
     docker compose --profile build run --rm -v "$PWD:/workspace" -e PYTHONPATH=/workspace \
-        --entrypoint python3 builder -m pytest tests/integration/test_gpu_pytorch.py   # .env: the 26.07 image
+        --entrypoint /opt/nvidia/nvidia_entrypoint.sh builder python3 -m pytest tests/integration/test_gpu_pytorch.py
+    (the 26.07 settings: build_engines/images/gpu_images.py, `gpu_image("26.07").compose_env()`)
 """
 
 from __future__ import annotations
-
-import os
 
 import pytest
 
@@ -142,13 +143,14 @@ def test_kv_cache_usage_is_published(server, client):
     assert m.KV_CACHE_USAGE.name in scrape(server.settings.metrics_url)
 
 
-@pytest.mark.skipif(not os.environ.get("KIT_TEST_QUANTIZE"), reason="quantizing streams calibration data from the "
-                    "Hugging Face hub: set KIT_TEST_QUANTIZE=1 on a host that reaches it")
 def test_fp8_quantized_by_modelopt_answers(default_checkpoint, tmp_path_factory):
+    """hf_ptq.py calibrates on the kit's local calibration data (build_engines/calibration_data.py): no hub."""
+    from build_engines.calibration_data import write_calibration_dataset
     from build_engines.checkpoint_quant import read_quantization
     from build_engines.repository import render_repository
 
-    engine = _pytorch_build(default_checkpoint, "fp8", kv_cache_dtype="fp8", calib_dataset="cnn_dailymail",
+    calibration = write_calibration_dataset(tmp_path_factory.mktemp("calibration"), rows=32)
+    engine = _pytorch_build(default_checkpoint, "fp8", kv_cache_dtype="fp8", calib_dataset=str(calibration.directory),
                             calib_size=32)
     quant = read_quantization(engine / "model")
     assert (quant.method, quant.quant_algo, quant.kv_cache_quant_algo) == ("modelopt", "FP8", "FP8")

@@ -119,3 +119,20 @@ def test_a_run_past_its_share_is_stopped_with_its_children(tmp_path):
     result = gpu_check.run_one(run, 2.0, tmp_path)
     assert time.monotonic() - t0 < 20
     assert result.returncode != 0 and not result.ok and "share of the budget" in result.log_tail
+
+
+def test_each_precision_gets_its_budget_from_the_time_plan():
+    from bench.gpu_check_plan import RUN_BUDGET_S
+
+    assert gpu_check.run_budgets("tensorrt_llm_pytorch", ["fp16", "fp8"], None) == [
+        RUN_BUDGET_S[("tensorrt_llm_pytorch", "fp16")], RUN_BUDGET_S[("tensorrt_llm_pytorch", "fp8")]]
+    assert gpu_check.run_budgets("tensorrt_llm", ["fp16", "fp8"], 300.0) == [150.0, 150.0]  # an explicit total
+
+
+def test_the_report_says_the_calibration_data_is_not_cnn_dailymail(tmp_path):
+    calibration = gpu_check.make_calibration(tmp_path)
+    assert calibration["rows"] == 512 and Path(calibration["directory"]).name == "cnn_dailymail"
+    good = PrecisionRun("fp8", "tensorrt_llm", 0, 240.0, SuiteCounts(40, 0, 0), {"levels": LEVELS})
+    report = GpuCheckReport("2026-12-02T01:00:00", {}, {"describe": "H100"}, "tensorrt_llm: x", 900.0, None,
+                            (good,), (), 250.0, calibration)
+    assert "512 rows made here" in markdown(report) and "not cnn_dailymail" in markdown(report)

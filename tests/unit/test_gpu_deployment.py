@@ -107,7 +107,9 @@ def test_builder_uses_the_same_image_and_paths(compose):
     services = compose["services"]
     builder, triton = services["builder"], services["triton"]
     assert builder["image"] == triton["image"] and builder["build"] == triton["build"]
-    assert builder["profiles"] == ["build"] and builder["entrypoint"] == ["python3", "-m", "build_engines"]
+    # through NVIDIA's entrypoint (its entrypoint.d scripts), then the kit's build CLI
+    assert builder["profiles"] == ["build"]
+    assert builder["entrypoint"] == ["/opt/nvidia/nvidia_entrypoint.sh", "python3", "-m", "build_engines"]
     # rendered paths are valid in both containers only if the build dir is mounted at the same place
     targets = {v.rsplit(":", 2)[-2] if v.endswith(":ro") else v.rsplit(":", 1)[-1] for v in builder["volumes"]}
     assert targets >= {"/workspace/build", "/models"}

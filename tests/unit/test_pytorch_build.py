@@ -83,6 +83,19 @@ def test_fp8_with_an_fp8_kv_cache_is_hf_ptq_with_both(llama, tmp_path):
     assert argv[argv.index("--dataset") + 1] == "cnn_dailymail" and argv[argv.index("--export_path") + 1].endswith("out")
 
 
+def test_a_local_calibration_directory_is_loaded_by_its_name_from_its_parent(llama, tmp_path):
+    """No hub: hf_ptq.py --dataset cnn_dailymail run in the directory that holds the kit's local copy
+    (ModelOpt table rule dataset_local_directory; build_engines/calibration_data.py)."""
+    from build_engines.calibration_data import write_calibration_dataset
+
+    local = write_calibration_dataset(tmp_path / "calib", rows=8).directory
+    spec = validated(llama, precision="fp8", kv_cache_dtype="fp8", calib_dataset=str(local))
+    step = quantize_step(spec, modelopt_for_trtllm("1.2.1"), tmp_path / "out", examples_dir({}))
+    argv = list(step.argv)
+    assert argv[argv.index("--dataset") + 1] == "cnn_dailymail"
+    assert step.cwd == str(local.parent) and step.command_line().startswith(f"cd {local.parent} && python3 ")
+
+
 def test_a_16_bit_kv_cache_is_said_explicitly(llama, tmp_path):
     """hf_ptq.py's --kv_cache_qformat defaults to fp8 (ModelOpt table rule kv_default_fp8)."""
     spec = validated(llama, precision="fp8", calib_dataset="pile")
@@ -98,7 +111,7 @@ def test_int4_awq_passes_its_block_size(llama, tmp_path):
 
 @pytest.mark.parametrize("options,message", [
     (dict(precision="fp8"), "'calib_dataset' is required"),
-    (dict(precision="fp8", calib_dataset="/data/calib"), "local directories are not read"),
+    (dict(precision="fp8", calib_dataset="/data/calib"), "or a local directory named 'cnn_dailymail'"),
     (dict(precision="nvfp4", calib_dataset="cnn_dailymail"), "NVFP4 weights need a Blackwell GPU"),
     (dict(precision="fp8", calib_dataset="cnn_dailymail", gpu="A100-80GB"), "needs an Ada Lovelace"),
     (dict(kv_cache_dtype="fp8"), "'kv_cache_dtype' fp8 needs quantized weights"),
