@@ -545,7 +545,8 @@ def peers(
 ) -> None:
     """Ours vs llama.cpp's server (Q8_0), vLLM's CPU build and transformers serve, in alternating pairs;
     with llama.cpp, the engines alone too (ours in-process vs llama-bench).
-    Builds each peer under build/ on first use (llama.cpp: ~11 CPU-minutes)."""
+    Builds each peer under build/ on first use (llama.cpp: ~11 CPU-minutes, natively; where that
+    build's server fails a short completion, again with the CPU's features named and AMX off)."""
     from bench.genai_perf import Slo
     from bench.peer_compare import run, with_exact
 

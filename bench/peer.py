@@ -16,12 +16,25 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bench import llama_cpp_build
 from bench.environments import BUILD
+from bench.llama_cpp_build import BuildChoice
 
 
 def cpu_flags(cpuinfo: str | None = None) -> set[str]:
-    text = Path("/proc/cpuinfo").read_text() if cpuinfo is None else cpuinfo
-    return set(next((line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith("flags")), []))
+    return llama_cpp_build.cpu_flags(Path("/proc/cpuinfo").read_text() if cpuinfo is None else cpuinfo)
+
+
+def exit_reason(returncode: int) -> str:
+    """How a peer's process ended, in words: a signal by name (SIGILL: the build uses an
+    instruction this CPU, or its kernel, does not run)."""
+    if returncode >= 0:
+        return f"exited with status {returncode}"
+    try:
+        name = signal.Signals(-returncode).name
+    except ValueError:
+        name = f"signal {-returncode}"
+    return f"was killed by {name}" + (" (illegal instruction)" if name == "SIGILL" else "")
 
 
 def native_dtype(cpuinfo: str | None = None) -> str:
@@ -44,6 +57,7 @@ class PeerLaunch:
     # counts the tokens it actually sent).
     extra_body: dict[str, object] = field(default_factory=dict)
     ready_timeout_s: float = 300.0
+    build: BuildChoice | None = None  # llama.cpp: which build serves and why (the report says it)
 
     @property
     def url(self) -> str:
@@ -91,7 +105,14 @@ def transformers_serve(
 
 
 def llama_server(
-    binary: Path, gguf: Path, port: int, *, slots: int = 16, context_per_slot: int = 2048, threads: int | None = None
+    binary: Path,
+    gguf: Path,
+    port: int,
+    *,
+    slots: int = 16,
+    context_per_slot: int = 2048,
+    threads: int | None = None,
+    build: BuildChoice | None = None,
 ) -> PeerLaunch:
     """llama.cpp's server with continuous batching over `slots` parallel sequences.  The context
     is shared by the slots, so it is slots x the per-request budget.  Prompt caching stays at
@@ -123,6 +144,7 @@ def llama_server(
         port,
         extra_body={"ignore_eos": True},
         ready_timeout_s=120,
+        build=build,
     )
 
 
@@ -176,6 +198,10 @@ def vllm_cpu(
     )
 
 
+class RequestFailed(RuntimeError):
+    """A request the peer answered with an error (or not at all) while its process kept running."""
+
+
 class PeerServer:
     def __init__(self, launch: PeerLaunch, log_file: Path) -> None:
         self.launch = launch
@@ -197,13 +223,20 @@ class PeerServer:
         deadline = time.monotonic() + self.launch.ready_timeout_s
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError(f"{self.launch.name} exited ({self.process.returncode}); see {self._log_file}")
+                raise RuntimeError(f"{self.launch.name} {exit_reason(self.process.returncode)}; see {self._log_file}")
             try:
-                if urllib.request.urlopen(self.url + "/v1/models", timeout=2).status == 200:
+                ready = urllib.request.urlopen(self.url + "/v1/models", timeout=2).status == 200
+            except (urllib.error.URLError, ConnectionError, OSError):
+                ready = False
+            if ready:
+                try:
                     self._warm_up()
                     return self
-            except (urllib.error.URLError, ConnectionError, OSError):
-                pass
+                except RequestFailed:  # still loading: it answered /v1/models first (transformers serve)
+                    pass
+                except RuntimeError:  # it died
+                    self.__exit__()
+                    raise
             time.sleep(1)
         self.__exit__()
         raise RuntimeError(
@@ -212,13 +245,38 @@ class PeerServer:
 
     def _warm_up(self) -> None:
         """The first request loads or compiles the model; do not bill that to the benchmark."""
-        body = json.dumps(
-            {"model": self.model, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
-        ).encode()
-        request = urllib.request.Request(
-            self.url + "/v1/chat/completions", data=body, method="POST", headers={"Content-Type": "application/json"}
+        self._post("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4})
+
+    def complete(self, prompt: str, tokens: int) -> str:
+        """A plain completion through the OpenAI API: its text."""
+        answer = self._post("/v1/completions", {"prompt": prompt, "max_tokens": tokens})
+        choices = answer.get("choices") if isinstance(answer, dict) else None
+        text = (
+            choices[0].get("text") if isinstance(choices, list) and choices and isinstance(choices[0], dict) else None
         )
-        urllib.request.urlopen(request, timeout=600).read()
+        if not isinstance(text, str):
+            raise RuntimeError(f"{self.launch.name} answered a completion without text: {str(answer)[:200]}")
+        return text
+
+    def _post(self, path: str, fields: dict[str, object]) -> dict:
+        """One request.  Where it fails: RequestFailed while the process runs, else a RuntimeError
+        naming how it ended (a signal by name)."""
+        request = urllib.request.Request(
+            self.url + path,
+            data=json.dumps({"model": self.model, **fields}).encode(),
+            method="POST",
+            headers={"Content-Type": "application/json"},
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=600) as response:
+                return json.loads(response.read())
+        except (OSError, ValueError) as error:
+            assert self.process is not None
+            try:
+                code = self.process.wait(2)  # a crash closes the connection just before the exit
+            except subprocess.TimeoutExpired:
+                raise RequestFailed(f"{self.launch.name} failed {path} ({error}); see {self._log_file}") from error
+            raise RuntimeError(f"{self.launch.name} {exit_reason(code)}; see {self._log_file}") from error
 
     @contextlib.contextmanager
     def paused(self):
@@ -234,7 +292,7 @@ class PeerServer:
         finally:
             os.killpg(self.process.pid, signal.SIGCONT)
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc) -> None:  # stops it if running; idempotent
         if self.process and self.process.poll() is None:
             os.killpg(self.process.pid, signal.SIGTERM)
             try:
@@ -242,3 +300,15 @@ class PeerServer:
             except subprocess.TimeoutExpired:
                 os.killpg(self.process.pid, signal.SIGKILL)
                 self.process.wait()
+
+
+def probe(launch: PeerLaunch, log_file: Path, tokens: int = 4) -> str | None:
+    """Start a peer, ask it for a `tokens`-token completion, stop it: None where it answered,
+    else why not (a process that died, by its signal)."""
+    server = PeerServer(launch, log_file)
+    try:
+        with server:
+            server.complete("The capital of France is", tokens)
+    except RuntimeError as error:
+        return str(error).removesuffix(f"; see {log_file}")  # the report keeps it: no machine's path
+    return None

@@ -15,12 +15,16 @@ import statistics
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bench.genai_perf import RunResult, Slo
 from bench.http_load import run_http
 from bench.peer import PeerLaunch, PeerServer, llama_server, transformers_serve, vllm_cpu
 from bench.workload import fixed_length_jobs
 from build_engines.openvino.numerics import EXACT, Numerics
+
+if TYPE_CHECKING:
+    from bench.peer_builds import ServedLlamaCpp
 
 
 class Peer(str, enum.Enum):
@@ -54,15 +58,16 @@ def prompts(count: int, seed: int) -> list[str]:
     return [job.messages[0].content for job in fixed_length_jobs(count, 1, seed=seed)]
 
 
-def launch(peer: Peer, checkpoint: Path, port: int) -> PeerLaunch:
-    """Build (first use) and describe one peer at its best setting on this host."""
+def launch(peer: Peer, checkpoint: Path, port: int, llama: ServedLlamaCpp | None = None) -> PeerLaunch:
+    """Build (first use) and describe one peer at its best setting on this host; llama.cpp: the
+    build that answered its probe (`llama`, else found now: peer_builds.ensure_served_llama_cpp)."""
     from bench import peer_builds
     from bench.environments import ROOT, ensure_venv
 
     python = Path(sys.executable)
     if peer is Peer.LLAMA_CPP:
-        llama = peer_builds.ensure_llama_cpp(python)
-        return llama_server(llama.server, peer_builds.ensure_gguf(llama, python, checkpoint), port)
+        llama = llama or peer_builds.ensure_served_llama_cpp(python, checkpoint)
+        return llama_server(llama.llama.server, llama.gguf, port, build=llama.choice)
     if peer is Peer.VLLM:
         return vllm_cpu(peer_builds.ensure_vllm_cpu(), checkpoint, port, tcmalloc=peer_builds.tcmalloc())
     return transformers_serve(ensure_venv("peer-venv", ROOT / "requirements" / "peer.lock"), checkpoint, port)
@@ -203,18 +208,22 @@ def verdicts(pairs: list[Pair]) -> list[str]:
 
 
 def engines_alone(
-    repository: Path, checkpoint: Path, pairs: list[Pair], output_tokens: int, rounds: int, prompt_tokens: int = 64
+    repository: Path,
+    llama: ServedLlamaCpp,
+    pairs: list[Pair],
+    output_tokens: int,
+    rounds: int,
+    prompt_tokens: int = 64,
 ) -> list[str]:
-    """The engines' pairs at one stream as report lines, beside the served llama.cpp pairs at c1."""
-    from bench import engine_alone, peer_builds
+    """The engines' pairs at one stream as report lines, beside the served llama.cpp pairs at c1
+    (llama-bench of the build that served)."""
+    from bench import engine_alone
     from bench.offline import engine_parameters
 
-    python = Path(sys.executable)
-    llama = peer_builds.ensure_llama_cpp(python)
-    gguf = peer_builds.ensure_gguf(llama, python, checkpoint)
+    gguf = llama.gguf
     engine_pairs = engine_alone.measure(
         engine_parameters(repository),
-        llama.bench,
+        llama.llama.bench,
         gguf,
         prompt_tokens=prompt_tokens,
         output_tokens=output_tokens,
@@ -225,6 +234,29 @@ def engines_alone(
     return engine_alone.markdown(
         engine_pairs, statistics.median(served) if served else None, gguf, prompt_tokens, output_tokens
     )
+
+
+def build_lines(launches: list[PeerLaunch]) -> list[str]:
+    """Which build of each peer that has one served, and why (llama.cpp: native, or explicit flags)."""
+    return [f"- {launch.name}: {launch.build.describe()}" for launch in launches if launch.build is not None]
+
+
+def json_rows(pairs: list[Pair], launches: list[PeerLaunch]) -> list[dict[str, object]]:
+    """peers.json: every pair, with the build of the peer that served it where it has one."""
+    build_of = {launch.name: launch.build.to_dict() for launch in launches if launch.build is not None}
+    return [
+        {
+            "peer": p.peer,
+            "peer_build": build_of.get(p.peer),
+            "ours_label": p.ours_label,
+            "concurrency": p.concurrency,
+            "round": p.round,
+            "ratio": round(p.ratio, 3),
+            "ours": p.ours.to_dict(),
+            "theirs": p.theirs.to_dict(),
+        }
+        for p in pairs
+    ]
 
 
 def served_numerics(repository: Path) -> Numerics:
@@ -287,7 +319,12 @@ def run(
     if len(set(labels)) < len(labels):
         raise ValueError(f"the repositories must serve different numerics, got {labels}")
     out.mkdir(parents=True, exist_ok=True)
-    launches = [(launch(peer, checkpoint, free_loopback_port()), out / f"{peer.value}.log") for peer in peers]
+    llama = None
+    if Peer.LLAMA_CPP in peers:
+        from bench.peer_builds import ensure_served_llama_cpp
+
+        llama = ensure_served_llama_cpp(Path(sys.executable), checkpoint)
+    launches = [(launch(peer, checkpoint, free_loopback_port(), llama), out / f"{peer.value}.log") for peer in peers]
     ours: list[Ours] = []
     with contextlib.ExitStack() as stack:
         for n, repository in enumerate(repositories):
@@ -304,11 +341,12 @@ def run(
             ours.append(Ours(labels[n], front.url + "/v1", model))
         pairs = compare(ours, launches, levels, output_tokens, rounds, slo)
     engines = (
-        engines_alone(repositories[0], checkpoint, pairs, output_tokens, engine_rounds)
-        if Peer.LLAMA_CPP in peers and engine_rounds > 0
+        engines_alone(repositories[0], llama, pairs, output_tokens, engine_rounds)
+        if llama and engine_rounds > 0
         else []
     )
     report = out / "peers.md"
+    builds = build_lines([launch for launch, _ in launches])
     report.write_text(
         "\n".join(
             [
@@ -320,6 +358,7 @@ def run(
                 "their order; each run sends new prompts. Peers: "
                 + "; ".join(f"`{shown(launch.command)}`" for launch, _ in launches),
                 "",
+                *([*builds, ""] if builds else []),
                 *markdown(pairs),
                 "",
                 *[f"- {v}" for v in verdicts(pairs)],
@@ -331,18 +370,7 @@ def run(
     )
     (out / "peers.json").write_text(
         json.dumps(
-            [
-                {
-                    "peer": p.peer,
-                    "ours_label": p.ours_label,
-                    "concurrency": p.concurrency,
-                    "round": p.round,
-                    "ratio": round(p.ratio, 3),
-                    "ours": p.ours.to_dict(),
-                    "theirs": p.theirs.to_dict(),
-                }
-                for p in pairs
-            ],
+            json_rows(pairs, [launch for launch, _ in launches]),
             indent=1,
         )
         + "\n"
