@@ -12,6 +12,7 @@ from build_engines.fidelity.options import EVALUATIONS, FidelityOptions
 from build_engines.gpus import DEFAULT_GPU, GpuError, GpuTarget, detect_gpus, known_gpu
 from build_engines.openvino.compress import MODES, SENSITIVITY_METRICS, Int4Recipe
 from build_engines.openvino.numerics import NUMERICS_MODES, NumericsMode
+from build_engines.openvino.numerics_decisions import DECISION_SOURCES
 from build_engines.openvino.options import OpenVinoOptions
 from build_engines.pytorch.speculative import PyTorchSpecMode, PyTorchSpeculative
 from build_engines.spec import BuildSpec
@@ -145,6 +146,15 @@ _OPTIONS = [
         "independent of batching, the prefix cache and speculative decoding); custom: the "
         "--activation-precision / --dynamic-quantization-group-size given (implied by either).  A fast "
         "build's engine also serves exact without a rebuild; `plan` shows the measured table.",
+    ),
+    click.option(
+        "--numerics-decision",
+        type=click.Choice(DECISION_SOURCES),
+        default=_OV.numerics_decision,
+        show_default=True,
+        help="[openvino] where fast's choice comes from: auto, a decision recorded for this kind of host "
+        "(CPU instruction set, cores), model, precision and engine version when one matches (the build "
+        "still measures its fidelity here), else the whole speed sweep; measure: always the sweep.",
     ),
     click.option(
         "--activation-precision",
@@ -558,6 +568,7 @@ def make_spec(
     triton_image: str | None = None,
     detect=detect_gpus,
     numerics: str | None = None,
+    numerics_decision: str = _OV.numerics_decision,
     activation_precision: str | None = None,
     kv_cache_precision: str | None = None,
     dynamic_quantization_group_size: int | None = None,
@@ -718,6 +729,7 @@ def make_spec(
             top_logprobs,
             fuse_projections,
             numerics_mode(numerics, activation_precision, dynamic_quantization_group_size),
+            numerics_decision,
         ),
         trtllm=trtllm,
         fidelity=FidelityOptions(fidelity_evaluation, gate_max_mean_kld, gate_max_ppl_change, gate_min_top1),

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Sequence
 
 from build_engines.pytorch.repository import MODEL_SUBDIR, pytorch_engine_model
 from build_engines.render import RenderedModel, ensemble_config, python_model_config, write_repository
+from build_engines.served_identity import served_identity
 from build_engines.spec import BuildSpec
 from build_engines.spec_base import EngineBackend
 from build_engines.trtllm import lora as trtllm_lora
@@ -22,12 +23,14 @@ from contract.build_record import BuildRecord
 from contract.features import (
     CPU_ENGINE,
     EngineFeatures,
+    Feature,
     pytorch_engine,
     trtllm_engine,
     with_draft_model,
     with_guided_decoding,
     with_lora,
     with_top_logprobs,
+    withhold,
 )
 from contract.lora import LoraAdapter
 from contract.model_configs import (
@@ -50,8 +53,22 @@ if TYPE_CHECKING:
     from build_engines.trtllm.options import TrtLlmServing
 
 
-def engine_features(spec: BuildSpec, lora: bool = False) -> EngineFeatures:
-    """What the engine behind the ensemble honours (contract/features.py)."""
+def top_logprobs_withheld(spec: BuildSpec, numerics: dict | None) -> str:
+    """Why this CPU deployment must not serve top_logprobs although asked to ('' when it may):
+    under its served numerics the alternatives would not describe the sampled tokens
+    (build_engines/openvino/numerics.py top_logprobs_problem; `numerics`: build.json's)."""
+    from build_engines.openvino.numerics import served_numerics, top_logprobs_problem
+
+    if spec.backend != EngineBackend.OPENVINO or not spec.openvino.top_logprobs:
+        return ""
+    served = served_numerics(spec.openvino.numerics, spec.openvino.pinned_numerics(), numerics or {})
+    problem = top_logprobs_problem(served, numerics or {})
+    return f"{problem}; `--numerics exact` serves them" if problem else ""
+
+
+def engine_features(spec: BuildSpec, lora: bool = False, numerics: dict | None = None) -> EngineFeatures:
+    """What the engine behind the ensemble honours (contract/features.py); `numerics`: build.json's
+    (the CPU engine's served setting decides whether it answers top_logprobs)."""
     if spec.backend == EngineBackend.TENSORRT_LLM:
         engine = trtllm_engine(spec.trtllm.trtllm_version)  # the sampling fields its version honours
     elif spec.backend == EngineBackend.TENSORRT_LLM_PYTORCH:
@@ -65,18 +82,22 @@ def engine_features(spec: BuildSpec, lora: bool = False) -> EngineFeatures:
     if spec.backend in serving and serving[spec.backend].guided_decoding_backend.parameter:
         engine = with_guided_decoding(engine)
     if spec.backend == EngineBackend.OPENVINO and spec.openvino.top_logprobs:
-        engine = with_top_logprobs(engine)
+        withheld = top_logprobs_withheld(spec, numerics)
+        engine = with_top_logprobs(engine) if not withheld else withhold(engine, Feature.TOP_LOG_PROBS, withheld)
     if spec.backend == EngineBackend.TENSORRT_LLM and spec.trtllm.has_draft_engine:
         engine = with_draft_model(engine)
     return with_lora(engine) if lora else engine
 
 
-def text_models(tokenizer_dir: Path, spec: BuildSpec, served: dict[str, int] | None = None) -> list[RenderedModel]:
+def text_models(
+    tokenizer_dir: Path, spec: BuildSpec, record: BuildRecord, served: dict[str, int] | None = None
+) -> list[RenderedModel]:
     """Preprocessing and postprocessing: identical for every engine (preprocessing knows which
-    features the engine has, to refuse requests for others, and the LoRA adapters it serves:
-    name -> lora_task_id)."""
+    features the engine has, to refuse requests for others, the LoRA adapters it serves:
+    name -> lora_task_id, and what the engine computes with, for clients to read)."""
     limits = spec.limits
-    engine = engine_features(spec, bool(served))
+    engine = engine_features(spec, bool(served), record.numerics)
+    identity = served_identity(spec, record)
     pre = PreprocessingParameters(
         tokenizer_dir=tokenizer_dir,
         max_input_len=limits.max_input_len,
@@ -84,7 +105,11 @@ def text_models(tokenizer_dir: Path, spec: BuildSpec, served: dict[str, int] | N
         default_max_tokens=limits.default_max_tokens,
         engine_label=engine.label,
         engine_features=engine.to_parameter(),
+        engine_withheld=engine.withheld_parameter(),
         lora_adapters=lora.served_to_parameter(served or {}),
+        system_fingerprint=identity.system_fingerprint,
+        served_numerics=identity.numerics,
+        reproducible=identity.reproducible,
     )
     post = PostprocessingParameters(tokenizer_dir=tokenizer_dir)
     return [
@@ -149,7 +174,7 @@ def openvino_engine_model(
         num_assistant_tokens=spec.openvino.num_assistant_tokens,
         max_ngram_size=spec.openvino.max_ngram_size,
         draft_model=bool(spec.openvino.draft_checkpoint),
-        top_logprobs=spec.openvino.top_logprobs,
+        top_logprobs=spec.openvino.top_logprobs and not top_logprobs_withheld(spec, numerics),
         lora_adapters=lora.to_parameter(list(adapters)) if adapters else "",
     )
     config = python_model_config(
@@ -205,7 +230,7 @@ def render_repository(
     step = names.ENGINE_RELAY if spec.backend == EngineBackend.TENSORRT_LLM or relay else target
     draft = draft_relay(spec) if spec.backend == EngineBackend.TENSORRT_LLM else ("", 0)
     bls = bls_model(engine_dir, target, batch, decoupled, spec.trtllm.serving.queue_timeout_s, draft)
-    models = text_models(tokenizer_dir, spec, served) + engines + [bls]
+    models = text_models(tokenizer_dir, spec, record, served) + engines + [bls]
     models.append(RenderedModel(ensemble_config(step, batch), None))
     write_repository(models, out_dir)
     return [m.config.name for m in models]

@@ -70,15 +70,22 @@ class AsyncLlmClient:
         except InferenceServerException:
             return False
 
-    async def lora_adapters(self) -> dict[str, int]:
-        """The LoRA adapters the server serves, name -> lora_task_id ({} when none), read from
-        preprocessing's model configuration (every layout has it)."""
+    async def _deployment_parameter(self, name: str) -> str:
+        """A parameter of preprocessing's model configuration (every layout has it; '' when absent)."""
         try:
             config = await self._client.get_model_config(names.PREPROCESSING, as_json=True)
         except InferenceServerException:
-            return {}
-        value = config.get("config", config).get("parameters", {}).get("lora_adapters", {}).get("string_value", "")
-        return lora.served_from_parameter(value)
+            return ""
+        return config.get("config", config).get("parameters", {}).get(name, {}).get("string_value", "")
+
+    async def lora_adapters(self) -> dict[str, int]:
+        """The LoRA adapters the server serves, name -> lora_task_id ({} when none)."""
+        return lora.served_from_parameter(await self._deployment_parameter("lora_adapters"))
+
+    async def system_fingerprint(self) -> str:
+        """What the deployment computes with, as a hash (build_engines/served_identity.py; '' when
+        the repository predates it)."""
+        return await self._deployment_parameter("system_fingerprint")
 
     async def metadata(self) -> dict:
         try:

@@ -15,6 +15,7 @@ parameters): only the keys listed here are accepted.
 from __future__ import annotations
 
 import enum
+import json
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
@@ -159,17 +160,25 @@ class EngineFeatures:
 
     label: str  # e.g. "the CPU engine (OpenVINO GenAI)"
     features: frozenset[Feature]
+    # Features this kind of engine has that the deployment withholds, and why (the refusal says it).
+    withheld: tuple[tuple[Feature, str], ...] = ()
 
     def to_parameter(self) -> str:
         return ",".join(sorted(f.name for f in self.features))
 
+    def withheld_parameter(self) -> str:
+        return json.dumps({f.name: why for f, why in self.withheld}) if self.withheld else ""
+
     @classmethod
-    def from_parameter(cls, label: str, value: str) -> "EngineFeatures":
+    def from_parameter(cls, label: str, value: str, withheld: str = "") -> "EngineFeatures":
         names = [n for n in (v.strip() for v in value.split(",")) if n]
-        unknown = [n for n in names if n not in Feature.__members__]
+        notes = json.loads(withheld) if withheld else {}
+        unknown = [n for n in [*names, *notes] if n not in Feature.__members__]
         if unknown:
             raise ValueError(f"'engine_features': unknown {unknown}; allowed: {sorted(Feature.__members__)}")
-        return cls(label, frozenset(Feature[n] for n in names))
+        return cls(
+            label, frozenset(Feature[n] for n in names), tuple((Feature[n], str(why)) for n, why in notes.items())
+        )
 
 
 # The CPU engine: n samples per prompt (OpenVINO GenAI num_return_sequences, multinomial
@@ -277,24 +286,29 @@ def with_draft_model(engine: EngineFeatures) -> EngineFeatures:
     """The engine flow with a draft engine (build_engines/trtllm/draft_target.py): the BLS's draft
     loop serves num_draft_tokens; draft logits stay refused (the draft is not built to gather
     generation logits)."""
-    return EngineFeatures(engine.label, engine.features | {Feature.DRAFT_MODEL})
+    return EngineFeatures(engine.label, engine.features | {Feature.DRAFT_MODEL}, engine.withheld)
 
 
 def with_guided_decoding(engine: EngineFeatures) -> EngineFeatures:
     """The same engine with its guided decoder configured (TensorRT-LLM: the tensorrt_llm
     model's guided_decoding_backend xgrammar and its tokenizer info)."""
-    return EngineFeatures(engine.label, engine.features | {Feature.GUIDED_DECODING})
+    return EngineFeatures(engine.label, engine.features | {Feature.GUIDED_DECODING}, engine.withheld)
 
 
 def with_lora(engine: EngineFeatures) -> EngineFeatures:
     """The same engine serving LoRA adapters (by lora_task_id; lora_weights / lora_config
     stay refused by the engine model: adapters are loaded at serve time)."""
-    return EngineFeatures(engine.label, engine.features | {Feature.LORA})
+    return EngineFeatures(engine.label, engine.features | {Feature.LORA}, engine.withheld)
 
 
 def with_top_logprobs(engine: EngineFeatures) -> EngineFeatures:
     """The same engine answering top_logprobs (the CPU engine with its IR scorer compiled)."""
-    return EngineFeatures(engine.label, engine.features | {Feature.TOP_LOG_PROBS})
+    return EngineFeatures(engine.label, engine.features | {Feature.TOP_LOG_PROBS}, engine.withheld)
+
+
+def withhold(engine: EngineFeatures, feature: Feature, why: str) -> EngineFeatures:
+    """The same engine without `feature`, its refusals saying why."""
+    return EngineFeatures(engine.label, engine.features - {feature}, (*engine.withheld, (feature, why)))
 
 
 def refusals(
@@ -306,9 +320,9 @@ def refusals(
         use = uses.get(name)
         if use is None or use.feature in engine.features or use.neutral(value):
             continue
-        out.append(
-            (name, f"asks for {use.feature.value}, which {engine.label} does not support; send {use.neutral_text}")
-        )
+        why = dict(engine.withheld).get(use.feature)
+        support = f"does not support here ({why})" if why else "does not support"
+        out.append((name, f"asks for {use.feature.value}, which {engine.label} {support}; send {use.neutral_text}"))
     return out
 
 

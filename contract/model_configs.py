@@ -20,9 +20,15 @@ class PreprocessingParameters:
     # (contract/features.py: a request asking for another is refused, never ignored).
     engine_label: str = "the engine"
     engine_features: str = ""  # comma-separated Feature names
+    engine_withheld: str = ""  # JSON: Feature name -> why this deployment withholds it (EngineFeatures.withheld)
     # LoRA adapters served (JSON object: name -> lora_task_id; contract/lora.py served_to_parameter):
     # an unknown lora_task_id is refused here, and clients list them from this config.
     lora_adapters: str = ""
+    # What the deployment computes with (build_engines/served_identity.py), for clients to read:
+    # the OpenAI front answers with system_fingerprint.
+    system_fingerprint: str = ""
+    served_numerics: str = ""
+    reproducible: bool = False  # greedy answers independent of batching, the prefix cache, speculation
 
     def validate(self) -> None:
         for name in ("max_input_len", "max_seq_len", "default_max_tokens"):
@@ -33,7 +39,7 @@ class PreprocessingParameters:
         self.engine()  # a misspelt feature fails at load
 
     def engine(self) -> EngineFeatures:
-        return EngineFeatures.from_parameter(self.engine_label, self.engine_features)
+        return EngineFeatures.from_parameter(self.engine_label, self.engine_features, self.engine_withheld)
 
 
 @dataclass(frozen=True)

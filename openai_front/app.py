@@ -122,6 +122,16 @@ def create_app(settings: FrontSettings) -> FastAPI:
         if not hmac.compare_digest(token.encode(), settings.api_key.encode()):
             raise ApiError(401, "invalid or missing API key", type_="invalid_request_error", code="invalid_api_key")
 
+    fingerprint: list[str] = []  # read once it is there (a repository older than it has none)
+
+    async def system_fingerprint() -> str:
+        if not fingerprint:
+            value = await state["client"].system_fingerprint()
+            if not value:
+                return ""
+            fingerprint.append(value)
+        return fingerprint[0]
+
     async def adapters() -> dict[str, int]:
         """`<model>:<adapter>` -> lora_task_id of the adapters the engine serves (read once)."""
         if not served_adapters:
@@ -173,7 +183,9 @@ def create_app(settings: FrontSettings) -> FastAPI:
         client = state["client"]
         if sampling.return_log_probs and token_texts is None:
             raise unsupported("logprobs", "start the front with --tokenizer (the checkpoint's tokenizer.json)")
-        shaper = ResponseShaper(settings.model_name, chat, token_texts if sampling.return_log_probs else None)
+        shaper = ResponseShaper(
+            settings.model_name, chat, token_texts if sampling.return_log_probs else None, await system_fingerprint()
+        )
         if tools is not None:
             return await tool_answer(
                 request,

@@ -219,15 +219,23 @@ class ResponseShaper:
     """Builds the bodies of one response (shared id, created, model); `token_texts` given when
     the request asked for log probs."""
 
-    def __init__(self, model: str, chat: bool, token_texts=None) -> None:
+    def __init__(self, model: str, chat: bool, token_texts=None, system_fingerprint: str | None = None) -> None:
         self.chat = chat
         self.id = new_id("chatcmpl" if chat else "cmpl")
         self.created = int(time.time())
         self.model = model
         self.token_texts = token_texts
+        self.system_fingerprint = system_fingerprint or None  # the deployment's (served_identity)
 
     def _envelope(self, obj: str, choices: list[dict], **extra) -> dict:
-        return {"id": self.id, "object": obj, "created": self.created, "model": self.model, "choices": choices} | extra
+        return {
+            "id": self.id,
+            "object": obj,
+            "created": self.created,
+            "model": self.model,
+            "system_fingerprint": self.system_fingerprint,
+            "choices": choices,
+        } | extra
 
     def _logprobs(self, ids, log_probs, tops=()) -> dict | None:
         if self.token_texts is None:

@@ -107,13 +107,18 @@ def sweep(
     inference_threads: int,
     chunk: int,
     log=print,
+    only: list[Numerics] | None = None,
 ) -> dict:
+    """`only`: measure these candidates' fidelity and nothing's speed (a recorded decision reused:
+    build_engines/openvino/numerics_decisions.py)."""
     from transformers import AutoTokenizer
 
     from build_engines.fidelity.evaluate import chat_prompt_ids, fidelity_report
     from build_engines.fidelity.reference import TorchReference
 
     rows = candidates(kv_cache_precision, cpu_flags())
+    if only is not None:
+        rows = [(s, selectable) for s, selectable in rows if s in only]
     reference = CachedReference(TorchReference(checkpoint))
     reports = {}
     for setting, _ in rows:
@@ -130,9 +135,11 @@ def sweep(
     same = {s for s, _ in rows if s != baseline and reports[s]["logits"] == reports[baseline]["logits"]}
     for s in same:
         log(f"{s.label}: the same logits as {baseline.label}, not applied on this host; its speed is not measured")
-    tokenizer = AutoTokenizer.from_pretrained(str(checkpoint))
-    prompts = chat_prompt_ids(tokenizer, max(SPEED_STREAMS))
-    speed = measure_speed(engine_dir, [s for s, _ in rows if s not in same], prompts, inference_threads, chunk, log)
+    speed: dict[Numerics, dict[str, Any]] = {}
+    if only is None:
+        tokenizer = AutoTokenizer.from_pretrained(str(checkpoint))
+        prompts = chat_prompt_ids(tokenizer, max(SPEED_STREAMS))
+        speed = measure_speed(engine_dir, [s for s, _ in rows if s not in same], prompts, inference_threads, chunk, log)
     return {
         "candidates": [
             {
@@ -144,7 +151,9 @@ def sweep(
             }
             for s, selectable in rows
         ],
-        "speed_settings": {
+        "speed_settings": None
+        if only is not None
+        else {
             "streams": list(SPEED_STREAMS),
             "output_tokens": SPEED_TOKENS,
             "rounds": SPEED_ROUNDS,
@@ -165,6 +174,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--inference-threads", type=int, default=0)
     parser.add_argument("--max-num-batched-tokens", type=int, default=512, help="the served chunk (spec limits)")
     parser.add_argument("--out", type=Path, required=True, help="write the measurements here (JSON)")
+    parser.add_argument(
+        "--only", action="append", type=json.loads, help="a setting (JSON) to measure, fidelity only; repeatable"
+    )
     args = parser.parse_args(argv)
     result = sweep(
         args.engine_dir,
@@ -174,6 +186,7 @@ def main(argv: list[str] | None = None) -> None:
         args.inference_threads,
         args.max_num_batched_tokens,
         log=lambda msg: print(msg, file=sys.stderr, flush=True),
+        only=[Numerics.from_dict(d) for d in args.only] if args.only else None,
     )
     args.out.write_text(json.dumps(result, indent=2) + "\n")
 

@@ -11,6 +11,7 @@ when complete, so a half-built (or rejected) engine never looks usable.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 import time
@@ -19,7 +20,17 @@ from pathlib import Path
 
 from build_engines.checkpoint import CheckpointInfo, checkpoint_hash, copy_tokenizer_files
 from build_engines.engine_dir import finish_engine, staging_dir, validated_checkpoint
-from build_engines.openvino.numerics import MeasuredRow, Numerics, NumericsMode, choose_fast, round_gains
+from build_engines.fidelity.logprob_agreement import LogprobAgreement
+from build_engines.openvino.numerics import EXACT, MeasuredRow, Numerics, NumericsMode, choose_fast, round_gains
+from build_engines.openvino.numerics_decisions import (
+    DecisionKey,
+    DecisionSource,
+    RecordedDecision,
+    cpu_vendor,
+    isa_level,
+    matching_decision,
+    recorded_decisions,
+)
 from build_engines.process import BuildError, run_streaming
 from build_engines.progress import StepProgress
 from build_engines.spec import BuildSpec
@@ -41,6 +52,7 @@ IR_MODEL_FILE = "openvino_model.xml"
 FIDELITY_FILE = "fidelity.json"
 FUSION_FILE = "fusion.json"
 NUMERICS_FILE = "numerics.json"
+LOGPROBS_FILE = "logprob_agreement.json"
 REJECTED_SUFFIX = ".rejected"
 
 __all__ = ["BuildError", "build_openvino_engine", "compress_command", "engine_is_built", "export_command"]
@@ -140,9 +152,11 @@ def fidelity_command(spec: BuildSpec, engine_dir: Path, out: Path) -> list[str]:
     ]
 
 
-def numerics_sweep_command(spec: BuildSpec, engine_dir: Path, out: Path) -> list[str]:
-    """Every candidate numerics setting measured (accuracy and speed): what `fast` chooses from."""
+def numerics_sweep_command(spec: BuildSpec, engine_dir: Path, out: Path, only: tuple[Numerics, ...] = ()) -> list[str]:
+    """Every candidate numerics setting measured (accuracy and speed): what `fast` chooses from;
+    `only`: these settings' fidelity, no speed (a recorded decision reused)."""
     ov = spec.openvino
+    only_args = [a for s in only for a in ("--only", json.dumps(s.to_dict()))]
     return [
         sys.executable,
         "-m",
@@ -161,7 +175,44 @@ def numerics_sweep_command(spec: BuildSpec, engine_dir: Path, out: Path) -> list
         str(spec.limits.max_num_tokens),
         "--out",
         str(out),
+        *only_args,
     ]
+
+
+def logprob_agreement_command(spec: BuildSpec, engine_dir: Path, setting: Numerics, out: Path) -> list[str]:
+    """Whether top_logprobs under `setting` describe the sampled tokens on this host."""
+    return [
+        sys.executable,
+        "-m",
+        "build_engines.fidelity.logprob_agreement",
+        "--engine-dir",
+        str(engine_dir),
+        "--tokenizer",
+        str(spec.checkpoint),
+        "--numerics",
+        json.dumps(setting.to_dict()),
+        "--inference-threads",
+        str(spec.openvino.inference_threads),
+        "--max-num-batched-tokens",
+        str(spec.limits.max_num_tokens),
+        "--out",
+        str(out),
+    ]
+
+
+def decision_key(spec: BuildSpec, checkpoint_digest: str) -> DecisionKey:
+    """What a recorded fast decision must match (build_engines/openvino/numerics_decisions.py)."""
+    from build_engines.fidelity.evaluate import cpu_flags
+
+    return DecisionKey(
+        checkpoint_hash=checkpoint_digest,
+        precision=spec.precision.value,
+        kv_cache_precision=spec.openvino.kv_cache_precision,
+        openvino=installed_versions(("openvino-genai",))["openvino-genai"],
+        isa=isa_level(cpu_flags()),
+        vendor=cpu_vendor(),
+        cores=os.cpu_count() or 0,
+    )
 
 
 def measures_numerics(spec: BuildSpec) -> bool:
@@ -214,12 +265,23 @@ def build_openvino_engine(spec: BuildSpec, engine_dir: Path, *, log_file: Path |
     fidelity: dict = {}
     numerics: dict = {}
     if evaluating and measures_numerics(spec):
+        auto = spec.openvino.numerics_decision == DecisionSource.AUTO.value
+        decision = matching_decision(decision_key(spec, digest), recorded_decisions()) if auto else None
         what = (
-            f"measure each numerics setting's fidelity vs the float32 checkpoint ({spec.fidelity.evaluation}) and speed"
+            f"measure the fidelity of the recorded fast choice ({decision.fast.label}) and of exact vs the float32 "
+            f"checkpoint ({spec.fidelity.evaluation})"
+            if decision
+            else f"measure each numerics setting's fidelity vs the float32 checkpoint ({spec.fidelity.evaluation}) "
+            "and speed"
         )
         with progress.step(what):
-            run_streaming(numerics_sweep_command(spec, staging, staging / NUMERICS_FILE), log_file, what="numerics")
-            fidelity, numerics = numerics_record(spec, json.loads((staging / NUMERICS_FILE).read_text()))
+            fidelity, numerics = choose_numerics(spec, staging, log_file, decision)
+            if spec.openvino.top_logprobs and Numerics.from_dict(numerics["fast"]) != EXACT:
+                out = staging / LOGPROBS_FILE
+                fast = Numerics.from_dict(numerics["fast"])
+                run_streaming(logprob_agreement_command(spec, staging, fast, out), log_file, what="logprob agreement")
+                measured = LogprobAgreement.from_dict(json.loads(out.read_text()))
+                numerics["logprobs"] = {"numerics": fast.to_dict()} | measured.to_dict()
             (staging / FIDELITY_FILE).write_text(json.dumps(fidelity, indent=2) + "\n")  # the spec's own setting's
             _gate(spec, fidelity, staging, engine_dir)
     elif evaluating:
@@ -236,16 +298,36 @@ def build_openvino_engine(spec: BuildSpec, engine_dir: Path, *, log_file: Path |
     return record
 
 
-def numerics_record(spec: BuildSpec, measured: dict) -> tuple[dict, dict]:
+def choose_numerics(
+    spec: BuildSpec, staging: Path, log_file: Path | None, decision: RecordedDecision | None
+) -> tuple[dict, dict]:
+    """The spec's own setting's fidelity report and the record's `numerics`: from a recorded
+    decision where one matches and its setting passes the gate here, else from the whole sweep."""
+    out = staging / NUMERICS_FILE
+    if decision is not None:
+        only = (spec.openvino.pinned_numerics(), decision.fast)
+        run_streaming(numerics_sweep_command(spec, staging, out, only), log_file, what="numerics")
+        fidelity, numerics = numerics_record(spec, json.loads(out.read_text()), decision)
+        if Numerics.from_dict(numerics["fast"]) == decision.fast:
+            return fidelity, numerics
+        print(f"    the recorded choice does not hold here ({numerics['why']}): measuring every setting", flush=True)
+    run_streaming(numerics_sweep_command(spec, staging, out), log_file, what="numerics")
+    return numerics_record(spec, json.loads(out.read_text()))
+
+
+def numerics_record(spec: BuildSpec, measured: dict, decision: RecordedDecision | None = None) -> tuple[dict, dict]:
     """From the sweep's measurements: the fidelity report of the spec's own setting (what the gate
     checks and build.json's `fidelity` holds) and the record's `numerics` (the table, the fast
-    choice and why)."""
+    choice, why, and which path chose it: `chosen_by`).  `decision`: the sweep measured only its
+    setting and the spec's own, for fidelity; it is the fast choice if it passes the gate here."""
     from build_engines.fidelity.gate import gate_problems
 
     limits = spec.fidelity.limits(spec.precision.value)
     pinned = spec.openvino.pinned_numerics()
     rows, fidelity = [], {}
-    baseline_runs = next(c["speed"]["runs"] for c in measured["candidates"] if c["selectable"])
+    baseline_runs: dict = next(
+        (c["speed"]["runs"] for c in measured["candidates"] if c["selectable"] and c["speed"]), {}
+    )
     for candidate in measured["candidates"]:
         setting, report = Numerics.from_dict(candidate["numerics"]), candidate["fidelity"]
         if setting == pinned:
@@ -267,11 +349,30 @@ def numerics_record(spec: BuildSpec, measured: dict) -> tuple[dict, dict]:
                 round_gains=round_gains(candidate["speed"]["runs"], baseline_runs) if candidate["speed"] else (),
             )
         )
-    fast, why = choose_fast(rows)
+    today = time.strftime("%Y-%m-%d")
+    if decision is None:
+        fast, why = choose_fast(rows)
+        chosen_by = {"path": "measured", "measured": today}
+    else:
+        row = next(r for r in rows if r.numerics == decision.fast)
+        holds = row.selectable and row.within_gate and not row.not_applied
+        fast = decision.fast if holds else pinned
+        why = (
+            decision.describe()
+            if holds
+            else f"{decision.fast.label}: " + ("; ".join(row.problems) or "not applied on this host")
+        )
+        chosen_by = {
+            "path": "recorded",
+            "measured": decision.measured,
+            "host": decision.host,
+            "source": decision.source,
+        }
     return fidelity, {
         "rows": [r.to_dict() for r in rows],
         "fast": fast.to_dict(),
         "why": why,
+        "chosen_by": chosen_by,
         "gate": limits.to_dict() if limits else None,
         "speed_settings": measured["speed_settings"],
         "host": measured["host"],

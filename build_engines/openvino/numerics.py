@@ -245,13 +245,49 @@ def numerics_lines(options: Any, measuring: bool, measured: dict[str, Any], cpu_
         "DYNAMIC_QUANTIZATION_GROUP_SIZE)" + (f"; chosen: {why}" if why else ""),
         exactness_line(*served.values()),
     ]
+    agreement = measured.get("logprobs")
+    if agreement and Numerics.from_dict(agreement["numerics"]) == served:
+        from build_engines.fidelity.logprob_agreement import LogprobAgreement
+
+        result = LogprobAgreement.from_dict(agreement)
+        lines.append(
+            f"top_logprobs: {'served' if result.agrees else 'refused'} under this setting, measured at build: "
+            + result.describe()
+            + ("" if result.agrees else " (`--numerics exact` serves them)")
+        )
     rows = [MeasuredRow.from_dict(r) for r in measured.get("rows", [])]
     if rows:
         speed, host = measured["speed_settings"], measured["host"]
+        chosen_by = measured.get("chosen_by", {})
+        how = (
+            f"output tok/s in-process, {speed['output_tokens']} tokens per request, median of {speed['rounds']} "
+            "alternating rounds"
+            if speed
+            else f"speed not measured: the choice recorded {chosen_by.get('measured')} on {chosen_by.get('host')}"
+        )
         lines.append(
             f"measured at build on {host['cpu']} ({host['cores']} cores): accuracy vs the float32 checkpoint; "
-            f"output tok/s in-process, {speed['output_tokens']} tokens per request, median of {speed['rounds']} "
-            "alternating rounds (* = served; `--numerics exact` serves the first without a rebuild)"
+            f"{how} (* = served; `--numerics exact` serves the first without a rebuild)"
         )
         lines += table_lines(rows, served)
     return lines
+
+
+def top_logprobs_problem(served: Numerics, measured: dict[str, Any]) -> str:
+    """Why the engine must not serve top_logprobs under `served` ('' when it may): the alternatives
+    come from a second pass (engines/openvino/ir_scorer.py) that agrees with the pipeline's sampled
+    tokens under exact numerics; any other setting must have been measured to agree on the build host
+    (build_engines/fidelity/logprob_agreement.py)."""
+    if served == EXACT:
+        return ""
+    agreement = measured.get("logprobs")
+    if not agreement or Numerics.from_dict(agreement["numerics"]) != served:
+        return f"under {served.label} the alternatives' agreement with the sampled tokens was not measured"
+    from build_engines.fidelity.logprob_agreement import LogprobAgreement
+
+    result = LogprobAgreement.from_dict(agreement)
+    return (
+        ""
+        if result.agrees
+        else f"under {served.label} the alternatives disagree with the sampled tokens: " + (result.describe())
+    )

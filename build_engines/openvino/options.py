@@ -7,6 +7,7 @@ from typing import Any
 
 from build_engines.openvino.compress import Int4Recipe
 from build_engines.openvino.numerics import EXACT, NUMERICS_MODES, Numerics, NumericsMode
+from build_engines.openvino.numerics_decisions import DECISION_SOURCES, DecisionSource
 from build_engines.openvino.precision import default_kv_cache_precision, precision_problems
 from build_engines.spec_base import SpecError
 from contract.model_configs import prompt_lookup_problems
@@ -104,6 +105,10 @@ class OpenVinoOptions:
     # dynamic-quantization group above (implied when either differs from f32 / 0).  Only a fast
     # build measures every candidate; its engine also serves exact without a rebuild.
     numerics: str = NumericsMode.FAST.value
+    # Where fast's choice comes from (build_engines/openvino/numerics_decisions.py): auto, a decision
+    # recorded for this kind of host, model and engine version when one matches (the build still
+    # measures the reused setting's fidelity), else the whole sweep; measure, always the sweep.
+    numerics_decision: str = DecisionSource.AUTO.value
 
     def __post_init__(self) -> None:
         if not self.kv_cache_precision:
@@ -125,6 +130,10 @@ class OpenVinoOptions:
             problems.append(
                 f"'numerics' exact means {EXACT.label}; got {self.pinned_numerics().label} (leave the precisions "
                 "and the group out, or use numerics custom)"
+            )
+        if self.numerics_decision not in DECISION_SOURCES:
+            problems.append(
+                f"'numerics_decision' must be one of {list(DECISION_SOURCES)}, got {self.numerics_decision!r}"
             )
         if self.prompt_lookup and self.draft_checkpoint:
             problems.append("'prompt_lookup' and 'draft_checkpoint' are exclusive: one kind of speculative decoding")

@@ -1,9 +1,12 @@
 """Top-k alternatives of each generated token (input `top_logprobs`) for an engine whose library
 computes only the chosen token's log prob (OpenVINO GenAI 2026.4.1: `GenerationConfig.logprobs`
 above 1 acts as 1).  A Scorer runs the model over each sequence's tokens as they are sent, and
-AlternativesSink adds the k most likely tokens of every position to the response.  Nothing here
-imports OpenVINO or Triton: the scorer is the backend's (engines/openvino/ir_scorer.py), tests
-use fakes."""
+AlternativesSink adds the k most likely tokens of every position to the response, and replaces
+the library's log prob of each chosen token with the scorer's, so that every number of the
+response comes from one distribution (the token's log prob is its entry in the list).  The
+scorer's kernels are not the pipeline's: the build serves top_logprobs only under numerics where
+the two agree on this host (build_engines/fidelity/logprob_agreement.py).  Nothing here imports
+OpenVINO or Triton: the scorer is the backend's (engines/openvino/ir_scorer.py), tests use fakes."""
 
 from __future__ import annotations
 
@@ -28,18 +31,32 @@ class TopLogprobs:
         return cls(np.zeros((0, k), dtype=np.int32), np.zeros((0, k), dtype=np.float32))
 
 
-def top_k(logits: np.ndarray, k: int) -> TopLogprobs:
-    """Log-softmax of each row of [tokens, vocab] logits (the raw model distribution: no
-    temperature or penalties, as output_log_probs) and its k largest entries, largest first
-    (ties: the lower token id first)."""
+def _log_softmax(logits: np.ndarray) -> np.ndarray:
     rows = np.asarray(logits, dtype=np.float64)
     shifted = rows - rows.max(axis=-1, keepdims=True)
-    log_probs = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+
+
+def _largest(log_probs: np.ndarray, k: int) -> TopLogprobs:
     part = np.argpartition(-log_probs, k - 1, axis=-1)[:, :k]
     picked = np.take_along_axis(log_probs, part, axis=-1)
     order = np.lexsort((part, -picked), axis=-1)
     ids = np.take_along_axis(part, order, axis=-1)
     return TopLogprobs(ids.astype(np.int32), np.take_along_axis(picked, order, axis=-1).astype(np.float32))
+
+
+def top_k(logits: np.ndarray, k: int) -> TopLogprobs:
+    """Log-softmax of each row of [tokens, vocab] logits (the raw model distribution: no
+    temperature or penalties, as output_log_probs) and its k largest entries, largest first
+    (ties: the lower token id first)."""
+    return _largest(_log_softmax(logits), k)
+
+
+def scored(logits: np.ndarray, ids: Sequence[int], k: int) -> tuple[TopLogprobs, list[float]]:
+    """top_k of each row, and the log prob of each row's chosen token (ids) in the same rows."""
+    log_probs = _log_softmax(logits)
+    chosen = log_probs[np.arange(len(ids)), np.asarray(ids, dtype=np.int64)].astype(np.float32)
+    return _largest(log_probs, k), [float(v) for v in chosen]
 
 
 class Scoring(Protocol):
@@ -62,6 +79,7 @@ class AlternativesSink:
     def __init__(self, sink, scorer: Scorer, prompt: Sequence[int], k: int) -> None:
         self._sink, self._scorer, self._prompt, self._k = sink, scorer, tuple(prompt), k
         self._scorings: dict[int, Scoring] = {}
+        self._shift: dict[int, float] = {}  # per sequence: the scorer's cum log prob minus the library's
         self._failed = False
 
     def is_cancelled(self) -> bool:
@@ -74,14 +92,19 @@ class AlternativesSink:
             scoring = self._scorings.get(sequence)
             if scoring is None:
                 scoring = self._scorings[sequence] = self._scorer.start(self._prompt)
-            top = top_k(scoring.extend(ids), self._k) if len(ids) else TopLogprobs.empty(self._k)
+            if len(ids):
+                top, own = scored(scoring.extend(ids), ids, self._k)
+            else:
+                top, own = TopLogprobs.empty(self._k), []
         except Exception as e:  # this request fails alone; the engine's step goes on
             log.exception("scoring top_logprobs failed")
             self.fail(f"computing top_logprobs failed: {e}")
             return
+        shift = self._shift.get(sequence, 0.0) + sum(own) - sum(float(v) for v in log_probs)
+        self._shift[sequence] = shift
         if final:
             self._scorings.pop(sequence).close()
-        self._sink.send(ids, log_probs, cum_log_prob, final, sequence, top=top)
+        self._sink.send(ids, own, cum_log_prob + shift, final, sequence, top=top)
 
     def fail(self, message, code=None) -> None:
         if self._failed:

@@ -98,7 +98,8 @@ def standin_models(engine_dir: Path, serving: TrtLlmServing | None = None, lora_
         draft = DraftTargetOptions(str(draft_engine_dir.resolve()), max_draft_len)
     spec = standin_spec(engine_dir, serving, lora, draft)
     batch = spec.limits.max_batch_size
-    models = (text_models(engine_dir, spec, served(lora) if lora else None)  # the CPU engine holds its tokenizer
+    record = BuildRecord.read(engine_dir)  # the CPU engine's: it holds the tokenizer and stands in for the engine
+    models = (text_models(engine_dir, spec, record, served(lora) if lora else None)
               + standin_engine_models(engine_dir, spec, prefetch_dir))
     models.append(bls_model(engine_dir, names.TRTLLM_ENGINE, batch, first_token_timeout_s=spec.trtllm.serving.queue_timeout_s,
                             draft=draft_relay(spec)))

@@ -81,3 +81,38 @@ def test_the_build_records_a_choice_the_renderer_serves(measured, default_checkp
         "kv_cache_precision": "f32",
         "dynamic_quantization_group_size": "0",
     }
+
+
+def test_top_logprobs_are_served_only_where_they_describe_the_sampled_tokens(measured, default_checkpoint, default_engine):
+    """Issue 49 on this host: exact's alternatives agree with the pipeline's greedy tokens (the
+    premise of serving them); the fast choice, and a setting that is applied on every host (a u8 KV
+    cache), are measured as the build measures them, and the rendered deployment serves
+    top_logprobs under each exactly when it agrees, refusing them by name otherwise."""
+    from transformers import AutoTokenizer
+
+    from build_engines.fidelity import logprob_agreement
+    from build_engines.fidelity.evaluate import chat_prompt_ids
+    from build_engines.fidelity.openvino_engine import compile_properties
+    from build_engines.openvino.build import numerics_record
+    from build_engines.repository import engine_features, top_logprobs_withheld
+    from build_engines.spec import BuildSpec
+    from contract.features import Feature
+
+    spec = BuildSpec(checkpoint=default_checkpoint)
+    _, numerics = numerics_record(spec, measured)
+    prompts = chat_prompt_ids(AutoTokenizer.from_pretrained(str(default_checkpoint)), 2)
+
+    def agreement(setting: Numerics):
+        properties = compile_properties(default_engine, setting, 0)
+        return logprob_agreement.measure(default_engine, properties, prompts, 512)
+
+    exact = agreement(EXACT)
+    assert exact.agrees, exact.describe()
+    fast = Numerics.from_dict(numerics["fast"])
+    for setting in {fast, Numerics("f32", "u8", 0)} - {EXACT}:
+        result = agreement(setting)
+        print(f"{setting.label}: {result.describe()}")
+        record = numerics | {"fast": setting.to_dict(), "logprobs": {"numerics": setting.to_dict()} | result.to_dict()}
+        served = Feature.TOP_LOG_PROBS in engine_features(spec, numerics=record).features
+        assert served == result.agrees
+        assert bool(top_logprobs_withheld(spec, record)) != result.agrees

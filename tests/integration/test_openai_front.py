@@ -53,6 +53,9 @@ def test_streamed_chat_equals_whole(oai):
     finishes = [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason]
     assert finishes == [whole.choices[0].finish_reason]
     assert chunks[-1].usage.completion_tokens == whole.usage.completion_tokens
+    # every body names what the deployment computes with: preprocessing's system_fingerprint
+    fingerprints = {whole.system_fingerprint} | {c.system_fingerprint for c in chunks}
+    assert len(fingerprints) == 1 and whole.system_fingerprint.startswith("fp_")
 
 
 def test_completion_and_stop(oai):

@@ -71,9 +71,9 @@ def test_each_sequence_is_scored_in_order_across_responses_and_closed_with_its_f
     alt.send([5, 6], [-0.1, -0.1], -0.3, False, 0)
     alt.send([7], [-0.1], -0.1, False, 1)  # sequence 1 starts from the prompt too
     alt.send([], [], -0.3, True, 0)  # a closing response: no tokens, no alternatives
-    alt.send([8], [-0.1], -0.2, True, 1)
+    alt.send([6], [-0.1], -0.2, True, 1)
     assert sink.sent == [(0, [4], [3], False), (0, [5, 6], [4, 5], False), (1, [7], [3], False),
-                         (0, [], [], True), (1, [8], [4], True)]
+                         (0, [], [], True), (1, [6], [4], True)]
     assert scorer.open == 0
 
 
@@ -98,3 +98,26 @@ def test_the_llm_api_dicts_become_ranked_alternatives():
     assert alternatives(entry, 2) == ([7, 3], [-0.5, -1.5])
     with pytest.raises(ValueError, match="returned 3 alternatives.*asked 4"):
         alternatives(entry, 4)
+
+
+class LogprobSink(Sink):
+    def send(self, ids, log_probs, cum, final, sequence=0, top=None):
+        self.sent.append((list(ids), list(log_probs), cum, top))
+
+
+def test_a_response_with_alternatives_takes_every_log_prob_from_the_scorers_pass():
+    # the library said -0.1 for each token; the scorer's distribution gives the chosen token
+    # (the favoured one, then one that is not) its own numbers: those are what the response says
+    scorer, sink = FakeScorer(), LogprobSink()
+    alt = AlternativesSink(sink, scorer, prompt=[9, 9, 9], k=2)
+    alt.send([3], [-0.1], -0.1, False, 0)  # position 3 favours token 3
+    alt.send([0], [-0.1], -0.2, True, 0)  # position 4 favours token 4: 0 is an alternative's rival
+    (ids1, lps1, cum1, top1), (ids2, lps2, cum2, top2) = sink.sent
+    favoured = 5.0 - np.log(np.exp(5.0) + (VOCAB - 1) * np.exp(-5.0))
+    other = -5.0 - np.log(np.exp(5.0) + (VOCAB - 1) * np.exp(-5.0))
+    assert lps1 == pytest.approx([favoured], abs=1e-5) and lps2 == pytest.approx([other], abs=1e-5)
+    # the chosen token's log prob is its own entry in the list where it is listed
+    assert top1.ids[0, 0] == 3 and top1.log_probs[0, 0] == pytest.approx(lps1[0], abs=1e-6)
+    assert top2.ids[0, 0] == 4
+    # the cumulative log prob follows the scorer's numbers too
+    assert cum1 == pytest.approx(favoured, abs=1e-5) and cum2 == pytest.approx(favoured + other, abs=1e-5)

@@ -63,9 +63,20 @@ def fake_children(monkeypatch):
         elif what == "fidelity report":
             Path(cmd[cmd.index("--out") + 1]).write_text(json.dumps(fake_report(state["mean_kld"])))
         elif what == "numerics":
-            Path(cmd[cmd.index("--out") + 1]).write_text(json.dumps(fake_sweep(state["mean_kld"], **state["sweep"])))
+            sweep = fake_sweep(state["mean_kld"], **state["sweep"])
+            only = [json.loads(cmd[n + 1]) for n, arg in enumerate(cmd) if arg == "--only"]
+            if only:  # a recorded decision: those settings' fidelity, no speed
+                sweep["candidates"] = [c | {"speed": {}} for c in sweep["candidates"] if c["numerics"] in only]
+                sweep["speed_settings"] = None
+            Path(cmd[cmd.index("--out") + 1]).write_text(json.dumps(sweep))
+        elif what == "logprob agreement":
+            setting = json.loads(cmd[cmd.index("--numerics") + 1])
+            agreement = {"positions": 128, "top1_mismatches": state["mismatches"], "max_gap": 0.1 if state["mismatches"] else 0.0001}
+            Path(cmd[cmd.index("--out") + 1]).write_text(json.dumps({"numerics": setting} | agreement))
 
+    state["mismatches"] = 0
     monkeypatch.setattr(openvino_build, "run_streaming", run_streaming)
+    monkeypatch.setattr(openvino_build, "recorded_decisions", lambda: state.get("decisions", []))
     return state
 
 
@@ -73,7 +84,7 @@ def test_build_json_carries_the_report_and_inspect_shows_it(default_checkpoint, 
     engine = tmp_path / "int8"
     record = build_openvino_engine(BuildSpec(checkpoint=default_checkpoint), engine)
     # Fused before the numerics are measured: they measure the engine that is served.
-    assert fake_children["steps"] == ["export", "projection fusion", "numerics"]
+    assert fake_children["steps"] == ["export", "projection fusion", "numerics", "logprob agreement"]
     assert BuildRecord.read(engine).fusion == {"groups": {"gate_proj+up_proj": 30}}
     stored = BuildRecord.read(engine).fidelity
     assert stored == record.fidelity and stored["logits"]["mean_kld"] == 0.004
@@ -198,3 +209,56 @@ def test_a_setting_faster_on_the_median_but_not_in_every_round_is_not_chosen():
     chosen, why = choose_fast([row(EXACT, base), row(u8, steady)])
     assert chosen == u8 and "faster in each of 3 rounds (rounds 1.10x, 1.10x, 1.10x)" in why
     assert MeasuredRow.from_dict(row(u8, steady).to_dict()) == row(u8, steady)
+
+
+def test_fast_records_whether_top_logprobs_agree_and_which_path_chose(default_checkpoint, tmp_path, fake_children):
+    from build_engines.repository import top_logprobs_withheld
+
+    fake_children["mismatches"] = 3
+    spec = BuildSpec(checkpoint=default_checkpoint)
+    numerics = build_openvino_engine(spec, tmp_path / "int8").numerics
+    assert numerics["chosen_by"] == {"path": "measured", "measured": numerics["chosen_by"]["measured"]}
+    assert numerics["logprobs"]["numerics"] == numerics["fast"] and numerics["logprobs"]["agrees"] is False
+    assert "disagree with the sampled tokens" in top_logprobs_withheld(spec, numerics)
+
+
+def _decision(fast, checkpoint):
+    """A decision recorded for this host, model and engine version (its key as the build makes it)."""
+    from build_engines.checkpoint import checkpoint_hash
+    from build_engines.openvino.build import decision_key
+    from build_engines.openvino.numerics import Numerics
+    from build_engines.openvino.numerics_decisions import RecordedDecision
+
+    key = decision_key(BuildSpec(checkpoint=checkpoint), checkpoint_hash(checkpoint))
+    return RecordedDecision(key, Numerics(*fast), "1.30x at 16 streams", "2026-12-02", "Intel Xeon (AMX)",
+                            "docs/results/2026-12-02-numerics-decisions.md")
+
+
+def test_a_recorded_decision_that_matches_skips_the_speed_sweep(default_checkpoint, tmp_path, fake_children):
+    from build_engines.openvino.numerics import Numerics
+
+    fake_children["decisions"] = [_decision(("f32", "u8", 0), default_checkpoint)]
+    numerics = build_openvino_engine(BuildSpec(checkpoint=default_checkpoint), tmp_path / "int8").numerics
+    assert fake_children["steps"] == ["export", "projection fusion", "numerics", "logprob agreement"]
+    assert numerics["fast"] == Numerics("f32", "u8", 0).to_dict()  # the recorded one, not the sweep's 32
+    assert numerics["chosen_by"]["path"] == "recorded" and numerics["chosen_by"]["measured"] == "2026-12-02"
+    assert [r["numerics"]["kv_cache_precision"] for r in numerics["rows"]] == ["f32", "u8"]  # exact and it
+    assert "recorded decision measured 2026-12-02 on Intel Xeon (AMX)" in numerics["why"]
+
+
+def test_a_recorded_decision_beyond_the_gate_here_falls_back_to_the_sweep(default_checkpoint, tmp_path, fake_children):
+    from build_engines.openvino.numerics import Numerics
+
+    fake_children["decisions"] = [_decision(("f32", "f32", 64), default_checkpoint)]  # 64 is beyond the int8 gate here
+    numerics = build_openvino_engine(BuildSpec(checkpoint=default_checkpoint), tmp_path / "int8").numerics
+    assert fake_children["steps"] == ["export", "projection fusion", "numerics", "numerics", "logprob agreement"]
+    assert numerics["fast"] == Numerics("f32", "f32", 32).to_dict() and numerics["chosen_by"]["path"] == "measured"
+
+
+def test_measure_ignores_a_recorded_decision(default_checkpoint, tmp_path, fake_children):
+    from build_engines.openvino.options import OpenVinoOptions
+
+    fake_children["decisions"] = [_decision(("f32", "u8", 0), default_checkpoint)]
+    spec = BuildSpec(checkpoint=default_checkpoint, openvino=OpenVinoOptions(numerics_decision="measure"))
+    numerics = build_openvino_engine(spec, tmp_path / "int8").numerics
+    assert numerics["chosen_by"]["path"] == "measured" and fake_children["steps"].count("numerics") == 1

@@ -171,3 +171,11 @@ def test_priority_from_the_body_or_the_header():
         assert e.value.status == 400 and e.value.param == "priority"
     with pytest.raises(ValueError):
         CompletionRequest(model="m", prompt="hi", priority=2.0)
+
+
+def test_every_body_carries_the_deployments_system_fingerprint():
+    from openai_front.translate import ResponseShaper
+
+    shaper = ResponseShaper("m", chat=True, system_fingerprint="fp_0123456789")
+    assert shaper._envelope("chat.completion.chunk", [])["system_fingerprint"] == "fp_0123456789"
+    assert ResponseShaper("m", chat=False)._envelope("text_completion", [])["system_fingerprint"] is None

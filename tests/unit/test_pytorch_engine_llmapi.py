@@ -66,12 +66,20 @@ class Recorder:
         return self.ids[i], self.log_probs[i], self.cum[i]
 
 
-def start(trtllm, model: Path, stats_period_s: float = 1.0, params=None) -> tuple[LlmEngine, dict]:
+# Seeded samples are reproducible only under the sampler that applies a request's own seed: at 1.2.1
+# TorchSampler draws every request from one generator (standins/llmapi/.../samplers.py), so the
+# kit picks TRTLLMSampler for a deployment that takes seeds (build_engines/pytorch/sampler.py).
+SEEDED = "TRTLLMSampler"
+SAMPLED_SEEDED = dataclasses.replace(SAMPLED, options=GenerationOptions())  # it returns the sampled token's log prob only
+
+
+def start(trtllm, model: Path, stats_period_s: float = 1.0, params=None,
+          sampler_type: str = "auto") -> tuple[LlmEngine, dict]:
     made = {}
 
     def make_llm():
         made["llm"] = trtllm.LLM(str(model), skip_tokenizer_init=True, kv_cache_config=trtllm.KvCacheConfig(),
-                                 enable_iter_perf_stats=True, max_batch_size=16)
+                                 enable_iter_perf_stats=True, max_batch_size=16, sampler_type=sampler_type)
         return made["llm"]
 
     engine = LlmEngine(make_llm, params or trtllm.SamplingParams,
@@ -97,9 +105,9 @@ def with_n(request: EngineInputs, n: int, **changes) -> EngineInputs:
 def test_each_of_n_samples_is_the_one_sample_run_with_its_seed(trtllm, toy, streaming):
     """Item 2 of issue 33: tokens, log probs and cumulative log prob of every sample equal a
     one-sample run seeded seed + i - no token or log prob repeated from another sample's step."""
-    engine, _ = start(trtllm, toy)
+    engine, _ = start(trtllm, toy, sampler_type=SEEDED)
     try:
-        request = dataclasses.replace(SAMPLED, streaming=streaming)
+        request = dataclasses.replace(SAMPLED_SEEDED, streaming=streaming)
         many = run(engine, with_n(request, 3))
         alone = [run(engine, with_n(request, 1, seed=request.seed + i)) for i in range(3)]
     finally:
@@ -118,14 +126,14 @@ def test_a_sample_that_stops_early_ends_as_it_would_alone(trtllm, toy):
     """A stop token is cut from a sample by the LLM API only at the request's last response
     (result.py 413-424): with n = 2, the sample that stops first keeps it there - the engine
     must not pass it on, so both samples equal their one-sample runs (where it is cut)."""
-    engine, _ = start(trtllm, toy)
+    engine, _ = start(trtllm, toy, sampler_type=SEEDED)
     try:
-        free = [run(engine, with_n(SAMPLED, 1, seed=SAMPLED.seed + i)).ids[0] for i in range(2)]
+        free = [run(engine, with_n(SAMPLED_SEEDED, 1, seed=SAMPLED_SEEDED.seed + i)).ids[0] for i in range(2)]
         # a stop token sample 0 meets early and sample 1 never does: sample 0 ends first
         stop = next(t for t in free[0][1:6] if t not in free[1])
-        request = with_n(SAMPLED, 2, stop_words_list=((stop,),))
+        request = with_n(SAMPLED_SEEDED, 2, stop_words_list=((stop,),))
         both = run(engine, request)
-        alone = [run(engine, with_n(request, 1, seed=SAMPLED.seed + i)) for i in range(2)]
+        alone = [run(engine, with_n(request, 1, seed=SAMPLED_SEEDED.seed + i)) for i in range(2)]
     finally:
         engine.shutdown()
     assert stop not in alone[0].ids[0] and len(alone[0].ids[0]) < len(free[0])
@@ -143,14 +151,14 @@ def test_best_of_more_than_n_answers_the_best_n_whole(trtllm, toy):
     def with_best_of(**kwargs):
         return trtllm.SamplingParams(**kwargs, best_of=best_of)
 
-    engine, _ = start(trtllm, toy, params=with_best_of)
+    engine, _ = start(trtllm, toy, params=with_best_of, sampler_type=SEEDED)
     try:
-        both = run(engine, with_n(SAMPLED, 2))
+        both = run(engine, with_n(SAMPLED_SEEDED, 2))
     finally:
         engine.shutdown()
-    engine, _ = start(trtllm, toy)
+    engine, _ = start(trtllm, toy, sampler_type=SEEDED)
     try:
-        alone = [run(engine, with_n(SAMPLED, 1, seed=SAMPLED.seed + i)).sample(0) for i in range(best_of)]
+        alone = [run(engine, with_n(SAMPLED_SEEDED, 1, seed=SAMPLED_SEEDED.seed + i)).sample(0) for i in range(best_of)]
     finally:
         engine.shutdown()
     ranked = sorted(alone, key=lambda s: s[2], reverse=True)

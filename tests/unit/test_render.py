@@ -151,3 +151,12 @@ def test_bench_peers_serves_an_exact_copy_beside_other_numerics(repository, tmp_
         "ours (f32 activations, u8 KV cache, dynamic quantization off)",
         "ours (exact)",
     ]
+
+
+def test_preprocessing_says_what_the_deployment_computes_with(repository):
+    pre = read_config(repository / names.PREPROCESSING / "config.pbtxt")
+    assert pre.parameters["system_fingerprint"].string_value.startswith("fp_")
+    assert pre.parameters["served_numerics"].string_value.startswith("exact: f32 activations")  # the tests pin exact
+    assert pre.parameters["reproducible"].string_value.lower() in ("true", "1")
+    params = from_parameters(PreprocessingParameters, pre.name, {k: {"string_value": v.string_value} for k, v in pre.parameters.items()})
+    assert params.reproducible is True
