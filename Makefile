@@ -45,7 +45,7 @@ CHECKPOINT_ARG := $(if $(MODEL),--checkpoint $(MODEL),)
 PRECISION_ARG := $(if $(PRECISION),--precision $(PRECISION),)
 CHART_ARGS := $(foreach f,$(VALUES),-f $(f)) $(if $(ENGINE_DIR),--engine-dir $(ENGINE_DIR),)
 
-.PHONY: help venv eval-quality eval-harness build-engine build-engine-openvino build-engine-gpu build-engine-tensorrt_llm build-engine-tensorrt_llm_pytorch compose-config test-gpu gpu-check gpu-check-dry-run serve serve-detached stop serve-cluster serve-cluster-detached stop-cluster demo client bench bench-throughput chart-check chart-template test test-unit clean
+.PHONY: help venv image-venv test-image test-image-ci eval-quality eval-harness build-engine build-engine-openvino build-engine-gpu build-engine-tensorrt_llm build-engine-tensorrt_llm_pytorch compose-config test-gpu gpu-check gpu-check-dry-run serve serve-detached stop serve-cluster serve-cluster-detached stop-cluster demo client bench bench-throughput chart-check chart-template test test-unit clean
 
 help:
 	@echo "make demo          build the default model's engine, start Triton, stream a completion, stop"
@@ -70,6 +70,8 @@ help:
 	@echo "make chart-check   [VALUES='a.yaml b.yaml'] [ENGINE_DIR=...] helm lint + render + Kubernetes schema check"
 	@echo "make chart-template [VALUES=...] [ENGINE_DIR=...]  the Kubernetes manifests (like helm template)"
 	@echo "make test          install everything and run the whole test suite"
+	@echo "make test-image    IMAGE=25.12|26.07-low|26.07-high [IMAGE_TESTS=...] the tests under a GPU image's"
+	@echo "                   Python packages (.venv-image-IMAGE, CPython 3.12; docs/testing.md)"
 	@echo "make test-gpu      (GPU host) build a small TensorRT-LLM engine and run the end-to-end tests on it"
 	@echo "make gpu-check     [GPU_IMAGE=26.07] (GPU host) driver check, then per image (default: the PyTorch backend"
 	@echo "                   on 26.07, then the engine flow on 25.12) build it and check the default model at fp16"
@@ -202,6 +204,57 @@ chart-template: venv
 
 test: venv
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# The GPU images' Python packages, here (issue 46): .venv-image-<IMAGE> is the project's virtualenv
+# with every package the image carries at the image's version (requirements/image-<IMAGE>.lock, made
+# from contract/upstream/data/image_packages_<release>.json by build_engines/images/image_env.py),
+# under a CPython 3.12 with a shared libpython (the images run 3.12.3).  IMAGE: 25.12, 26.07-low or
+# 26.07-high (26.07's table holds ranges: both ends).  IMAGE_TESTS: what runs (docs/testing.md).
+IMAGE ?= 25.12
+IMAGE_PYTHON ?= $(firstword $(wildcard /usr/bin/python3.12 $(HOME)/.pyenv/versions/3.12*/bin/python3))
+IMAGE_VENV := .venv-image-$(IMAGE)
+IMAGE_LOCK := requirements/image-$(IMAGE).lock
+# Every test that needs no GPU and runs the kit's Python on these packages; not the suites of other
+# tools' own environments (AIPerf, genai-perf, Dynamo, Helm) nor the CPU engine's export and
+# numerics (torch/openvino, at the main lock's versions in every environment).
+IMAGE_TESTS ?= tests/unit tests/integration \
+	--ignore=tests/integration/test_gpu_pipeline.py --ignore=tests/integration/test_gpu_pytorch.py \
+	--ignore=tests/integration/test_gpu_fidelity.py --ignore=tests/integration/test_cluster.py \
+	--ignore=tests/integration/test_aiperf.py --ignore=tests/integration/test_genai_perf.py \
+	--ignore=tests/integration/test_chart_on_triton.py --ignore=tests/integration/test_numerics_sweep.py \
+	--ignore=tests/integration/test_draft_model.py --ignore=tests/integration/test_fused_projections.py \
+	--deselect=tests/unit/test_bench_perf_analyzer.py::test_a_relative_out_dir_still_names_files_perf_analyzer_finds
+# What .ci/run runs in each image environment (make test-image-ci): the unit tests of the front
+# (fastapi, pydantic), the client's gRPC path and the model configs (tritonclient, grpcio,
+# protobuf), the interpreter's, and the front's and client's integration suites, with one server
+# test through the 3.12 stub drained on SIGTERM.
+IMAGE_CI_TESTS ?= tests/unit/test_python_versions.py tests/unit/test_image_env.py \
+	tests/unit/test_openai_translate.py tests/unit/test_openai_responses.py tests/unit/test_openai_tool_calls.py \
+	tests/unit/test_openai_front_metrics.py tests/unit/test_engine_grpc.py tests/unit/test_request_builder.py \
+	tests/unit/test_one_validation.py tests/unit/test_render.py \
+	tests/integration/test_openai_front.py tests/integration/test_openai_responses.py \
+	tests/integration/test_bad_requests.py tests/integration/test_streaming_text.py \
+	tests/integration/test_server_lifecycle.py -k "not lifecycle or sigterm"
+
+$(IMAGE_VENV)/.installed: $(IMAGE_LOCK) pyproject.toml
+	@test -n "$(IMAGE_PYTHON)" && test -x "$(IMAGE_PYTHON)" || { echo "no CPython 3.12 here: set IMAGE_PYTHON= (one with a shared libpython)" >&2; exit 1; }
+	$(IMAGE_PYTHON) -m venv $(IMAGE_VENV)
+	$(IMAGE_VENV)/bin/python -m pip install --quiet --upgrade pip==26.3
+	$(IMAGE_VENV)/bin/python -m pip install --quiet --no-deps -r $(IMAGE_LOCK)
+	@$(IMAGE_VENV)/bin/python -c "import torch" 2>/dev/null || { \
+	  echo "torch: the PyPI build for this Python imports only with its CUDA libraries: installing them"; \
+	  $(IMAGE_VENV)/bin/python -m pip install --quiet -c $(IMAGE_LOCK) torch==2.13.0 && $(IMAGE_VENV)/bin/python -c "import torch"; }
+	$(IMAGE_VENV)/bin/python -m pip install --quiet --no-deps --no-build-isolation -e .
+	$(IMAGE_VENV)/bin/python -m build_engines.images.image_env pip-check $(IMAGE_VENV)/bin/python
+	@touch $@
+
+image-venv: $(IMAGE_VENV)/.installed
+
+test-image: $(IMAGE_VENV)/.installed
+	$(IMAGE_VENV)/bin/python -m pytest $(IMAGE_TESTS) $(PYTEST_ARGS)
+
+test-image-ci: $(IMAGE_VENV)/.installed
+	$(IMAGE_VENV)/bin/python -m pytest $(IMAGE_CI_TESTS) $(PYTEST_ARGS)
 
 test-unit: venv
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)

@@ -27,7 +27,7 @@ from bench.feature_cost import PROMPTS
 from client import AsyncLlmClient, SamplingParams
 from contract import names
 from contract.telemetry import DEFAULT_SAMPLE_RATIO, TraceSettings
-from serving.launcher import ServerSettings, TritonServer, free_loopback_port
+from serving.launcher import DEFAULT_SERVER_DIR, ServerSettings, TritonServer, free_loopback_port
 
 # A receiver in its own process (the collector's work is not the server's): reads, answers 200.
 DISCARD_RECEIVER = """
@@ -83,7 +83,7 @@ def main(engine: Path, model: str, concurrency: int, requests: int, max_tokens: 
     port = free_loopback_port()
     receiver = subprocess.Popen([sys.executable, "-c", DISCARD_RECEIVER, str(port)])
     trace = TraceSettings(endpoint=f"http://127.0.0.1:{port}/v1/traces", sample_ratio=ratio)
-    server_dir = Path("build/tritonserver")
+    server_dir = DEFAULT_SERVER_DIR
     plain = ServerSettings.on_free_ports(repository, work / "plain.log", server_dir=server_dir)
     traced = ServerSettings.on_free_ports(repository, work / "traced.log", server_dir=server_dir, trace=trace)
     pairs = []

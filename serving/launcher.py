@@ -36,9 +36,9 @@ from serving.ports import free_loopback_port  # noqa: F401  (re-exported: tests 
 from serving.server_log import ServerLog, Service
 from serving.stop_signals import die_with_parent
 from serving.trace_config import trace_args
-from serving.triton_install import TritonInstall, prepare_install
+from serving.triton_install import TritonInstall, prepare_install, server_dir
 
-DEFAULT_SERVER_DIR = Path("build/tritonserver")
+DEFAULT_SERVER_DIR = server_dir()
 # What "in flight" means for drain(): Triton's queues, our engines' batches, TensorRT-LLM's.
 IN_FLIGHT_METRICS: tuple[tuple[str, dict[str, str]], ...] = (
     ("nv_inference_pending_request_count", {}),

@@ -57,6 +57,13 @@ def python_version() -> str:
     return f"{sys.version_info.major}.{sys.version_info.minor}"
 
 
+def server_dir(build: Path = Path("build")) -> Path:
+    """Where this interpreter's server directory is assembled: one per Python, since it holds that
+    Python's stub (a second interpreter's run, e.g. `make test-image`, must not swap the stub of a
+    server the first one is starting)."""
+    return build / f"tritonserver-py{python_version()}"
+
+
 def libpython_dir(config_var=sysconfig.get_config_var) -> Path:
     """The directory of this interpreter's shared libpython, which the stub links against.
     A statically linked interpreter (no libpython3.X.so) cannot host the Python backend."""

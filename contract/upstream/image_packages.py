@@ -13,6 +13,9 @@ the check (build_engines/images/resolver.py), not a silent pass.
     pkgs = load_image_packages("25.12")
     pkgs.constraints()        # ['annotated-doc==0.0.4', ...] the image's pins, as `-c` lines
     pkgs.version("protobuf")  # '5.29.5'
+
+Where no file read bounds a version, the row is a range: `version` is its high end and `low` its
+low end, each saying where it came from; `ends()` names the two, and `version(name, "low")` reads one.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from contract.upstream.citation import Citation, Table, UpstreamTableError, load
 TABLE_PREFIX = "image_packages_"
 LATER_IMAGES_TABLE = "trtllm_images_later"
 BASES = ("read", "inferred")
+ENDS = ("low", "high")  # the two ends of a range row; "high" is the row's own version
 
 
 def canonical(name: str) -> str:
@@ -42,6 +46,9 @@ class ImagePackage:
     bound: str  # the upstream bound an inferred version lies in ("" for read rows)
     how: str  # how the version was found
     citation: Citation
+    low: str | None = None  # a range row's low end (version is the high end); None: one version
+    low_how: str = ""
+    low_citation: Citation | None = None
 
 
 @dataclass(frozen=True)
@@ -65,9 +72,18 @@ class ImagePackageSet:
     absent: dict[str, AbsentPackage]
     table: Table
 
-    def version(self, name: str) -> str | None:
+    def version(self, name: str, end: str = "high") -> str | None:
+        """The image's version of `name`; for a range row, its `end` ("low" | "high")."""
+        if end not in ENDS:
+            raise ValueError(f"end must be one of {ENDS}, not {end!r}")
         row = self.packages.get(canonical(name))
-        return row.version if row else None
+        if row is None:
+            return None
+        return row.low if end == "low" and row.low is not None else row.version
+
+    def ends(self) -> tuple[str, ...]:
+        """("low", "high") where some row is a range, () where every version is one value."""
+        return ENDS if any(row.low is not None for row in self.packages.values()) else ()
 
     def knows(self, name: str) -> bool:
         return canonical(name) in self.packages or canonical(name) in self.absent
@@ -110,8 +126,19 @@ def load_image_packages(release: str) -> ImagePackageSet:
             raise UpstreamTableError(f"{table.name}: bad or repeated package row {row!r}")
         if row["basis"] == "inferred" and not row.get("bound"):
             raise UpstreamTableError(f"{table.name}: inferred row {name} must say the bound it was inferred in")
+        low = row.get("low")
+        if low is not None and not (isinstance(low, dict) and low.get("version") and low.get("how")):
+            raise UpstreamTableError(f"{table.name}: {name}'s low end must give its version, how and cite")
         packages[name] = ImagePackage(
-            name, row["version"], row["basis"], row.get("bound", ""), row["how"], table.citation(row)
+            name,
+            row["version"],
+            row["basis"],
+            row.get("bound", ""),
+            row["how"],
+            table.citation(row),
+            low["version"] if low else None,
+            low["how"] if low else "",
+            table.citation(low) if low else None,
         )
     absent = {
         canonical(row["name"]): AbsentPackage(canonical(row["name"]), row["how"], table.citation(row))

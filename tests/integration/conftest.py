@@ -13,6 +13,7 @@ from build_engines.render import set_parameters
 from build_engines.repository import render_repository
 from client import LlmClient
 from serving.launcher import ServerSettings, TritonServer
+from serving.triton_install import server_dir
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 
@@ -38,7 +39,7 @@ def serve(tmp_path_factory):
 
     def start(repository: Path, environment: tuple[tuple[str, str], ...] = ()) -> TritonServer:
         settings = ServerSettings.on_free_ports(repository, tmp_path_factory.mktemp("logs") / "tritonserver.log",
-                                                server_dir=ROOT / "build" / "tritonserver", exit_timeout_s=10,
+                                                server_dir=server_dir(ROOT / "build"), exit_timeout_s=10,
                                                 environment=environment)
         server = TritonServer(settings)
         started.append(server)  # before it is ready: a server that fails to start is stopped too

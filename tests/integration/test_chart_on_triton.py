@@ -20,13 +20,13 @@ from tritonclient.utils import InferenceServerException
 
 from deploy import chart
 from serving.launcher import free_loopback_port, server_env
-from serving.triton_install import prepare_install
+from serving.triton_install import prepare_install, server_dir
 
 pytestmark = pytest.mark.server
 
 HEADER = "triton-admin-key"
 GRPC_HEADER = f"triton-grpc-protocol-{HEADER}"  # Triton prefixes the key's gRPC metadata name
-SERVER_DIR = Path(__file__).resolve().parents[2] / "build" / "tritonserver"
+SERVER_DIR = server_dir(Path(__file__).resolve().parents[2] / "build")
 
 
 def rendered(values=None):

@@ -22,6 +22,7 @@ pytest.importorskip("opentelemetry.proto", reason="opentelemetry-proto (requirem
 from bench import layouts  # noqa: E402
 from contract.telemetry import TraceSettings  # noqa: E402
 from serving.launcher import ServerSettings, TritonServer  # noqa: E402
+from serving.triton_install import server_dir  # noqa: E402
 from tests.integration.openai_front_process import MODEL, running_front  # noqa: E402
 from tests.integration.otlp_receiver import OtlpReceiver, ReceivedSpan, tree  # noqa: E402
 
@@ -46,7 +47,7 @@ def receiver():
 
 def _traced_server(repository: Path, receiver: OtlpReceiver, tmp: Path, environment=()) -> TritonServer:
     trace = TraceSettings(endpoint=receiver.endpoint + "/v1/traces", sample_ratio=1.0, service_name=None)
-    settings = ServerSettings.on_free_ports(repository, tmp / "tritonserver.log", server_dir=ROOT / "build" / "tritonserver",
+    settings = ServerSettings.on_free_ports(repository, tmp / "tritonserver.log", server_dir=server_dir(ROOT / "build"),
                                             exit_timeout_s=10, trace=trace, environment=tuple(environment))
     return TritonServer(settings)
 

@@ -46,3 +46,13 @@ def test_this_interpreter_is_usable():
 def test_server_env_puts_libpython_on_the_library_path():
     env = server_env(TritonInstall(Path("/t"), Path("/libs"), Path("/py/lib")), {"PATH": "/usr/bin", "LD_LIBRARY_PATH": "/x"})
     assert env["LD_LIBRARY_PATH"] == "/libs:/py/lib:/x"
+
+
+def test_each_interpreter_assembles_its_own_server_directory(monkeypatch):
+    """Two interpreters' runs side by side (make test and make test-image) must not swap the stub
+    of a server the other one is starting: the directory that holds the stub is per Python."""
+    dirs = set()
+    for py in SUPPORTED_PYTHONS:
+        monkeypatch.setattr(triton_install, "python_version", lambda py=py: py)
+        dirs.add(triton_install.server_dir(Path("build")))
+    assert len(dirs) == len(SUPPORTED_PYTHONS) and all(d.parent == Path("build") for d in dirs)

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from bench.stress import FRONTEND_RACE_FRAME, crash_frame
-from serving.triton_install import prepare_install
+from serving.triton_install import prepare_install, server_dir
 
-BINARY = Path(__file__).resolve().parents[2] / "build" / "tritonserver" / "bin" / "tritonserver"
+BINARY = server_dir(Path(__file__).resolve().parents[2] / "build") / "bin" / "tritonserver"
 CRASH = """I1126 02:41:15.173150 18193 bls_calls.py:279] "tensorrt_llm_bls: a9608a63 cancelled after 3.87s"
 Signal (11) received.
  0# 0x000055BF6881752D in /work/ci-check4/build/tritonserver/bin/tritonserver
