@@ -17,13 +17,14 @@ DEFAULT_ENGINE = Path("build/engines/SmolLM2-135M-Instruct-openvino-int8")
 
 
 # The side environments the test suite installs on first use (genai-perf; the client libraries,
-# instructor apart for its jiter pin): CI makes them in the background while the unit tests run
+# instructor apart for its jiter pin; guidellm): CI makes them in the background while the unit tests run
 # (`python -m bench.environments`, .ci/run).
 TEST_ENVIRONMENTS = {
     "bench-tools": ROOT / "requirements" / "bench-tools.lock",
     "client-compat": ROOT / "requirements" / "client-compat.lock",
     "client-compat-instructor": ROOT / "requirements" / "client-compat-instructor.lock",
     "dynamo": DYNAMO_LOCK,
+    "guidellm": ROOT / "requirements" / "guidellm.lock",  # tests/integration/test_guidellm.py
 }
 
 

@@ -108,9 +108,11 @@ def implied_top_p(temperature: float | None, top_k: int | None, top_p: float | N
 def check_words(field: str, words: list[str]) -> None:
     if len(words) > MAX_STOP_WORDS:
         raise InvalidParameter(field, f"{len(words)} entries; at most {MAX_STOP_WORDS} are allowed")
-    for w in words:
+    for i, w in enumerate(words):
         if not w:
-            raise InvalidParameter(field, "entries must be non-empty strings")
+            raise InvalidParameter(
+                field, f"entry {i} is empty; entries must be non-empty strings (send none for no words)"
+            )
         if len(w) > MAX_STOP_WORD_CHARS:
             raise InvalidParameter(field, f"an entry has {len(w)} characters; at most {MAX_STOP_WORD_CHARS}")
 

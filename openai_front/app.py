@@ -6,20 +6,22 @@ import dataclasses
 import hmac
 import json
 import time
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import AsyncGenerator
+from typing import AsyncGenerator, Iterator
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from client import AsyncLlmClient
 from client.errors import ClientError, InvalidRequestError, RequestTimeout, ServerUnavailable
 from client.types import StreamChunk
-from contract import lora, names, telemetry, tool_formats
+from contract import lora, names, request_ids, telemetry, tool_formats
 from openai_front import responses
+from openai_front.bodies import DEFAULT_MAX_BODY_BYTES, BodyLimit, CheckedBodyRoute
 from openai_front.errors import ApiError, api_message, unsupported, validation_error_body
 from openai_front.logprobs import TokenTexts
 from openai_front.metrics import FrontMetrics, MetricsMiddleware
@@ -34,6 +36,7 @@ from openai_front.translate import (
     chat_input,
     chat_tool_plan,
     completion_input,
+    usage,
     with_priority_header,
 )
 
@@ -43,7 +46,7 @@ class FrontSettings:
     grpc_url: str = names.DEFAULT_GRPC_URL
     model_name: str = "default"  # the id /v1/models lists and responses carry
     api_key: str | None = None  # require "Authorization: Bearer <key>" when set
-    max_body_bytes: int = 1 << 20
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES  # 413 over it (openai_front/bodies.py)
     request_timeout_s: float | None = 600.0
     tokenizer_dir: Path | None = None  # tokenizer.json of the served checkpoint: token texts of logprobs
     # contract/tool_formats.py; None: recorded in or detected from tokenizer_dir, else the json fallback
@@ -57,24 +60,29 @@ class FrontSettings:
     response_store: StoreSettings = StoreSettings()  # /v1/responses: previous_response_id, GET, DELETE
 
 
-class BodyLimit:
-    """ASGI middleware: 413 for bodies over the limit, before anything parses them."""
-
-    def __init__(self, app, limit: int) -> None:
-        self.app, self.limit = app, limit
-
-    async def __call__(self, scope, receive, send):
-        if scope["type"] != "http":
-            return await self.app(scope, receive, send)
-        length = dict(scope.get("headers", [])).get(b"content-length")
-        if length is not None and int(length) > self.limit:
-            response = JSONResponse(ApiError(413, f"request body over {self.limit} bytes").body(), status_code=413)
-            return await response(scope, receive, send)
-        return await self.app(scope, receive, send)
-
-
 def _sse(data: dict | str) -> str:
     return f"data: {data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)}\n\n"
+
+
+@contextmanager
+def engine_request_id(request: Request, body_id: str | None) -> Iterator[str | None]:
+    """vLLM's `request_id`: unless the client sent an X-Request-Id header (which wins, as in
+    vLLM), the body's id is the engine request's id while the route runs (the client reads it
+    when it sends: client/aio_client.py) and the response id's suffix; None when not given."""
+    if body_id is None:
+        yield None
+        return
+    if request_ids.accepted(body_id) is None:
+        raise ApiError(
+            400,
+            f"'request_id' must be 1-{request_ids.MAX_LENGTH} characters of [A-Za-z0-9._:@/+=-]",
+            param="request_id",
+        )
+    if request.headers.get(request_ids.HEADER):
+        yield body_id
+        return
+    with request_ids.bind(body_id):
+        yield body_id
 
 
 def _client_error(e: ClientError, chat: bool) -> ApiError:
@@ -101,6 +109,7 @@ def create_app(settings: FrontSettings) -> FastAPI:
         await state["client"].close()
 
     app = FastAPI(title="Llama on Triton - OpenAI-compatible API", lifespan=lifespan)
+    app.router.route_class = CheckedBodyRoute  # every route after this: bodies checked first (bodies.py)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
     app.add_middleware(MetricsMiddleware, metrics=FrontMetrics())  # counts 413s too
     app.add_middleware(RequestContext)  # outermost: request id + span (openai_front/observability.py)
@@ -113,6 +122,23 @@ def create_app(settings: FrontSettings) -> FastAPI:
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, e: RequestValidationError):
         return JSONResponse(validation_error_body(e.errors()[0]).body(), status_code=400)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, e: StarletteHTTPException):
+        """Starlette's own refusals (no such route, wrong method) in the OpenAI shape."""
+        message = f"Invalid URL ({request.method} {request.url.path})" if e.status_code == 404 else str(e.detail)
+        kind = "invalid_request_error" if e.status_code < 500 else "server_error"
+        return JSONResponse(
+            ApiError(e.status_code, message, type_=kind).body(),
+            status_code=e.status_code,
+            headers=getattr(e, "headers", None),
+        )
+
+    @app.exception_handler(Exception)
+    async def internal_error(request: Request, e: Exception):
+        """A bug still answers in the OpenAI shape (uvicorn logs the traceback)."""
+        body = ApiError(500, f"internal error ({type(e).__name__}); see the front's log", type_="server_error")
+        return JSONResponse(body.body(), status_code=500)
 
     async def authorized(request: Request) -> None:
         if settings.api_key is None:
@@ -179,13 +205,27 @@ def create_app(settings: FrontSettings) -> FastAPI:
             ],
         }
 
-    async def respond(request: Request, prompt, sampling, stream: bool, include_usage: bool, chat: bool, tools=None):
+    async def respond(
+        request: Request,
+        prompt,
+        sampling,
+        stream: bool,
+        include_usage: bool,
+        chat: bool,
+        tools=None,
+        continuous_usage: bool = False,
+        response_id: str | None = None,
+    ):
         client = state["client"]
+        if continuous_usage and tools is not None:
+            raise unsupported("stream_options.continuous_usage_stats", "with 'tools' (the usage comes at the end)")
         if sampling.return_log_probs and token_texts is None:
             raise unsupported("logprobs", "start the front with --tokenizer (the checkpoint's tokenizer.json)")
         shaper = ResponseShaper(
             settings.model_name, chat, token_texts if sampling.return_log_probs else None, await system_fingerprint()
         )
+        if response_id is not None:  # vLLM's request_id: `chatcmpl-<id>` / `cmpl-<id>`
+            shaper.id = f"{'chatcmpl' if chat else 'cmpl'}-{response_id}"
         if tools is not None:
             return await tool_answer(
                 request,
@@ -209,18 +249,33 @@ def create_app(settings: FrontSettings) -> FastAPI:
             first = None
         except ClientError as e:
             raise _client_error(e, chat) from None
-        events = _events(request, shaper, first, chunks, include_usage, chat, sampling.n)
+        events = _events(request, shaper, first, chunks, include_usage, chat, sampling.n, continuous_usage)
         return ClosingStreamingResponse(events, media_type="text/event-stream")
 
     async def _events(
-        request: Request, shaper: ResponseShaper, first, chunks: AsyncGenerator, include_usage: bool, chat: bool, n: int
+        request: Request,
+        shaper: ResponseShaper,
+        first,
+        chunks: AsyncGenerator,
+        include_usage: bool,
+        chat: bool,
+        n: int,
+        continuous_usage: bool = False,
     ):
         """SSE of n interleaved choices: each chunk is one choice's delta (its `index` is the
-        engine's sequence_index); each choice gets one finish_reason; usage sums the choices."""
-        for opening in shaper.first_chunks(n):
-            yield _sse(opening)
+        engine's sequence_index); each choice gets one finish_reason; usage sums the choices
+        (with continuous_usage, vLLM's continuous_usage_stats, every chunk carries it so far)."""
         finish: dict[int, str] = {}
         last: dict[int, StreamChunk] = {}
+        prompt_tokens = first.num_input_tokens if first is not None else 0
+
+        def counted(body: dict) -> dict:
+            if continuous_usage:
+                body["usage"] = usage(prompt_tokens, sum(c.num_output_tokens for c in last.values()))
+            return body
+
+        for opening in shaper.first_chunks(n):
+            yield _sse(counted(opening))
         next_check = time.monotonic() + DISCONNECT_CHECK_S
         failed = False
         try:
@@ -239,7 +294,7 @@ def create_app(settings: FrontSettings) -> FastAPI:
                     if reason:
                         finish[index] = reason
                     if chunk.text or reason or (shaper.token_texts and chunk.token_ids):
-                        yield _sse(shaper.chunk(chunk, reason))
+                        yield _sse(counted(shaper.chunk(chunk, reason)))
         except StopAsyncIteration:
             pass
         except ClientError as e:
@@ -252,7 +307,7 @@ def create_app(settings: FrontSettings) -> FastAPI:
             return
         for index, chunk in sorted(last.items()):
             if index not in finish:
-                yield _sse(shaper.chunk(dataclasses.replace(chunk, text="", token_ids=()), "stop"))
+                yield _sse(counted(shaper.chunk(dataclasses.replace(chunk, text="", token_ids=()), "stop")))
         if include_usage and last:
             prompt_tokens = next(iter(last.values())).num_input_tokens
             yield _sse(shaper.usage_chunk(prompt_tokens, sum(c.num_output_tokens for c in last.values())))
@@ -290,23 +345,36 @@ def create_app(settings: FrontSettings) -> FastAPI:
     async def completions(req: CompletionRequest, request: Request):
         prompt, sampling = completion_input(req)
         sampling = await check_model(req.model, with_priority_header(sampling, request.headers.get(PRIORITY_HEADER)))
-        include_usage = bool(req.stream_options and req.stream_options.include_usage)
-        return await respond(request, prompt, sampling, req.stream, include_usage, chat=False)
+        include_usage, continuous = req.stream_options.usage() if req.stream_options else (False, False)
+        with engine_request_id(request, req.request_id) as response_id:
+            return await respond(
+                request,
+                prompt,
+                sampling,
+                req.stream,
+                include_usage,
+                chat=False,
+                continuous_usage=continuous,
+                response_id=response_id,
+            )
 
     @app.post("/v1/chat/completions", dependencies=[Depends(authorized)])
     async def chat_completions(req: ChatCompletionRequest, request: Request):
         messages, sampling = chat_input(req, tool_format=tool_format, model=settings.model_name)
         sampling = await check_model(req.model, with_priority_header(sampling, request.headers.get(PRIORITY_HEADER)))
-        include_usage = bool(req.stream_options and req.stream_options.include_usage)
-        return await respond(
-            request,
-            messages,
-            sampling,
-            req.stream,
-            include_usage,
-            chat=True,
-            tools=chat_tool_plan(req, tool_format=tool_format, model=settings.model_name),
-        )
+        include_usage, continuous = req.stream_options.usage() if req.stream_options else (False, False)
+        with engine_request_id(request, req.request_id) as response_id:
+            return await respond(
+                request,
+                messages,
+                sampling,
+                req.stream,
+                include_usage,
+                chat=True,
+                tools=chat_tool_plan(req, tool_format=tool_format, model=settings.model_name),
+                continuous_usage=continuous,
+                response_id=response_id,
+            )
 
     responses.register(
         app,

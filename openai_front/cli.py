@@ -10,6 +10,7 @@ import click
 from contract import names, tool_formats
 from contract.request_ids import LOG_FORMATS
 from openai_front import response_store
+from openai_front.bodies import DEFAULT_MAX_BODY_BYTES
 
 API_KEY_ENV = "OPENAI_FRONT_API_KEY"
 DEFAULT_PORT = 9000
@@ -31,7 +32,13 @@ def main() -> None:
     default=None,
     help=f"File holding the API key (or set ${API_KEY_ENV}); unset = no authentication.",
 )
-@click.option("--max-body-bytes", type=int, default=1 << 20, show_default=True)
+@click.option(
+    "--max-body-bytes",
+    type=click.IntRange(min=1),
+    default=DEFAULT_MAX_BODY_BYTES,
+    show_default=True,
+    help="Bodies over this get a 413 naming it, before they are read whole.",
+)
 @click.option(
     "--tokenizer",
     "tokenizer_dir",

@@ -38,11 +38,40 @@ class RequestBase(BaseModel):
     # Ours: admission order when the engine is full, [0, 1], higher first (TensorRT-LLM's
     # executor scale, default 0.5); also the X-Request-Priority header (the body wins).
     priority: float | None = Field(default=None, ge=0.0, le=1.0)
+    # vLLM's: the engine request's id and the response's (openai_front/params.py VLLM_EXTENSIONS).
+    request_id: str | None = None
+    include_stop_str_in_output: bool = False
+    guided_decoding_backend: str | None = None
+    # vLLM's extensions the engines cannot honour: refused by name unless they ask for vLLM's
+    # default (openai_front/params.py VLLM_EXTENSIONS says why for each).
+    min_p: float | None = None
+    stop_token_ids: list[int] | None = None
+    use_beam_search: bool | None = None
+    length_penalty: float | None = None
+    spaces_between_special_tokens: bool | None = None
+    truncate_prompt_tokens: int | None = None
+    prompt_logprobs: int | None = None
+    allowed_token_ids: list[int] | None = None
+    guided_choice: list[str] | None = None
+    guided_whitespace_pattern: str | None = None
+    structured_outputs: dict | None = None
+    logits_processors: list | None = None
+    return_tokens_as_token_ids: bool | None = None
+    cache_salt: str | None = None
+    kv_transfer_params: dict | None = None
+    vllm_xargs: dict | None = None
+    add_special_tokens: bool | None = None
 
 
 class StreamOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    include_usage: bool = False
+    include_usage: bool | None = None  # unset: False (OpenAI), True with continuous_usage_stats (vLLM)
+    continuous_usage_stats: bool = False  # vLLM's: the usage so far on every chunk
+
+    def usage(self) -> tuple[bool, bool]:
+        """(a usage chunk at the end, usage on every chunk)."""
+        continuous = self.continuous_usage_stats and self.include_usage is not False
+        return bool(self.include_usage) or continuous, continuous
 
 
 class CompletionRequest(RequestBase):
@@ -51,6 +80,8 @@ class CompletionRequest(RequestBase):
     best_of: int | None = None
     suffix: str | None = None
     stream_options: StreamOptions | None = None
+    response_format: dict | None = None  # vLLM's extension on this endpoint
+    prompt_embeds: Any = None
 
 
 class ChatMessageIn(BaseModel):
@@ -89,3 +120,15 @@ class ChatCompletionRequest(RequestBase):
     audio: dict | None = None
     web_search_options: dict | None = None
     moderation: Any = None
+    # vLLM's chat extensions (openai_front/params.py VLLM_EXTENSIONS).
+    add_generation_prompt: bool | None = None
+    continue_final_message: bool | None = None
+    chat_template_kwargs: dict | None = None
+    chat_template: str | None = None
+    documents: list | None = None
+    mm_processor_kwargs: dict | None = None
+    echo: bool | None = None
+    best_of: int | None = None
+    bad_words: list[str] | None = None
+    structural_tag: Any = None
+    include_reasoning: bool | None = None

@@ -10,7 +10,7 @@ import uuid
 from client.types import ChatMessage, GenerationResult, Guide, SamplingParams, StreamChunk
 from contract import params, tool_formats
 from openai_front.errors import invalid, unsupported
-from openai_front.params import check_policy
+from openai_front.params import CHAT, COMPLETIONS, check_extensions, check_policy
 from openai_front.schemas import ChatCompletionRequest, CompletionRequest, RequestBase
 from openai_front.tools import FORMATS, ToolFormat, ToolPlan, tool_plan
 
@@ -98,6 +98,7 @@ def with_priority_header(sampling: SamplingParams, header: str | None) -> Sampli
 
 def completion_input(req: CompletionRequest) -> tuple[str, SamplingParams]:
     _common_checks(req)
+    check_extensions(req, COMPLETIONS)
     if req.best_of not in (None, 1):
         raise unsupported("best_of", "only 1")
     if req.suffix:
@@ -115,8 +116,11 @@ def completion_input(req: CompletionRequest) -> tuple[str, SamplingParams]:
         raise unsupported(
             "echo", "with 'logprobs': the engines return the generated tokens' log probs, not the prompt's"
         )
+    guide = _response_format(req.response_format)
+    if guide is not None and _guide(req) is not None:
+        raise invalid("send one of response_format, guided_json, guided_regex, guided_grammar", "response_format")
     return prompt, _sampling(
-        req, req.max_tokens, echo=req.echo, log_probs=log_probs, top_logprobs=top, guide=_guide(req)
+        req, req.max_tokens, echo=req.echo, log_probs=log_probs, top_logprobs=top, guide=guide or _guide(req)
     )
 
 
@@ -141,6 +145,8 @@ def chat_input(
 ) -> tuple[list[ChatMessage], SamplingParams]:
     _common_checks(req)
     check_policy(req)
+    check_extensions(req, CHAT)
+    _check_generation_prompt(req)
     plan = chat_tool_plan(req, tool_format=tool_format, model=model)
     if plan is not None and req.logprobs:
         raise unsupported("logprobs", "with 'tools' (send tool_choice 'none' for log probs of a text answer)")
@@ -175,6 +181,22 @@ def chat_input(
         top_logprobs=req.top_logprobs or 0,
         guide=guide,
     )
+
+
+def _check_generation_prompt(req: ChatCompletionRequest) -> None:
+    """vLLM's add_generation_prompt, as far as preprocessing renders the template: it adds the
+    assistant's opening unless the last message is the assistant's (model_repository/text/
+    preprocessor.py prompt_ids)."""
+    if req.add_generation_prompt is None:
+        return
+    ends_with_assistant = req.messages[-1].role == "assistant"
+    if req.add_generation_prompt == ends_with_assistant:
+        raise unsupported(
+            "add_generation_prompt",
+            f"{str(req.add_generation_prompt).lower()} when the last message is "
+            f"{'the assistant' if ends_with_assistant else 'not the assistant'}'s: preprocessing adds the "
+            "generation prompt exactly when the last message is not the assistant's",
+        )
 
 
 def chat_tool_plan(

@@ -28,10 +28,12 @@ def from_word_list(array: np.ndarray) -> list[list[int]]:
         raise ValueError(f"expected shape [2, N], got {list(np.asarray(array).shape)}")
     ids, offsets = arr[0].tolist(), arr[1].tolist()
     words, start = [], 0
-    for end in offsets:
+    for i, end in enumerate(offsets):
         if end < 0:
             break
-        if end <= start or end > len(ids):
+        if end == start:
+            raise ValueError(f"word {i} is empty (offset {end} repeats); every word needs at least one token id")
+        if end < start or end > len(ids):
             raise ValueError(f"offsets must increase and stay within the {len(ids)} ids, got {offsets}")
         words.append(ids[start:end])
         start = end

@@ -95,8 +95,12 @@ def _scalar(name: str, array: np.ndarray) -> Any:
 def _strings(name: str, array: np.ndarray) -> tuple[str, ...]:
     items = _batch_of_one(name, array).reshape(-1)
     words = tuple(_decode_text(name, v) for v in items)
-    # NVIDIA's clients send [""] for "no stop words"; treat empty entries as absent.
-    words = tuple(w for w in words if w)
+    while words and not words[-1]:
+        # Trailing empty words are NVIDIA's padding: one empty word for "none"
+        # (tools/inflight_batcher_llm/end_to_end_test.py: contract/upstream/data/nvidia_clients.json)
+        # and the padding of ragged rows in a [batch, n] tensor; its preprocessing skips empty words
+        # (row stop_words_token_sequences).  An empty word before a real one is no padding: refused.
+        words = words[:-1]
     params.check_words(name, list(words))
     return words
 

@@ -14,7 +14,7 @@ pytestmark = pytest.mark.server
 SPECS = by_name(ENSEMBLE_INPUTS)
 
 
-def raw_request(url, **values):
+def raw_request(url, model="ensemble", **values):
     """Send tensors exactly as given (no client-side checks), return (texts, error)."""
     inputs = []
     for name, value in values.items():
@@ -30,7 +30,7 @@ def raw_request(url, **values):
     results = []
     client = grpcclient.InferenceServerClient(url)
     client.start_stream(callback=lambda result, error: results.append((result, error)))
-    client.async_stream_infer("ensemble", inputs, enable_empty_final_response=True)
+    client.async_stream_infer(model, inputs, enable_empty_final_response=True)
     client.stop_stream()  # waits for the stream to finish
     errors = [e for _, e in results if e is not None]
     return results, errors[0] if errors else None
@@ -51,6 +51,9 @@ CASES = [
     (dict(messages="{not json"), "messages", "JSON"),
     (dict(text_input="hi", end_id=10**6), "end_id", "not a token id"),
     (dict(text_input="hi", bad_words=["the"]), "bad_words", "which the CPU engine (OpenVINO GenAI) does not support"),
+    (dict(text_input="hi", stop_words=["", "end"]), "stop_words", "entry 0 is empty"),
+    (dict(text_input="hi", stop_words=["end", "", "stop"]), "stop_words", "entry 1 is empty"),
+    (dict(text_input="\ud800 hi".encode("utf-8", "surrogatepass")), "text_input", "UTF-8"),  # a lone surrogate
 ]
 
 
@@ -143,3 +146,59 @@ def test_health_stays_ready_through_the_matrix(server, client):
     for values, _, _ in CASES:
         raw_request(server.settings.grpc_url, **values)
         assert client.is_ready()
+
+
+@pytest.mark.parametrize("model", ["ensemble", "tensorrt_llm_bls"])
+def test_a_lone_surrogate_over_http_generate_is_refused_before_preprocessing(server, client, model):
+    """`"\\ud800"` is valid JSON but not Unicode.  Triton's HTTP front (rapidjson) refuses the body
+    itself, naming the surrogate, with HTTP 500 (Triton's status for a generate body it cannot
+    parse; no model sees the request); over gRPC the same text arrives as bytes that are not
+    UTF-8 and preprocessing refuses them naming text_input (CASES).  The server stays ready."""
+    import json
+    import urllib.error
+    import urllib.request
+
+    body = b'{"text_input": "\\ud800 hi", "max_tokens": 4}'
+    request = urllib.request.Request(f"{server.settings.http_url}/v2/models/{model}/generate", data=body, method="POST")
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(request, timeout=30)
+    message = json.loads(e.value.read())["error"]
+    assert e.value.code in (400, 500) and "surrogate pair in string is invalid" in message, message
+    assert client.is_ready()
+
+
+@pytest.mark.parametrize("model", ["ensemble", "tensorrt_llm_bls"])
+def test_an_empty_stop_word_is_invalid_arg_on_the_ensemble_and_the_bls(server, client, model):
+    """Preprocessing checks the words once for both entries; trailing "" stays NVIDIA's padding."""
+    _, error = raw_request(server.settings.grpc_url, model=model, text_input="hi", stop_words=["", "end"], max_tokens=4)
+    assert error is not None and "[INVALID_ARG]" in error.message() and "'stop_words'" in error.message()
+    assert "entry 0 is empty" in error.message(), error.message()
+    _, error = raw_request(server.settings.grpc_url, model=model, text_input="hi", stop_words=["end", ""], max_tokens=4)
+    assert error is None, error.message()
+    assert client.is_ready()
+
+
+def test_an_empty_stop_word_at_the_engine_model_is_refused_by_name(server, client):
+    """NVIDIA's clients call the engine model directly: a word list holding an empty word
+    (offsets [1, 1]) is refused naming stop_words_list."""
+    from contract import names
+
+    tensors = [
+        ("input_ids", np.array([[1, 2, 3]], dtype=np.int32), "INT32"),
+        ("input_lengths", np.array([[3]], dtype=np.int32), "INT32"),
+        ("request_output_len", np.array([[4]], dtype=np.int32), "INT32"),
+        ("stop_words_list", np.array([[[5, 6], [1, 1]]], dtype=np.int32), "INT32"),
+    ]
+    inputs = []
+    for name, array, wire in tensors:
+        t = grpcclient.InferInput(name, list(array.shape), wire)
+        t.set_data_from_numpy(array)
+        inputs.append(t)
+    errors = []
+    grpc = grpcclient.InferenceServerClient(server.settings.grpc_url)
+    grpc.start_stream(callback=lambda result, error: errors.append(error))
+    grpc.async_stream_infer(names.OPENVINO_ENGINE, inputs)
+    grpc.stop_stream()
+    error = next(e for e in errors if e is not None)
+    assert "stop_words_list" in error.message() and "word 1 is empty" in error.message(), error.message()
+    assert client.is_ready()

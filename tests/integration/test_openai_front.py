@@ -171,3 +171,94 @@ def test_client_disconnect_mid_sse_frees_the_engine(front, metrics):
     while value(metrics(), m.REQUESTS_RUNNING.name) != 0 and time.monotonic() < deadline:
         time.sleep(0.1)
     assert value(metrics(), m.REQUESTS_RUNNING.name) == 0
+
+
+def _post(front, path, data: bytes, **headers):
+    import requests
+
+    return requests.post(front + path, data=data, timeout=60, headers={
+        "Authorization": f"Bearer {KEY}", "Content-Type": "application/json", **headers})
+
+
+def _serves(oai):
+    r = oai.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "What is the capital of France?"}],
+                                    max_tokens=12, temperature=0)
+    return "Paris" in r.choices[0].message.content
+
+
+def _chunked(size: int):
+    head = json.dumps({"model": MODEL, "prompt": ""})[:-2].encode()  # '{"model": ..., "prompt": "'
+    yield head
+    for _ in range(size >> 20):
+        yield b"a" * (1 << 20)
+    yield b'"}'
+
+
+BAD_BODIES = [
+    ("/v1/chat/completions", json.dumps({"model": MODEL, "messages": [{"role": "user", "content": "\ud800 hi"}]}).encode(),
+     400, "messages[0].content", "lone UTF-16 surrogate"),
+    ("/v1/completions", b'{"model": "%s", "prompt": "x \\udfff"}' % MODEL.encode(), 400, "prompt", "lone UTF-16 surrogate"),
+    ("/v1/chat/completions", b'{"model": "m", "messages": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", 400, None,
+     "deeper than"),
+    ("/v1/completions", b'{"model": "m", "prompt": "\xff\xfe"}', 400, None, "not valid UTF-8"),
+    ("/v1/completions", b'{"model": "m", "prompt": ', 400, None, "not valid JSON"),
+    ("/v1/completions", json.dumps({"model": MODEL, "prompt": "a" * (64 << 20)}).encode(), 413, None, "1048576 bytes"),
+    ("/v1/completions", "chunked", 413, None, "1048576 bytes"),  # no Content-Length: counted as it arrives
+]
+
+
+@pytest.mark.parametrize("path,body,status,param,needle", BAD_BODIES,
+                         ids=["surrogate-chat", "surrogate-prompt", "deep", "not-utf8", "not-json", "64MiB", "64MiB-chunked"])
+def test_bad_bodies_get_openai_errors_and_the_front_keeps_serving(front, oai, path, body, status, param, needle):
+    response = _post(front, path, _chunked(64 << 20) if body == "chunked" else body)
+    assert response.status_code == status, response.text[:300]
+    error = response.json()["error"]
+    assert needle in error["message"] and error["param"] == param and error["type"] == "invalid_request_error"
+    assert _serves(oai)
+
+
+def test_unknown_routes_answer_in_the_openai_shape(front):
+    response = _post(front, "/v1/nothing", b"{}")
+    assert response.status_code == 404 and response.json()["error"]["message"] == "Invalid URL (POST /v1/nothing)"
+
+
+def test_continuous_usage_stats_put_the_usage_so_far_on_every_chunk(oai):
+    """vLLM's stream_options.continuous_usage_stats (guidellm sends it with ignore_eos)."""
+    chunks = list(oai.chat.completions.create(
+        model=MODEL, messages=[{"role": "user", "content": "Count to twenty."}], max_tokens=12, stream=True,
+        stream_options={"include_usage": True, "continuous_usage_stats": True}, extra_body={"ignore_eos": True}))
+    assert all(c.usage is not None for c in chunks)
+    counts = [c.usage.completion_tokens for c in chunks]
+    assert counts == sorted(counts) and counts[-1] == 12 and len(set(counts)) > 3
+    assert {c.usage.prompt_tokens for c in chunks} == {chunks[-1].usage.prompt_tokens} and chunks[-1].usage.prompt_tokens > 5
+
+
+def test_vllm_request_id_names_the_response(oai):
+    r = oai.completions.create(model=MODEL, prompt="1, 2, 3,", max_tokens=4, extra_body={"request_id": "bench-7"})
+    assert r.id == "cmpl-bench-7"
+
+
+@pytest.mark.parametrize("extra,param", [
+    ({"min_p": 0.1}, "min_p"),
+    ({"stop_token_ids": [2]}, "stop_token_ids"),
+    ({"chat_template_kwargs": {"enable_thinking": False}}, "chat_template_kwargs"),
+    ({"continue_final_message": True}, "continue_final_message"),
+    ({"add_generation_prompt": False}, "add_generation_prompt"),
+    ({"stop": ["x"], "include_stop_str_in_output": True}, "include_stop_str_in_output"),
+    ({"prompt_logprobs": 1}, "prompt_logprobs"),
+    ({"use_beam_search": True}, "use_beam_search"),
+])
+def test_vllm_extensions_the_engines_cannot_do_are_refused_by_name(oai, extra, param):
+    with pytest.raises(openai.BadRequestError) as e:
+        oai.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "hi"}], max_tokens=2,
+                                    extra_body=extra)
+    assert e.value.body["param"] == param and e.value.body["code"] == "unsupported_parameter"
+
+
+def test_vllm_extensions_at_their_defaults_are_accepted(oai):
+    """What vLLM-style clients send by default: min_p 0, length_penalty 1, stop_token_ids [], ..."""
+    r = oai.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "hi"}], max_tokens=3, extra_body={
+        "min_p": 0.0, "length_penalty": 1.0, "stop_token_ids": [], "include_stop_str_in_output": True,
+        "add_generation_prompt": True, "spaces_between_special_tokens": True, "guided_decoding_backend": "xgrammar",
+        "include_reasoning": True, "min_tokens": 3, "ignore_eos": True})
+    assert r.usage.completion_tokens == 3

@@ -44,6 +44,8 @@ def test_messages():
     ({"text_input": np.array([[b"a"], [b"b"]], dtype=object)}, "text_input", "batch size 2"),
     ({"text_input": s("x"), "stop_words": np.array([[b"x"] * 65], dtype=object)}, "stop_words", "at most 64"),
     ({"text_input": s("x"), "beam_widht": n(1, np.int32)}, "beam_widht", "unknown input"),
+    ({"text_input": s("x"), "stop_words": np.array([[b"", b"end"]], dtype=object)}, "stop_words", "entry 0 is empty"),
+    ({"text_input": s("x"), "bad_words": np.array([[b"a", b"", b"b"]], dtype=object)}, "bad_words", "entry 1 is empty"),
 ])
 def test_errors_name_the_field(arrays, field, message):
     with pytest.raises(InvalidParameter, match=message) as e:
@@ -65,3 +67,10 @@ def test_a_batch_of_prompts_is_one_request_per_prompt():
 def test_inputs_that_ask_for_engine_features_travel_as_sent():
     req = parse_generate_request({"text_input": s("x"), "beam_width": n(1, np.int32), "lora_task_id": n(3, np.uint64)})
     assert dict(req.feature_inputs).keys() == {"beam_width", "lora_task_id"}
+
+
+def test_trailing_empty_words_are_nvidias_padding():
+    """[""] is NVIDIA's "no words" (end_to_end_test.py) and trailing "" pads ragged rows."""
+    for words, expected in (([b""], ()), ([b"end", b""], ("end",)), ([b"", b""], ())):
+        req = parse_generate_request({"text_input": s("x"), "stop_words": np.array([words], dtype=object)})
+        assert req.stop_words == expected
