@@ -226,15 +226,20 @@ IMAGE_TESTS ?= tests/unit tests/integration \
 	--deselect=tests/unit/test_bench_perf_analyzer.py::test_a_relative_out_dir_still_names_files_perf_analyzer_finds
 # What .ci/run runs in each image environment (make test-image-ci): the unit tests of the front
 # (fastapi, pydantic), the client's gRPC path and the model configs (tritonclient, grpcio,
-# protobuf), the interpreter's, and the front's and client's integration suites, with one server
-# test through the 3.12 stub drained on SIGTERM.
+# protobuf), the interpreter's, and the front's and client's integration suites; with
+# IMAGE_CI_LIFECYCLE=1 (.ci/run: the last environment) also a server through the 3.12 stub drained
+# on SIGTERM (~45 s of server start and drain, the same stub in every environment).
 IMAGE_CI_TESTS ?= tests/unit/test_python_versions.py tests/unit/test_image_env.py \
 	tests/unit/test_openai_translate.py tests/unit/test_openai_responses.py tests/unit/test_openai_tool_calls.py \
 	tests/unit/test_openai_front_metrics.py tests/unit/test_engine_grpc.py tests/unit/test_request_builder.py \
 	tests/unit/test_one_validation.py tests/unit/test_render.py \
 	tests/integration/test_openai_front.py tests/integration/test_openai_responses.py \
 	tests/integration/test_bad_requests.py tests/integration/test_streaming_text.py \
-	tests/integration/test_server_lifecycle.py -k "not lifecycle or sigterm"
+	$(if $(IMAGE_CI_LIFECYCLE),tests/integration/test_server_lifecycle.py -k "not lifecycle or sigterm",)
+IMAGE_CI_LIFECYCLE ?=
+# The per-layout suites once, on the PyTorch-backend layout (the kit's own Python model for the
+# recommended path; the packages, not the layout, differ from make test's run of every layout).
+IMAGE_CI_LAYOUTS ?= pytorch_server
 
 $(IMAGE_VENV)/.installed: $(IMAGE_LOCK) pyproject.toml
 	@test -n "$(IMAGE_PYTHON)" && test -x "$(IMAGE_PYTHON)" || { echo "no CPython 3.12 here: set IMAGE_PYTHON= (one with a shared libpython)" >&2; exit 1; }
@@ -254,7 +259,7 @@ test-image: $(IMAGE_VENV)/.installed
 	$(IMAGE_VENV)/bin/python -m pytest $(IMAGE_TESTS) $(PYTEST_ARGS)
 
 test-image-ci: $(IMAGE_VENV)/.installed
-	$(IMAGE_VENV)/bin/python -m pytest $(IMAGE_CI_TESTS) $(PYTEST_ARGS)
+	KIT_LAYOUTS=$(IMAGE_CI_LAYOUTS) $(IMAGE_VENV)/bin/python -m pytest $(IMAGE_CI_TESTS) $(PYTEST_ARGS)
 
 test-unit: venv
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
