@@ -240,6 +240,8 @@ def numerics_lines(options: Any, measuring: bool, measured: dict[str, Any], cpu_
     why = None
     if mode == NumericsMode.FAST.value:  # a measured record always says why
         why = measured.get("why") or "the spec's own: nothing measured (--fidelity off)"
+        if measured.get("chosen_by", {}).get("path") == "measured":
+            why += f" (measured by this build, {measured['chosen_by']['measured']})"
     lines = [
         f"numerics ({mode}): {served.label} (INFERENCE_PRECISION_HINT, KV_CACHE_PRECISION, "
         "DYNAMIC_QUANTIZATION_GROUP_SIZE)" + (f"; chosen: {why}" if why else ""),

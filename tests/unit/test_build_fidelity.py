@@ -212,12 +212,15 @@ def test_a_setting_faster_on_the_median_but_not_in_every_round_is_not_chosen():
 
 
 def test_fast_records_whether_top_logprobs_agree_and_which_path_chose(default_checkpoint, tmp_path, fake_children):
+    from build_engines.openvino.numerics import numerics_lines
     from build_engines.repository import top_logprobs_withheld
 
     fake_children["mismatches"] = 3
     spec = BuildSpec(checkpoint=default_checkpoint)
     numerics = build_openvino_engine(spec, tmp_path / "int8").numerics
     assert numerics["chosen_by"] == {"path": "measured", "measured": numerics["chosen_by"]["measured"]}
+    lines = "\n".join(numerics_lines(spec.openvino, True, numerics, []))
+    assert f"(measured by this build, {numerics['chosen_by']['measured']})" in lines
     assert numerics["logprobs"]["numerics"] == numerics["fast"] and numerics["logprobs"]["agrees"] is False
     assert "disagree with the sampled tokens" in top_logprobs_withheld(spec, numerics)
 
