@@ -80,6 +80,11 @@ def cpu_flags() -> list[str]:
     return [f for f in wanted if f in have]
 
 
+def cpu_vendor() -> str:
+    """/proc/cpuinfo's vendor_id ('' where it cannot be read)."""
+    return next((ln.split(":", 1)[1].strip() for ln in _cpuinfo_lines() if ln.startswith("vendor_id")), "")
+
+
 def host() -> dict:
     model = next(
         (ln.split(":", 1)[1].strip() for ln in _cpuinfo_lines() if ln.startswith("model name")), platform.processor()

@@ -29,6 +29,8 @@ from typing import Any
 
 import numpy as np
 
+from build_engines.fidelity.metrics import log_softmax
+
 # Nats: f32 kernels over the same weights differ by summation order only (measured well below it).
 LOGPROB_TOLERANCE = 2e-3
 AGREEMENT_TOKENS = 32  # greedy tokens per prompt
@@ -62,9 +64,7 @@ class LogprobAgreement:
 def compare(sampled: list[int], sampled_log_probs: list[float], scorer_logits: np.ndarray) -> LogprobAgreement:
     """One sequence: the pipeline's greedy tokens and their log probs beside the scorer's logits
     of the same positions ([tokens, vocab])."""
-    rows = np.asarray(scorer_logits, dtype=np.float64)
-    shifted = rows - rows.max(axis=-1, keepdims=True)
-    log_probs = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+    log_probs = log_softmax(scorer_logits)
     mismatches, gap = 0, 0.0
     for n, (token, pipeline_lp) in enumerate(zip(sampled, sampled_log_probs)):
         mine = log_probs[n, token]

@@ -26,7 +26,6 @@ from build_engines.openvino.numerics_decisions import (
     DecisionKey,
     DecisionSource,
     RecordedDecision,
-    cpu_vendor,
     isa_level,
     matching_decision,
     recorded_decisions,
@@ -202,7 +201,7 @@ def logprob_agreement_command(spec: BuildSpec, engine_dir: Path, setting: Numeri
 
 def decision_key(spec: BuildSpec, checkpoint_digest: str) -> DecisionKey:
     """What a recorded fast decision must match (build_engines/openvino/numerics_decisions.py)."""
-    from build_engines.fidelity.evaluate import cpu_flags
+    from build_engines.fidelity.evaluate import cpu_flags, cpu_vendor
 
     return DecisionKey(
         checkpoint_hash=checkpoint_digest,
@@ -276,9 +275,9 @@ def build_openvino_engine(spec: BuildSpec, engine_dir: Path, *, log_file: Path |
         )
         with progress.step(what):
             fidelity, numerics = choose_numerics(spec, staging, log_file, decision)
-            if spec.openvino.top_logprobs and Numerics.from_dict(numerics["fast"]) != EXACT:
+            fast = Numerics.from_dict(numerics["fast"])
+            if spec.openvino.top_logprobs and fast != EXACT:
                 out = staging / LOGPROBS_FILE
-                fast = Numerics.from_dict(numerics["fast"])
                 run_streaming(logprob_agreement_command(spec, staging, fast, out), log_file, what="logprob agreement")
                 measured = LogprobAgreement.from_dict(json.loads(out.read_text()))
                 numerics["logprobs"] = {"numerics": fast.to_dict()} | measured.to_dict()

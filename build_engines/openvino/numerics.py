@@ -247,11 +247,8 @@ def numerics_lines(options: Any, measuring: bool, measured: dict[str, Any], cpu_
         "DYNAMIC_QUANTIZATION_GROUP_SIZE)" + (f"; chosen: {why}" if why else ""),
         exactness_line(*served.values()),
     ]
-    agreement = measured.get("logprobs")
-    if agreement and Numerics.from_dict(agreement["numerics"]) == served:
-        from build_engines.fidelity.logprob_agreement import LogprobAgreement
-
-        result = LogprobAgreement.from_dict(agreement)
+    result = served_agreement(served, measured)
+    if result is not None:
         lines.append(
             f"top_logprobs: {'served' if result.agrees else 'refused'} under this setting, measured at build: "
             + result.describe()
@@ -275,6 +272,16 @@ def numerics_lines(options: Any, measuring: bool, measured: dict[str, Any], cpu_
     return lines
 
 
+def served_agreement(served: Numerics, measured: dict[str, Any]):
+    """The build's top_logprobs agreement measurement (LogprobAgreement) if it was of `served`, else None."""
+    from build_engines.fidelity.logprob_agreement import LogprobAgreement
+
+    agreement = measured.get("logprobs")
+    if not agreement or Numerics.from_dict(agreement["numerics"]) != served:
+        return None
+    return LogprobAgreement.from_dict(agreement)
+
+
 def top_logprobs_problem(served: Numerics, measured: dict[str, Any]) -> str:
     """Why the engine must not serve top_logprobs under `served` ('' when it may): the alternatives
     come from a second pass (engines/openvino/ir_scorer.py) that agrees with the pipeline's sampled
@@ -282,12 +289,9 @@ def top_logprobs_problem(served: Numerics, measured: dict[str, Any]) -> str:
     (build_engines/fidelity/logprob_agreement.py)."""
     if served == EXACT:
         return ""
-    agreement = measured.get("logprobs")
-    if not agreement or Numerics.from_dict(agreement["numerics"]) != served:
+    result = served_agreement(served, measured)
+    if result is None:
         return f"under {served.label} the alternatives' agreement with the sampled tokens was not measured"
-    from build_engines.fidelity.logprob_agreement import LogprobAgreement
-
-    result = LogprobAgreement.from_dict(agreement)
     return (
         ""
         if result.agrees

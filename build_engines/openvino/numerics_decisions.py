@@ -108,13 +108,5 @@ def recorded_decisions(path: Path = DECISIONS_FILE) -> list[RecordedDecision]:
     return [RecordedDecision.from_dict(d) for d in json.loads(path.read_text())["decisions"]]
 
 
-def cpu_vendor() -> str:
-    try:
-        lines = Path("/proc/cpuinfo").read_text().splitlines()
-    except OSError:
-        return ""
-    return next((ln.split(":", 1)[1].strip() for ln in lines if ln.startswith("vendor_id")), "")
-
-
 def matching_decision(key: DecisionKey, decisions: list[RecordedDecision]) -> RecordedDecision | None:
     return next((d for d in decisions if d.key == key), None)
