@@ -23,6 +23,7 @@ TEST_ENVIRONMENTS = {
     "bench-tools": ROOT / "requirements" / "bench-tools.lock",
     "client-compat": ROOT / "requirements" / "client-compat.lock",
     "client-compat-instructor": ROOT / "requirements" / "client-compat-instructor.lock",
+    "client-compat-anthropic": ROOT / "requirements" / "client-compat-anthropic.lock",  # /v1/messages
     "dynamo": DYNAMO_LOCK,
     "guidellm": ROOT / "requirements" / "guidellm.lock",  # tests/integration/test_guidellm.py
 }

@@ -20,9 +20,9 @@ from client import AsyncLlmClient
 from client.errors import ClientError, InvalidRequestError, RequestTimeout, ServerUnavailable
 from client.types import StreamChunk
 from contract import lora, names, request_ids, telemetry, tool_formats
-from openai_front import responses
+from openai_front import messages, responses
 from openai_front.bodies import DEFAULT_MAX_BODY_BYTES, BodyLimit, CheckedBodyRoute
-from openai_front.errors import ApiError, api_message, unsupported, validation_error_body
+from openai_front.errors import ApiError, api_message, shaped, unsupported, validation_error_body
 from openai_front.logprobs import TokenTexts
 from openai_front.metrics import FrontMetrics, MetricsMiddleware
 from openai_front.observability import RequestContext
@@ -115,36 +115,38 @@ def create_app(settings: FrontSettings) -> FastAPI:
     app.add_middleware(RequestContext)  # outermost: request id + span (openai_front/observability.py)
     telemetry.setup("openai-front")  # contract/telemetry.py: exports when OTEL_EXPORTER_OTLP_* is set
 
+    def error_response(request: Request, e: ApiError, headers=None) -> JSONResponse:
+        """The error in the shape of the route's API (Anthropic's on /v1/messages: errors.shaped)."""
+        body, status = shaped(e, request.url.path)
+        return JSONResponse(body, status_code=status, headers=headers)
+
     @app.exception_handler(ApiError)
     async def api_error(request: Request, e: ApiError):
-        return JSONResponse(e.body(), status_code=e.status)
+        return error_response(request, e)
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, e: RequestValidationError):
-        return JSONResponse(validation_error_body(e.errors()[0]).body(), status_code=400)
+        return error_response(request, validation_error_body(e.errors()[0]))
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, e: StarletteHTTPException):
         """Starlette's own refusals (no such route, wrong method) in the OpenAI shape."""
         message = f"Invalid URL ({request.method} {request.url.path})" if e.status_code == 404 else str(e.detail)
         kind = "invalid_request_error" if e.status_code < 500 else "server_error"
-        return JSONResponse(
-            ApiError(e.status_code, message, type_=kind).body(),
-            status_code=e.status_code,
-            headers=getattr(e, "headers", None),
-        )
+        return error_response(request, ApiError(e.status_code, message, type_=kind), getattr(e, "headers", None))
 
     @app.exception_handler(Exception)
     async def internal_error(request: Request, e: Exception):
         """A bug still answers in the OpenAI shape (uvicorn logs the traceback)."""
         body = ApiError(500, f"internal error ({type(e).__name__}); see the front's log", type_="server_error")
-        return JSONResponse(body.body(), status_code=500)
+        return error_response(request, body)
 
     async def authorized(request: Request) -> None:
         if settings.api_key is None:
             return
         header = request.headers.get("authorization", "")
-        token = header[7:] if header.lower().startswith("bearer ") else ""
+        # x-api-key: the header Anthropic's clients send the key in (/v1/messages)
+        token = header[7:] if header.lower().startswith("bearer ") else request.headers.get("x-api-key", "")
         if not hmac.compare_digest(token.encode(), settings.api_key.encode()):
             raise ApiError(401, "invalid or missing API key", type_="invalid_request_error", code="invalid_api_key")
 
@@ -376,6 +378,15 @@ def create_app(settings: FrontSettings) -> FastAPI:
                 response_id=response_id,
             )
 
+    messages.register(
+        app,
+        client=lambda: state["client"],
+        check_model=check_model,
+        authorized=authorized,
+        request_timeout_s=settings.request_timeout_s,
+        tool_format=tool_format,
+        model_name=settings.model_name,
+    )
     responses.register(
         app,
         store_settings=settings.response_store,

@@ -23,7 +23,7 @@ from fastapi import Request
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 
-from openai_front.errors import ApiError
+from openai_front.errors import ApiError, shaped
 
 DEFAULT_MAX_BODY_BYTES = 1 << 20  # 1 MiB: a 128k-token prompt is ~0.5 MB of text
 MAX_JSON_DEPTH = 64  # arrays and objects within each other; a tool's JSON schema rarely nests past 20
@@ -48,7 +48,8 @@ class BodyLimit:
         self.app, self.limit = app, limit
 
     async def refuse(self, scope, receive, send) -> None:
-        response = JSONResponse(too_large(self.limit).body(), status_code=413)
+        body, status = shaped(too_large(self.limit), scope.get("path", ""))
+        response = JSONResponse(body, status_code=status)
         await response(scope, receive, send)
 
     async def __call__(self, scope, receive, send):
@@ -159,7 +160,8 @@ class CheckedBodyRoute(APIRoute):
             if request.method in ("POST", "PUT", "PATCH"):
                 problem = body_problem(await request.body(), request.headers.get("content-type"))
                 if problem is not None:
-                    return JSONResponse(problem.body(), status_code=problem.status)
+                    body, status = shaped(problem, request.url.path)  # Anthropic's shape on /v1/messages
+                    return JSONResponse(body, status_code=status)
             return await handler(request)
 
         return checked

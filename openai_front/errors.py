@@ -105,3 +105,42 @@ def validation_error_body(error: dict) -> ApiError:
     if kind == "missing":
         return ApiError(400, f"Missing required parameter: '{param}'.", param=param, code="missing_required_parameter")
     return ApiError(400, f"Invalid '{param}': {error.get('msg')}", param=param)
+
+
+# --- Anthropic's error shape, on /v1/messages (openai_front/messages.py) --------------------------
+# https://docs.claude.com/en/api/errors ("HTTP errors", "Error shapes"): {"type": "error", "error":
+# {"type", "message"}}; the types are anthropic 2.15.0's anthropic/types/shared/error_type.py.
+ANTHROPIC_PATH = "/v1/messages"
+ANTHROPIC_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    500: "api_error",
+    504: "timeout_error",
+    529: "overloaded_error",
+}
+OVERLOADED = 529  # Anthropic's status for "temporarily overloaded": the model server is unavailable
+
+
+def anthropic_path(path: str) -> bool:
+    return path == ANTHROPIC_PATH or path.startswith(ANTHROPIC_PATH + "/")
+
+
+def anthropic_status(e: ApiError) -> int:
+    return OVERLOADED if e.status == 503 else e.status
+
+
+def anthropic_body(e: ApiError) -> dict:
+    status = anthropic_status(e)
+    kind = ANTHROPIC_TYPES.get(status, "invalid_request_error" if status < 500 else "api_error")
+    return {"type": "error", "error": {"type": kind, "message": e.message}}
+
+
+def shaped(e: ApiError, path: str) -> tuple[dict, int]:
+    """(body, status) of an error in the shape of the API the path belongs to."""
+    if anthropic_path(path):
+        return anthropic_body(e), anthropic_status(e)
+    return e.body(), e.status

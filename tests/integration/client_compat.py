@@ -14,7 +14,7 @@ import sys
 import traceback
 
 FEATURES = ("text", "structured output", "tools auto", "tools required", "tools named", "streaming",
-            "Responses API", "errors")
+            "Responses API", "system prompt", "stop sequences", "usage", "errors")
 ASK = "What is the weather in Paris?"
 RESULT = {"city": "Paris", "temperature_c": 18, "sky": "sunny"}
 SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
@@ -286,8 +286,98 @@ def instructor_checks(base: str, model: str) -> dict:
     return {"structured output": structured, "tools named": named, "streaming": streaming, "errors": errors}
 
 
+# --- the anthropic SDK, against /v1/messages -------------------------------------------------------
+ANTHROPIC_TOOL = {"name": "get_weather", "description": "Get the current weather in a city", "input_schema": SCHEMA}
+
+
+def anthropic_checks(base: str, model: str) -> dict:
+    import anthropic
+
+    client = anthropic.Anthropic(base_url=base, api_key="none", max_retries=0)
+    greedy = {"temperature": 0}  # the SDK 2.x has no temperature argument; the API still takes it
+
+    def create(**kw):
+        return client.messages.create(model=model, max_tokens=LIMIT, extra_body=greedy, **kw)
+
+    def text_of(message) -> str:
+        return "".join(b.text for b in message.content if b.type == "text")
+
+    def text():
+        r = create(messages=[{"role": "user", "content": "What is the capital of France?"}])
+        check(r.type == "message" and r.stop_reason in ("end_turn", "max_tokens") and "Paris" in text_of(r), str(r))
+
+    def system():  # the system prompt reaches the prompt: a longer one is counted longer
+        ask = [{"role": "user", "content": "What is the capital of France?"}]
+        short = create(messages=ask, system="You answer in one word.")  # (a template adds its own default)
+        told = create(messages=ask, system=[{"type": "text", "text": "You answer in one word."},
+                                            {"type": "text", "text": " You teach geography in Lyon."}])
+        check(told.usage.input_tokens > short.usage.input_tokens and text_of(told), f"{short.usage} {told.usage}")
+
+    def stop_sequences():
+        ask = [{"role": "user", "content": "What is the capital of France?"}]
+        r = create(messages=ask, stop_sequences=["Paris"])
+        check(r.stop_reason == "stop_sequence" and r.stop_sequence == "Paris" and "Paris" not in text_of(r), str(r))
+
+    def usage():
+        ask = [{"role": "user", "content": "Say hi."}]
+        whole = create(messages=ask)
+        with client.messages.stream(model=model, max_tokens=LIMIT, messages=ask, extra_body=greedy) as stream:
+            final = stream.get_final_message()
+        check(whole.usage.input_tokens > 0 and whole.usage.output_tokens > 0, str(whole.usage))
+        check((final.usage.input_tokens, final.usage.output_tokens) == (whole.usage.input_tokens,
+                                                                       whole.usage.output_tokens),
+              f"streamed {final.usage} whole {whole.usage}")
+
+    def streaming():
+        ask = [{"role": "user", "content": "Capital of France?"}]
+        with client.messages.stream(model=model, max_tokens=LIMIT, messages=ask, extra_body=greedy) as stream:
+            texts = list(stream.text_stream)
+            final = stream.get_final_message()
+        check(texts and "".join(texts) == text_of(final) and final.stop_reason, "text_stream")
+        with client.messages.stream(model=model, max_tokens=LIMIT, messages=[{"role": "user", "content": ASK}],
+                                    tools=[ANTHROPIC_TOOL], tool_choice={"type": "any"}, extra_body=greedy) as stream:
+            kinds = [e.type for e in stream]
+            final = stream.get_final_message()
+        call = [b for b in final.content if b.type == "tool_use"]
+        check("input_json" in kinds and call and call[0].input.get("city"), f"{sorted(set(kinds))} {final.content}")
+
+    def round_trip(tool_choice):
+        """tool_use -> the tool's result (tool_result) -> a text answer."""
+        messages = [{"role": "user", "content": ASK}]
+        first = create(messages=messages, tools=[ANTHROPIC_TOOL], tool_choice=tool_choice)
+        calls = [b for b in first.content if b.type == "tool_use"]
+        check(first.stop_reason == "tool_use" and calls and calls[0].name == "get_weather"
+              and calls[0].input.get("city"), str(first))
+        messages += [{"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in first.content]},
+                     {"role": "user", "content": [{"type": "tool_result", "tool_use_id": calls[0].id,
+                                                   "content": json.dumps(RESULT)}]}]
+        answer = create(messages=messages, tools=[ANTHROPIC_TOOL], tool_choice={"type": "none"})
+        check(answer.stop_reason in ("end_turn", "max_tokens") and text_of(answer), str(answer))
+
+    def errors():
+        try:
+            client.messages.create(model="claude-opus-4", max_tokens=8, messages=[{"role": "user", "content": "Hi"}])
+        except anthropic.NotFoundError as e:
+            check(e.body["type"] == "error" and e.body["error"]["type"] == "not_found_error", str(e.body))
+        else:
+            raise AssertionError("an unknown model accepted")
+        image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}
+        try:
+            create(messages=[{"role": "user", "content": [image]}])
+        except anthropic.BadRequestError as e:
+            check(e.body["error"]["type"] == "invalid_request_error"
+                  and "messages[0].content[0].type" in e.body["error"]["message"], str(e.body))
+        else:
+            raise AssertionError("an image accepted")
+
+    return {"text": text, "system prompt": system, "stop sequences": stop_sequences, "usage": usage,
+            "streaming": streaming, "tools auto": lambda: round_trip({"type": "auto"}),
+            "tools required": lambda: round_trip({"type": "any"}),
+            "tools named": lambda: round_trip({"type": "tool", "name": "get_weather"}), "errors": errors}
+
+
 LIBRARIES = {"openai": openai_sdk, "langchain-openai": langchain, "litellm": litellm_checks,
-             "instructor": instructor_checks}
+             "instructor": instructor_checks, "anthropic": anthropic_checks}
 
 
 def main() -> None:

@@ -1,7 +1,8 @@
 """The real client libraries against a live front (issue 37): the openai SDK, langchain-openai,
 litellm and instructor, each at a pinned release in a side environment (requirements/
 client-compat.lock; instructor in its own, client-compat-instructor.lock: its jiter pin clashes
-with the newer openai's).  Each library's checks run in ONE subprocess
+with the newer openai's), and the anthropic SDK against /v1/messages (client-compat-anthropic.lock).
+Each library's checks run in ONE subprocess
 (tests/integration/client_compat.py): text, structured output, tools auto / required / named
 with a round trip, streaming helpers, the Responses API, errors.
 
@@ -36,7 +37,7 @@ pytestmark = [pytest.mark.server, pytest.mark.slow]
 
 SCRIPT = Path(__file__).with_name("client_compat.py")
 LIBRARIES = {"openai": "client-compat", "langchain-openai": "client-compat", "litellm": "client-compat",
-             "instructor": "client-compat-instructor"}
+             "instructor": "client-compat-instructor", "anthropic": "client-compat-anthropic"}
 RUN_TIMEOUT_S = 300
 OUT = BUILD / "client-compat-report"
 LAYOUTS_ENV = "KIT_COMPAT_LAYOUTS"
