@@ -20,6 +20,7 @@ as errors."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import uuid
 from dataclasses import dataclass
@@ -34,7 +35,7 @@ from contract import params as contract_params
 from contract import tool_formats
 from openai_front import responses
 from openai_front.errors import ApiError, anthropic_body, api_message, invalid, unsupported
-from openai_front.messages_schemas import MessagesRequest
+from openai_front.messages_schemas import CountTokensRequest, MessagesRequest
 from openai_front.schemas import ChatCompletionRequest
 from openai_front.stop_sequences import StopSequenceClient
 from openai_front.streaming import ClosingStreamingResponse, Disconnected, first_of, watched
@@ -479,8 +480,8 @@ def register(
     tool_format: str = tool_formats.JSON,
     model_name: str = "the model",
 ) -> None:
-    """POST /v1/messages on `app` (create_app calls this with its client, model check,
-    authentication and the served model's tool-call format)."""
+    """POST /v1/messages and /v1/messages/count_tokens on `app` (create_app calls this with its
+    client, model check, authentication and the served model's tool-call format)."""
 
     @app.post(ROUTE, dependencies=[Depends(authorized)])
     async def create_message(req: MessagesRequest, request: Request):
@@ -533,3 +534,22 @@ def register(
             yield event("message_stop")
 
         return ClosingStreamingResponse(sse(), media_type="text/event-stream")
+
+    @app.post(ROUTE + "/count_tokens", dependencies=[Depends(authorized)])
+    async def count_tokens(req: CountTokensRequest, request: Request):
+        """The prompt's tokens as the engine counts them: the prompt /v1/messages would send (the
+        chat template, the tools described as the tool plan describes them), tokenized by
+        preprocessing; one token is generated to read the count, and the request is then closed."""
+        full = MessagesRequest.model_validate(req.model_dump(exclude_none=True) | {"max_tokens": 1})
+        messages, sampling, _ = translate(full, tool_format=tool_format, model=model_name)
+        sampling = await check_model(req.model, with_priority_header(sampling, request.headers.get(PRIORITY_HEADER)))
+        chunks = client().stream(  # type: ignore[attr-defined]  # client() is the front's AsyncLlmClient
+            messages,
+            dataclasses.replace(sampling, max_tokens=1, min_tokens=None, guide=None),
+            timeout_s=request_timeout_s,
+        )
+        try:
+            first = await first_of(chunks, engine_error)
+        finally:
+            await chunks.aclose()
+        return {"input_tokens": first.num_input_tokens if first is not None else 0}

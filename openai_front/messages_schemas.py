@@ -39,3 +39,25 @@ class MessagesRequest(BaseModel):
     container: Any = None
     mcp_servers: list | None = None
     context_management: dict | None = None
+
+
+class CountTokensRequest(BaseModel):
+    """POST /v1/messages/count_tokens: the fields of anthropic 2.15.0's
+    anthropic/types/message_count_tokens_params.py (a message request without max_tokens,
+    sampling or streaming)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str
+    messages: list[dict] = Field(min_length=1)
+    system: str | list[dict] | None = None
+    tools: list[dict] | None = None
+    tool_choice: dict | None = None
+    cache_control: dict | None = None
+    speed: str | None = None
+    user_profile_id: str | None = None
+    workspace_id: str | None = None
+    thinking: dict | None = None
+    output_config: dict | None = None
+    mcp_servers: list | None = None
+    context_management: dict | None = None

@@ -324,6 +324,8 @@ def anthropic_checks(base: str, model: str) -> dict:
         with client.messages.stream(model=model, max_tokens=LIMIT, messages=ask, extra_body=greedy) as stream:
             final = stream.get_final_message()
         check(whole.usage.input_tokens > 0 and whole.usage.output_tokens > 0, str(whole.usage))
+        counted = client.messages.count_tokens(model=model, messages=ask)
+        check(counted.input_tokens == whole.usage.input_tokens, f"count_tokens {counted} usage {whole.usage}")
         check((final.usage.input_tokens, final.usage.output_tokens) == (whole.usage.input_tokens,
                                                                        whole.usage.output_tokens),
               f"streamed {final.usage} whole {whole.usage}")

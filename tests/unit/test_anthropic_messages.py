@@ -332,6 +332,11 @@ def test_errors_have_anthropic_statuses(front):
         headers={"content-type": "application/json"},
     )
     assert big.status_code == 413 and big.json()["error"]["type"] == "request_too_large"
+    lone = front.post("/v1/messages", content=b'{"model": "m", "max_tokens": 1, "messages": [{"role": "user", '
+                      b'"content": "\\ud800 hi"}]}', headers={"content-type": "application/json"})
+    assert lone.status_code == 400 and "messages[0].content" in lone.json()["error"]["message"], lone.text
+    deep = front.post("/v1/messages", content=b"[" * 100 + b"]" * 100, headers={"content-type": "application/json"})
+    assert deep.status_code == 400 and deep.json()["error"]["type"] == "invalid_request_error"
     route = front.get("/v1/messages/batches")
     assert route.json()["type"] == "error" and route.json()["error"]["type"] in (
         "not_found_error",
@@ -368,3 +373,17 @@ def test_stop_reason_mapping():
         "max_tokens",
         "tool_use",
     ]
+
+
+def test_count_tokens_is_the_engines_count_of_the_same_prompt(front):
+    body = {"model": MODEL, "messages": ask("Weather in Oslo?"), "system": "Be brief.", "tools": [WEATHER]}
+    counted = front.post("/v1/messages/count_tokens", json=body)
+    assert counted.json() == {"input_tokens": 7}  # the scripted engine's num_input_tokens
+    prompt, sampling = Engine.calls[-1]
+    assert sampling.max_tokens == 1 and sampling.guide is None
+    post(front, **{k: v for k, v in body.items() if k != "model"})
+    assert len(Engine.calls) > 1 and Engine.calls[1][0] == prompt  # the prompt /v1/messages sends, tools described
+    refused = front.post("/v1/messages/count_tokens", json=body | {"max_tokens": 5})
+    assert refused.status_code == 400 and "max_tokens" in refused.json()["error"]["message"]
+    unknown = front.post("/v1/messages/count_tokens", json=body | {"model": "claude-opus-4"})
+    assert unknown.status_code == 404 and unknown.json()["error"]["type"] == "not_found_error"
