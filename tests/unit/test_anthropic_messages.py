@@ -387,3 +387,13 @@ def test_count_tokens_is_the_engines_count_of_the_same_prompt(front):
     assert refused.status_code == 400 and "max_tokens" in refused.json()["error"]["message"]
     unknown = front.post("/v1/messages/count_tokens", json=body | {"model": "claude-opus-4"})
     assert unknown.status_code == 404 and unknown.json()["error"]["type"] == "not_found_error"
+
+
+def test_every_field_has_a_row_and_every_refused_field_is_refused(front):
+    from openai_front.messages import FIELDS, REFUSE
+
+    assert set(FIELDS) == set(MessagesRequest.model_fields)  # a new field fails here until it is decided
+    for name in [n for n, f in FIELDS.items() if f.action == REFUSE]:
+        value = [{"x": 1}] if name == "mcp_servers" else {"type": "enabled"}
+        response = post(front, messages=ask("Hi"), **{name: value})
+        assert response.status_code == 400 and f"'{name}'" in response.json()["error"]["message"], name
