@@ -41,6 +41,19 @@ GENERATE_TEMPLATE = (
     '{"text_input": {{ text|tojson }}, "max_tokens": {{ max_tokens }}, '
     '"min_tokens": {{ max_tokens }}, "stream": {{ stream|tojson }}}'
 )
+# AIPerf 0.13.0's README (the wheel's METADATA, "Known Issues"): the output length "cannot be
+# guaranteed unless you pass `ignore_eos` and/or `min_tokens` via `--extra-inputs` to an inference
+# server that supports them": vLLM's extensions, which the front honours (openai_front VLLM_EXTENSIONS).
+# With --use-server-token-count AIPerf counts the server's usage.completion_tokens (it asks for
+# stream_options.include_usage) instead of encoding the received text again, so an answer of the
+# asked length reads as exactly that length.
+
+
+def chat_extra_inputs(output_tokens: int) -> tuple[str, ...]:
+    """The --extra-inputs of a chat run: every answer exactly `output_tokens` long."""
+    return ("ignore_eos:true", f"min_tokens:{output_tokens}")
+
+
 # Environment variables that break AIPerf 0.13.0's loading of a local tokenizer directory.
 HUB_OFFLINE_VARIABLES = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
 
@@ -134,7 +147,8 @@ def command(
         "1",
     ]
     if target.kind == Kind.OPENAI_CHAT:
-        cmd += ["--endpoint-type", "chat", "--extra-inputs", f"min_tokens:{sweep.output_tokens}"]
+        cmd += ["--endpoint-type", "chat", "--use-server-token-count"]
+        cmd += [arg for extra in chat_extra_inputs(sweep.output_tokens) for arg in ("--extra-inputs", extra)]
     else:
         cmd += [
             "--endpoint-type",

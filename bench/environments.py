@@ -16,10 +16,11 @@ from serving.side_environments import BUILD, DYNAMO_LOCK, ROOT, ensure_venv
 DEFAULT_ENGINE = Path("build/engines/SmolLM2-135M-Instruct-openvino-int8")
 
 
-# The side environments the test suite installs on first use (genai-perf; the client libraries,
+# The side environments the test suite installs on first use (AIPerf, genai-perf; the client libraries,
 # instructor apart for its jiter pin; guidellm): CI makes them in the background while the unit tests run
 # (`python -m bench.environments`, .ci/run).
 TEST_ENVIRONMENTS = {
+    "aiperf": ROOT / "requirements" / "aiperf.lock",  # tests/integration/test_aiperf.py, make bench
     "bench-tools": ROOT / "requirements" / "bench-tools.lock",
     "client-compat": ROOT / "requirements" / "client-compat.lock",
     "client-compat-instructor": ROOT / "requirements" / "client-compat-instructor.lock",
@@ -35,9 +36,19 @@ def ensure_test_environments(names: tuple[str, ...] = tuple(TEST_ENVIRONMENTS)) 
         return dict(zip(names, pool.map(lambda name: ensure_venv(name, TEST_ENVIRONMENTS[name]), names)))
 
 
+def pinned(environment: str, package: str) -> str:
+    """The exact version of `package` in the lock of TEST_ENVIRONMENTS[environment] (what a report
+    names the tool by)."""
+    prefix = f"{package.lower()}=="
+    for line in TEST_ENVIRONMENTS[environment].read_text().splitlines():
+        if line.lower().startswith(prefix):
+            return line[len(prefix) :].split()[0]
+    raise ValueError(f"{TEST_ENVIRONMENTS[environment]} pins no {package}")
+
+
 def aiperf_venv() -> Path:
     """build/aiperf: AIPerf 0.13.0 (requirements/aiperf.lock), the load generator of the HTTP sweeps."""
-    return ensure_venv("aiperf", ROOT / "requirements" / "aiperf.lock")
+    return ensure_venv("aiperf", TEST_ENVIRONMENTS["aiperf"])
 
 
 def perf_analyzer_libs() -> Path:

@@ -149,3 +149,18 @@ def metrics(server):
     from serving import prometheus
 
     return lambda: prometheus.scrape(server.settings.metrics_url)
+
+
+@pytest.fixture(scope="session")
+def compat_table(request):
+    """The session's PASS/FAIL table of client libraries and tools (tests/integration/compat_table.py):
+    written to build/client-compat-report/ and printed when the session ends."""
+    from bench.environments import BUILD
+    from tests.integration.compat_table import Report
+
+    report = Report()
+    yield report
+    capture = request.config.pluginmanager.get_plugin("capturemanager")
+    for path, lines in report.write(BUILD / "client-compat-report"):
+        with capture.global_and_fixture_disabled():  # shown whatever the capture mode
+            print(f"\nclient and tool compatibility ({path}):\n" + "\n".join(lines), flush=True)

@@ -6,7 +6,8 @@ Each library's checks run in ONE subprocess
 (tests/integration/client_compat.py): text, structured output, tools auto / required / named
 with a round trip, streaming helpers, the Responses API, errors.
 
-The client x feature table is printed and written to build/client-compat-report/table.md, with the
+The client x feature table (with the ecosystem tools' rows of the same session: compat_table.py)
+is printed and written to build/client-compat-report/table.md, with the
 LangChain agent loop's transcript (the model chooses the tool, the tool runs, the model answers
 from its result) in build/client-compat-report/agent-loop.md.  The first run makes the two
 environments (about a minute, both at once); later runs reuse them while the locks stand.
@@ -28,8 +29,9 @@ from pathlib import Path
 
 import pytest
 
-from bench.environments import BUILD, ensure_test_environments
+from bench.environments import BUILD, ensure_test_environments, pinned
 from tests.integration.client_compat import FEATURES
+from tests.integration.compat_table import CLIENT
 from tests.integration.conftest import layouts_from
 from tests.integration.openai_front_process import MODEL, running_front
 
@@ -74,22 +76,11 @@ def front(request, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def table(request):
-    """layout -> library -> {feature: result}; each layout's table written out (and printed) when
-    the module's tests end."""
-    tables: dict[str, dict[str, dict[str, str]]] = {}
-    yield tables
-    capture = request.config.pluginmanager.get_plugin("capturemanager")
-    for layout, rows in tables.items():
-        lines = ["| client | " + " | ".join(FEATURES) + " |", "|---" * (len(FEATURES) + 1) + "|"]
-        for library, results in rows.items():
-            cells = [results.get(f, "not run").split(":")[0] for f in FEATURES]
-            lines.append(f"| {library} | " + " | ".join(cells) + " |")
-        path = OUT / ("table.md" if layout == CPU_LAYOUT else f"table-{layout}.md")
-        OUT.mkdir(parents=True, exist_ok=True)
-        path.write_text("\n".join(lines) + "\n")
-        with capture.global_and_fixture_disabled():  # shown whatever the capture mode
-            print(f"\nclient-compat, {layout} ({path}):\n" + "\n".join(lines), flush=True)
+def table(compat_table):
+    """The session's PASS/FAIL table (tests/integration/compat_table.py), one per layout: each
+    library's row; written to build/client-compat-report/table[-<layout>].md with the tools' rows
+    when the session ends."""
+    return compat_table
 
 
 def _run(venv: Path, library: str, base: str) -> dict:
@@ -107,7 +98,7 @@ def test_client_library(library, environments, front, table):
     started = time.monotonic()
     report = _run(environments[LIBRARIES[library]], library, base)
     print(f"\n{layout} {library}: {time.monotonic() - started:.1f} s")
-    table.setdefault(layout, {})[library] = report["results"]
+    table.table(layout).add(f"{library} {pinned(LIBRARIES[library], library)}", report["results"], CLIENT, FEATURES)
     if report["transcript"] and layout == CPU_LAYOUT:
         OUT.mkdir(parents=True, exist_ok=True)
         (OUT / "agent-loop.md").write_text("\n".join(f"- {line}" for line in report["transcript"]) + "\n")

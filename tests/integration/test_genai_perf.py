@@ -1,6 +1,10 @@
 """genai-perf --backend tensorrtllm --endpoint-type kserve, as NVIDIA's docs run it, against our
 `ensemble` and `tensorrt_llm_bls`, streaming and not: short runs (concurrency 2, 8 requests,
-32-token synthetic prompts, 16 output tokens) that must exit 0 with every request answered.
+32-token synthetic prompts, 16 output tokens) that must exit 0 with every request answered.  And
+genai-perf --endpoint-type chat against the front with the `--extra-inputs ignore_eos:true
+--extra-inputs min_tokens:16` that vLLM-style servers take: every answer exactly 16 tokens by
+the server's usage, non-zero TTFT and ITL, its row in the session's PASS/FAIL table
+(compat_table.py).
 
 genai-perf lives in its own environment (build/bench-tools, from requirements/bench-tools.lock:
 it needs numpy 2) and drives the perf_analyzer of tritonclient 2.51 from the project's venv,
@@ -17,9 +21,11 @@ from pathlib import Path
 
 import pytest
 
-from bench.environments import TEST_ENVIRONMENTS, ensure_venv, perf_analyzer
+from bench.environments import TEST_ENVIRONMENTS, ensure_venv, perf_analyzer, pinned
 from bench.genai_perf import Endpoint, Load, RunResult, Slo, Target, Workload, command, run, tool_env
 from contract import names
+from tests.integration.compat_table import ASKED_LENGTH, COMPLETES, LATENCIES
+from tests.integration.openai_front_process import MODEL
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]
 
@@ -30,6 +36,15 @@ SLO = Slo(ttft_s=60.0, itl_s=10.0)  # not under test here
 # Every entry point on the CPU layout, streaming and not; the GPU layouts' streaming BLS (the
 # load that crashed tritonserver, issue 15) on the stand-ins of both GPU engines; the relay
 # layout is the stand-in layout's wiring with the CPU engine behind it, and is left out.
+GENERATOR = f"genai-perf {pinned('bench-tools', 'genai-perf')}"
+# genai-perf 0.0.16 sends each --extra-inputs name:value in every request's body (true/false as
+# booleans, digits as integers) and a value that is a JSON object merged whole
+# (genai_perf/subcommand/common.py get_extra_inputs_as_dict, perf_analyzer r25.08 @2586c440):
+# vLLM's ignore_eos and min_tokens.  Not stream_options.include_usage: genai-perf 0.0.16 reads
+# choices[0] of every chunk and fails on the usage chunk's empty choices (IndexError at
+# genai_perf/profile_data_parser/llm_profile_data_parser.py:518, same commit), so each answer's
+# length is read as the server reports it: finish_reason "length" at max_tokens.
+CHAT_EXTRA_INPUTS = (("ignore_eos", True), ("min_tokens", OUTPUT_TOKENS))
 RUNS = [("server", names.ENSEMBLE, True), ("server", names.ENSEMBLE, False), ("server", names.LLM_BLS, True),
         ("server", names.LLM_BLS, False), ("standin_server", names.LLM_BLS, True),
         ("pytorch_server", names.LLM_BLS, True)]
@@ -76,9 +91,22 @@ def _output_tokens(request: dict) -> int:
 
 @pytest.mark.parametrize("layout,model,streaming", RUNS,
                          ids=[f"{layout.removesuffix('_server')}-{model}-{'streaming' if s else 'whole'}" for layout, model, s in RUNS])
-def test_genai_perf_completes_every_request(request, bench_tools, default_engine, tmp_path, layout, model, streaming):
+def test_genai_perf_completes_every_request(request, bench_tools, default_engine, tmp_path, layout, model, streaming,
+                                            compat_table):
     served = request.getfixturevalue(layout)
     target = Target(model, Endpoint.TRITON, served.settings.grpc_url, model)
+    row = compat_table.row(GENERATOR, f"{layout.removesuffix('_server')} {model}, kserve gRPC, "
+                           f"{'streaming' if streaming else 'whole'}", features=(COMPLETES,))
+    try:
+        _completes_every_request(bench_tools, default_engine, tmp_path, target, streaming)
+    except (AssertionError, RuntimeError) as failed:
+        row.check(COMPLETES, False, f"{type(failed).__name__}: {str(failed)[:300]}")
+        raise
+    row.check(COMPLETES, True)
+
+
+def _completes_every_request(bench_tools: Path, default_engine: Path, tmp_path: Path, target: Target,
+                             streaming: bool) -> None:
     result = profile(bench_tools, target, default_engine, tmp_path, streaming)
     requests = _requests(tmp_path)
     assert len(requests) == LOAD.request_count
@@ -127,11 +155,58 @@ def test_output_tokens_mean_deterministic_sends_min_length_which_perf_analyzer_r
     assert _inference_counts(server.settings.http_url, names.ENSEMBLE) == before  # nothing was sent
 
 
-def test_min_tokens_extra_input_gives_deterministic_output_lengths(server, bench_tools, default_engine, tmp_path):
+def test_min_tokens_extra_input_gives_deterministic_output_lengths(server, bench_tools, default_engine, tmp_path,
+                                                                   compat_table):
     target = Target(names.ENSEMBLE, Endpoint.TRITON, server.settings.grpc_url, names.ENSEMBLE,
                     (("min_tokens", OUTPUT_TOKENS),))
+    row = compat_table.row(GENERATOR, f"{names.ENSEMBLE}, kserve gRPC, min_tokens", features=(COMPLETES, ASKED_LENGTH))
     profile(bench_tools, target, default_engine, tmp_path)
     requests = _requests(tmp_path)
-    assert len(requests) == LOAD.request_count
-    assert all(sent["request_inputs"]["min_tokens"] == OUTPUT_TOKENS for sent in requests)
-    assert [_output_tokens(sent) for sent in requests] == [OUTPUT_TOKENS] * LOAD.request_count
+    row.check(COMPLETES, len(requests) == LOAD.request_count, f"{len(requests)} requests")
+    lengths = [_output_tokens(sent) for sent in requests]
+    row.check(ASKED_LENGTH, all(sent["request_inputs"]["min_tokens"] == OUTPUT_TOKENS for sent in requests)
+              and lengths == [OUTPUT_TOKENS] * LOAD.request_count, f"lengths {lengths}")
+    row.assert_passed()
+
+
+def _sse_chunks(request: dict) -> list[dict]:
+    """The JSON chunks of a streamed chat request's responses (perf_analyzer's raw SSE lines)."""
+    chunks = []
+    for output in request["response_outputs"]:
+        for line in output.get("response", "").splitlines():
+            line = line.strip()
+            if line.startswith("data:") and not line.endswith("[DONE]"):
+                chunks.append(json.loads(line[5:]))
+    return chunks
+
+
+def test_genai_perf_chat_with_ignore_eos_and_min_tokens_gets_every_answer_at_the_asked_length(
+        agent_front, bench_tools, default_engine, tmp_path, compat_table):
+    target = Target("chat", Endpoint.OPENAI_CHAT, agent_front, MODEL, CHAT_EXTRA_INPUTS)
+    row = compat_table.row(GENERATOR, "chat, streaming, ignore_eos + min_tokens")
+    cmd = command(bench_tools, target, WORKLOAD, LOAD, default_engine, tmp_path)
+    assert cmd[cmd.index("ignore_eos:true") - 1] == "--extra-inputs" and f"min_tokens:{OUTPUT_TOKENS}" in cmd
+    done = subprocess.run(cmd, env=tool_env(), cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    if not row.check(COMPLETES, done.returncode == 0, f"exit {done.returncode}"):
+        raise AssertionError(f"{row.failures()}\n{(done.stdout + done.stderr)[-3000:]}")
+    requests = _requests(tmp_path)
+    sent = [json.loads(r["request_inputs"]["payload"]) for r in requests]
+    chunks = [_sse_chunks(r) for r in requests]
+    finishes = [[c["choices"][0]["finish_reason"] for c in cs
+                 if c.get("choices") and c["choices"][0].get("finish_reason")] for cs in chunks]
+    summary = json.loads(next(tmp_path.rglob("profile_export_genai_perf.json")).read_text())
+    ttfts = [r["response_timestamps"][0] - r["timestamp"] for r in requests]
+    itls = [(r["response_timestamps"][-1] - r["response_timestamps"][0]) / max(1, len(r["response_timestamps"]) - 1)
+            for r in requests]
+    print(f"\n{GENERATOR} chat c2: {len(requests)} requests, finish reasons {finishes}, output length by "
+          f"genai-perf's re-encoding {summary['output_sequence_length']}, TTFT mean "
+          f"{summary['time_to_first_token']['avg']:.0f} ms, ITL mean {summary['inter_token_latency']['avg']:.1f} ms")
+    errors = [c["error"] for cs in chunks for c in cs if "error" in c]
+    row.check(COMPLETES, len(requests) == LOAD.request_count and not errors,
+              f"{len(requests)} requests, errors {errors}")
+    asked = all(body["ignore_eos"] is True and body["min_tokens"] == body["max_tokens"] == OUTPUT_TOKENS
+                for body in sent)
+    # the engine stops at max_tokens with finish_reason "length", before it with "stop"
+    row.check(ASKED_LENGTH, asked and finishes == [["length"]] * len(requests), f"sent {sent[:1]}, finishes {finishes}")
+    row.check(LATENCIES, all(t > 0 for t in ttfts) and all(i > 0 for i in itls), f"TTFT {ttfts} ns, ITL {itls} ns")
+    row.assert_passed()

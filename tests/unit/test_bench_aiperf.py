@@ -53,7 +53,9 @@ def test_chat_command(tmp_path):
     assert _option(cmd, "--request-count") == ["8"]
     assert _option(cmd, "--synthetic-input-tokens-mean") == ["128"]
     assert _option(cmd, "--output-tokens-mean") == ["64"]
-    assert _option(cmd, "--extra-inputs") == ["min_tokens:64"]  # fixed-length answers
+    # fixed-length answers as AIPerf's README says for vLLM-style servers, counted by the server
+    assert _option(cmd, "--extra-inputs") == ["ignore_eos:true", "min_tokens:64"]
+    assert "--use-server-token-count" in cmd
     assert _option(cmd, "--goodput") == ["time_to_first_token:1000 inter_token_latency:60"]
     assert _option(cmd, "--tokenizer") == [str((tmp_path / "tok").resolve())]
     assert _option(cmd, "--artifact-dir") == [str((tmp_path / "out").resolve())]
