@@ -27,6 +27,7 @@ TEST_ENVIRONMENTS = {
     "client-compat-anthropic": ROOT / "requirements" / "client-compat-anthropic.lock",  # /v1/messages
     "dynamo": DYNAMO_LOCK,
     "guidellm": ROOT / "requirements" / "guidellm.lock",  # tests/integration/test_guidellm.py
+    "lm-eval": ROOT / "requirements" / "lm-eval.lock",  # tests/integration/test_lm_eval.py
 }
 
 

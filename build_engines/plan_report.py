@@ -28,12 +28,37 @@ def plan_lines(spec: BuildSpec, info: CheckpointInfo, engine_dir: Path) -> list[
         f"engine dir: {engine_dir}",
     ]
     if spec.backend == EngineBackend.OPENVINO:
-        return head + _openvino_lines(spec, info, engine_dir)
+        return head + _openvino_lines(spec, info, engine_dir) + [prompt_logprobs_line(spec, engine_dir)]
     if spec.backend == EngineBackend.TENSORRT_LLM_PYTORCH:
         from build_engines.pytorch.plan import pytorch_plan_lines
 
-        return head + pytorch_plan_lines(spec, info, engine_dir)
-    return head + _trtllm_lines(spec, info, engine_dir)
+        return head + pytorch_plan_lines(spec, info, engine_dir) + [prompt_logprobs_line(spec, engine_dir)]
+    return head + _trtllm_lines(spec, info, engine_dir) + [prompt_logprobs_line(spec, engine_dir)]
+
+
+# Why a backend of this kit has no prompt log probs (where the deployment does not withhold them itself).
+_NO_PROMPT_LOGPROBS = {
+    EngineBackend.TENSORRT_LLM: "the kit builds no engine with gather_context_logits, and the engine model "
+    "computes no log probs from context_logits",
+    EngineBackend.TENSORRT_LLM_PYTORCH: "tensorrt_llm_pytorch does not map prompt_logprobs onto the LLM API's "
+    "SamplingParams.prompt_logprobs yet",
+    EngineBackend.OPENVINO: "built with --no-top-logprobs (no IR scorer)",
+}
+
+
+def prompt_logprobs_line(spec: BuildSpec, engine_dir: Path) -> str:
+    """Whether the deployment answers prompt_logprobs (/v1/completions echo with logprobs, max_tokens 0:
+    lm-evaluation-harness's loglikelihood tasks), as its engine features say."""
+    from build_engines.repository import engine_features
+    from contract.features import Feature
+
+    engine = engine_features(
+        spec, numerics=_measured_numerics(spec, engine_dir) if spec.backend == EngineBackend.OPENVINO else None
+    )
+    if Feature.PROMPT_LOG_PROBS in engine.features:
+        return "prompt log probs (prompt_logprobs; echo with logprobs): served, by the IR scorer of top_logprobs"
+    why = dict(engine.withheld).get(Feature.PROMPT_LOG_PROBS) or _NO_PROMPT_LOGPROBS[spec.backend]
+    return f"prompt log probs (prompt_logprobs; echo with logprobs): refused ({why})"
 
 
 def _openvino_lines(spec: BuildSpec, info: CheckpointInfo, engine_dir: Path) -> list[str]:

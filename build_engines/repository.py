@@ -83,7 +83,10 @@ def engine_features(spec: BuildSpec, lora: bool = False, numerics: dict | None =
         engine = with_guided_decoding(engine)
     if spec.backend == EngineBackend.OPENVINO and spec.openvino.top_logprobs:
         withheld = top_logprobs_withheld(spec, numerics)
-        engine = with_top_logprobs(engine) if not withheld else withhold(engine, Feature.TOP_LOG_PROBS, withheld)
+        if withheld:  # both come from the scorer (the prompt's must agree with the generated tokens')
+            engine = withhold(withhold(engine, Feature.TOP_LOG_PROBS, withheld), Feature.PROMPT_LOG_PROBS, withheld)
+        else:
+            engine = with_top_logprobs(engine)
     if spec.backend == EngineBackend.TENSORRT_LLM and spec.trtllm.has_draft_engine:
         engine = with_draft_model(engine)
     return with_lora(engine) if lora else engine

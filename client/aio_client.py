@@ -22,7 +22,7 @@ from client.errors import ClientError, RequestCancelled, RequestTimeout, ServerU
 from client.request_builder import build_inputs, requested_outputs, stop_inputs
 from client.response_parser import is_final, parse_chunk
 from client.tracing import RequestSpan
-from client.types import ChatMessage, GenerationResult, SamplingParams, StreamChunk
+from client.types import ChatMessage, GenerationResult, PromptLogprobs, SamplingParams, StreamChunk
 from contract import lora, names, request_ids
 
 Prompt = str | Sequence[ChatMessage]
@@ -230,6 +230,7 @@ class _Collector:
         self.log_probs: list[float] = []
         self.top_logprobs: list = []
         self.token_ids: list[int] = []
+        self.prompt_logprobs: PromptLogprobs | None = None
         self.last: StreamChunk | None = None
         self.finish = ""
         self.first_text_s: float | None = None
@@ -240,6 +241,7 @@ class _Collector:
         self.log_probs.extend(chunk.log_probs)
         self.top_logprobs.extend(chunk.top_logprobs)
         self.token_ids.extend(chunk.token_ids)
+        self.prompt_logprobs = self.prompt_logprobs or chunk.prompt_logprobs
         if self.first_text_s is None and chunk.text:
             self.first_text_s = chunk.arrived_s
         self.finish = self.finish or chunk.finish_reason
@@ -258,6 +260,7 @@ class _Collector:
             token_ids=self.token_ids,
             log_probs=self.log_probs,
             top_logprobs=self.top_logprobs,
+            prompt_logprobs=self.prompt_logprobs,
         )
 
 

@@ -81,6 +81,8 @@ def build_inputs(prompt: str | Sequence[ChatMessage], sampling: SamplingParams, 
         inputs.append(_tensor("return_log_probs", True))
     if sampling.top_logprobs:
         inputs.append(_tensor("top_logprobs", sampling.top_logprobs))
+    if sampling.prompt_logprobs is not None:
+        inputs.append(_tensor("prompt_logprobs", sampling.prompt_logprobs))
     if sampling.n != 1:
         inputs.append(_tensor("num_return_sequences", sampling.n))
     if sampling.guide is not None:

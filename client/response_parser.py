@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from client.types import Alternatives, StreamChunk
+import math
+
+from client.types import Alternatives, PromptLogprobs, StreamChunk
 
 
 def is_final(result) -> bool:
@@ -34,6 +36,26 @@ def _alternatives(result) -> tuple[Alternatives, ...]:
     )
 
 
+def _prompt_logprobs(result) -> PromptLogprobs | None:
+    """prompt_ids / prompt_log_probs ([1, tokens]) and prompt_top_* ([1, tokens, k]); None when absent."""
+    ids, lps = result.as_numpy("prompt_ids"), result.as_numpy("prompt_log_probs")
+    if ids is None or lps is None:
+        return None
+    top_ids, top_lps = result.as_numpy("prompt_top_ids"), result.as_numpy("prompt_top_log_probs")
+    k = top_ids.shape[-1] if top_ids is not None else 0
+    tops: tuple[Alternatives, ...] = ()
+    if top_ids is not None and top_lps is not None:
+        tops = tuple(
+            tuple((int(t), float(lp)) for t, lp in zip(row_ids, row_lps) if t >= 0)
+            for row_ids, row_lps in zip(top_ids.reshape(-1, k), top_lps.reshape(-1, k))
+        )
+    return PromptLogprobs(
+        tuple(int(t) for t in ids.reshape(-1)),
+        tuple(None if math.isnan(float(x)) else float(x) for x in lps.reshape(-1)),
+        tops,
+    )
+
+
 def parse_chunk(result, arrived_s: float) -> StreamChunk | None:
     """None for an empty (flags-only) final response."""
     if result.as_numpy("text_output") is None:
@@ -50,4 +72,5 @@ def parse_chunk(result, arrived_s: float) -> StreamChunk | None:
         top_logprobs=_alternatives(result),
         arrived_s=arrived_s,
         sequence_index=_int(result, "sequence_index"),
+        prompt_logprobs=_prompt_logprobs(result),
     )

@@ -63,6 +63,20 @@ class SamplingParams:
     # Prepend a text prompt to the output.  Done by the client: NVIDIA's ensemble contract never
     # streams the prompt back (exclude_input_in_output=false echoes only a non-streamed answer).
     echo: bool = False
+    # The prompt's log probs (vLLM's prompt_logprobs): each prompt token's log prob given the ones
+    # before it and this many most likely tokens at its position (0-20); None: not asked.  The CPU
+    # engine where its scorer is compiled; the other engines refuse it by name.
+    prompt_logprobs: int | None = None
+
+
+@dataclass(frozen=True)
+class PromptLogprobs:
+    """The prompt as the engine tokenized it, each token's log prob given the ones before it (the
+    first None: nothing predicts it) and the most likely tokens at each position (the first: ())."""
+
+    token_ids: tuple[int, ...]
+    log_probs: tuple[float | None, ...]
+    top_logprobs: tuple[Alternatives, ...]
 
 
 @dataclass(frozen=True)
@@ -76,6 +90,7 @@ class StreamChunk:
     top_logprobs: tuple[Alternatives, ...] = ()  # per token of token_ids, when asked (top_logprobs)
     arrived_s: float = 0.0  # seconds since the request was sent
     sequence_index: int = 0  # which of the n samples this chunk continues
+    prompt_logprobs: PromptLogprobs | None = None  # in the first chunk, when asked (prompt_logprobs)
 
 
 @dataclass
@@ -90,6 +105,7 @@ class GenerationResult:
     token_ids: list[int] = field(default_factory=list)
     log_probs: list[float] = field(default_factory=list)
     top_logprobs: list[Alternatives] = field(default_factory=list)
+    prompt_logprobs: PromptLogprobs | None = None  # when asked (SamplingParams.prompt_logprobs)
 
     @property
     def inter_token_latencies_s(self) -> list[float]:

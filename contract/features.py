@@ -44,6 +44,7 @@ class Feature(str, enum.Enum):
     DRAFT_LOGITS = "draft logits (use_draft_logits: engines built to gather generation logits)"
     PRIORITY = "request priorities"
     TOP_LOG_PROBS = "top-k log probabilities (top_logprobs)"
+    PROMPT_LOG_PROBS = "the prompt's log probabilities (prompt_logprobs)"
     # Sampling fields every engine took until a pinned version was found to accept and ignore them
     # (contract/upstream/data/sampling_support_<version>.json): honoured where the engine lists them.
     REPETITION_PENALTY = "a repetition penalty"
@@ -66,6 +67,11 @@ def _no_words(value: Any) -> bool:
     """A TensorRT-LLM word list ([..., 2, n]: ids, then end offsets padded with -1) holding no word."""
     array = np.asarray(value)
     return array.size == 0 or bool((array.reshape(-1, 2, array.shape[-1])[:, 1, :] < 0).all())
+
+
+def _no_prompt_logprobs(value: Any) -> bool:
+    """prompt_logprobs asks for nothing when absent or negative (0 asks for the prompt tokens' own log probs)."""
+    return all(v < 0 for v in _flat(value).tolist())
 
 
 def _equals(expected: Any) -> Callable[[Any], bool]:
@@ -111,6 +117,7 @@ INPUT_FEATURES: dict[str, InputUse] = {
         ("use_draft_logits", Feature.DRAFT_LOGITS, _FALSE),
         ("priority", Feature.PRIORITY, (lambda v: _absent(v) or _equals(0.5)(v), "0.5 or nothing")),
         ("top_logprobs", Feature.TOP_LOG_PROBS, (_absent, "0 or nothing")),
+        ("prompt_logprobs", Feature.PROMPT_LOG_PROBS, (_no_prompt_logprobs, "-1 or nothing")),
     )
 }
 
@@ -132,6 +139,7 @@ ENGINE_INPUT_FEATURES: dict[str, InputUse] = {
     "guided_decoding_guide": INPUT_FEATURES["guided_decoding_guide"],
     "priority": INPUT_FEATURES["priority"],
     "top_logprobs": INPUT_FEATURES["top_logprobs"],
+    "prompt_logprobs": INPUT_FEATURES["prompt_logprobs"],
 }
 
 # Sampling fields a pinned TensorRT-LLM may accept and ignore (contract/upstream/sampling_support.py)
@@ -301,9 +309,13 @@ def with_lora(engine: EngineFeatures) -> EngineFeatures:
     return EngineFeatures(engine.label, engine.features | {Feature.LORA}, engine.withheld)
 
 
+SCORER_FEATURES = frozenset({Feature.TOP_LOG_PROBS, Feature.PROMPT_LOG_PROBS})
+
+
 def with_top_logprobs(engine: EngineFeatures) -> EngineFeatures:
-    """The same engine answering top_logprobs (the CPU engine with its IR scorer compiled)."""
-    return EngineFeatures(engine.label, engine.features | {Feature.TOP_LOG_PROBS}, engine.withheld)
+    """The same engine answering top_logprobs and prompt_logprobs (the CPU engine with its IR
+    scorer compiled: model_repository/engine_step/alternatives.py, prompt_logprobs.py)."""
+    return EngineFeatures(engine.label, engine.features | SCORER_FEATURES, engine.withheld)
 
 
 def withhold(engine: EngineFeatures, feature: Feature, why: str) -> EngineFeatures:

@@ -78,6 +78,7 @@ RULES: dict[str, NumberRule] = {
         NumberRule("priority", low=0.0, high=1.0),  # engine_step/admission.py: higher first, 0.5 default
         NumberRule("num_return_sequences", low=1, integer=True),  # the client's `n`
         NumberRule("top_logprobs", low=0, high=MAX_TOP_LOGPROBS, integer=True),
+        NumberRule("prompt_logprobs", low=-1, high=MAX_TOP_LOGPROBS, integer=True),  # -1: none
     )
 }
 

@@ -141,6 +141,14 @@ ENSEMBLE_INPUTS: tuple[TensorSpec, ...] = (
         "position, with their log probs (output_top_ids / output_top_log_probs); needs return_log_probs",
         extra=True,
     ),
+    _scalar(
+        "prompt_logprobs",
+        DType.INT32,
+        f"-1 or nothing: none; 0-{MAX_TOP_LOGPROBS}: the log prob of each prompt token given the ones "
+        "before it, and that many most likely tokens at each prompt position (prompt_ids, prompt_log_probs, "
+        "prompt_top_ids, prompt_top_log_probs, in the first response); one sequence",
+        extra=True,
+    ),
     dataclasses.replace(STOP, extra=True),  # NVIDIA's ensemble has none; their BLS and engine do
 )
 
@@ -200,12 +208,39 @@ ENGINE_CLIENT_OUTPUTS: tuple[TensorSpec, ...] = (
         extra=True,
         doc="[beam, tokens, top_logprobs] their log probabilities (the raw model distribution)",
     ),
+    # ours: the prompt's log probs (input prompt_logprobs), computed in the engine step rather than
+    # shipped as context_logits ([prompt tokens, vocab] floats: 49,152 per token on the default model)
+    TensorSpec("prompt_ids", DType.INT32, (-1,), extra=True, doc="[prompt tokens] the prompt as the engine got it"),
+    TensorSpec(
+        "prompt_log_probs",
+        DType.FP32,
+        (-1,),
+        extra=True,
+        doc="[prompt tokens] log prob of each prompt token given the ones before it (the raw model "
+        "distribution); the first NaN (nothing predicts it)",
+    ),
+    TensorSpec(
+        "prompt_top_ids",
+        DType.INT32,
+        (-1, -1),
+        extra=True,
+        doc="[prompt tokens, prompt_logprobs] the most likely tokens at each prompt position (first row -1)",
+    ),
+    TensorSpec(
+        "prompt_top_log_probs",
+        DType.FP32,
+        (-1, -1),
+        extra=True,
+        doc="[prompt tokens, prompt_logprobs] their log probabilities (first row NaN)",
+    ),
     _count("batch_index", DType.INT32, "which prompt of a batched request this response belongs to"),
     _count("sequence_index", DType.INT32, "which of num_return_sequences this response belongs to"),
 ) + PERF_METRIC_OUTPUTS
 
 # The top-k alternatives (input top_logprobs), sent only to requests that ask for them.
 TOP_LOGPROB_OUTPUTS: tuple[str, ...] = ("output_top_ids", "output_top_log_probs")
+# The prompt's log probs (input prompt_logprobs), sent once, in a request's first response.
+PROMPT_LOGPROB_OUTPUTS: tuple[str, ...] = ("prompt_ids", "prompt_log_probs", "prompt_top_ids", "prompt_top_log_probs")
 
 ENSEMBLE_OUTPUTS: tuple[TensorSpec, ...] = (
     (
@@ -290,6 +325,7 @@ ENGINE_PASSTHROUGH: dict[str, str] = {
     "guided_decoding_guide": "guided_decoding_guide",
     "priority": "priority",
     "top_logprobs": "top_logprobs",
+    "prompt_logprobs": "prompt_logprobs",
 }
 _ENSEMBLE_BY_NAME = {t.name: t for t in ENSEMBLE_INPUTS}
 ENGINE_PASSTHROUGH_INPUTS: tuple[TensorSpec, ...] = tuple(

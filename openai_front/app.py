@@ -34,8 +34,10 @@ from openai_front.translate import (
     PRIORITY_HEADER,
     ResponseShaper,
     chat_input,
+    chat_prompt_shape,
     chat_tool_plan,
     completion_input,
+    completion_prompt_shape,
     usage,
     with_priority_header,
 )
@@ -217,6 +219,7 @@ def create_app(settings: FrontSettings) -> FastAPI:
         tools=None,
         continuous_usage: bool = False,
         response_id: str | None = None,
+        prompt_shape=None,
     ):
         client = state["client"]
         if continuous_usage and tools is not None:
@@ -226,6 +229,14 @@ def create_app(settings: FrontSettings) -> FastAPI:
         shaper = ResponseShaper(
             settings.model_name, chat, token_texts if sampling.return_log_probs else None, await system_fingerprint()
         )
+        if prompt_shape is not None:  # echo with logprobs, max_tokens 0, prompt_logprobs
+            if token_texts is None and prompt_shape.engine_k is not None:
+                raise unsupported(
+                    "prompt_logprobs" if prompt_shape.vllm is not None else "echo",
+                    "start the front with --tokenizer (the checkpoint's tokenizer.json)",
+                )
+            shaper.prompt, shaper.prompt_texts = prompt_shape, token_texts
+            shaper.prompt_text = prompt if isinstance(prompt, str) else ""
         if response_id is not None:  # vLLM's request_id: `chatcmpl-<id>` / `cmpl-<id>`
             shaper.id = f"{'chatcmpl' if chat else 'cmpl'}-{response_id}"
         if tools is not None:
@@ -358,6 +369,7 @@ def create_app(settings: FrontSettings) -> FastAPI:
                 chat=False,
                 continuous_usage=continuous,
                 response_id=response_id,
+                prompt_shape=completion_prompt_shape(req),
             )
 
     @app.post("/v1/chat/completions", dependencies=[Depends(authorized)])
@@ -376,6 +388,7 @@ def create_app(settings: FrontSettings) -> FastAPI:
                 tools=chat_tool_plan(req, tool_format=tool_format, model=settings.model_name),
                 continuous_usage=continuous,
                 response_id=response_id,
+                prompt_shape=chat_prompt_shape(req),
             )
 
     messages.register(

@@ -162,7 +162,12 @@ VLLM_EXTENSIONS: dict[str, Extension] = {
     "length_penalty": _x(REFUSE, "beam search only", harmless=(1, 1.0)),
     "spaces_between_special_tokens": _x(REFUSE, "the detokenizer's own spacing", harmless=(True,)),
     "truncate_prompt_tokens": _x(REFUSE, "prompts are not truncated: too long is refused naming max_input_len"),
-    "prompt_logprobs": _x(REFUSE, "the engines return the generated tokens' log probs, not the prompt's"),
+    "prompt_logprobs": _x(
+        HONOUR,
+        "0-20: per prompt token {token id: {logprob, rank, decoded_token}} (the first null), on each completions "
+        "choice and on the chat response, as vLLM; the engine's numbers (input prompt_logprobs: the CPU engine's "
+        "scorer, where it serves top_logprobs; other engines refuse it by name); not streamed, n 1",
+    ),
     "allowed_token_ids": _x(REFUSE, "the engines take no per-token mask"),
     "guided_choice": _x(REFUSE, "send guided_regex (or guided_grammar) spelling the choices"),
     "guided_whitespace_pattern": _x(REFUSE, "the grammar's own whitespace"),

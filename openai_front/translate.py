@@ -10,7 +10,9 @@ import uuid
 from client.types import ChatMessage, GenerationResult, Guide, SamplingParams, StreamChunk
 from contract import params, tool_formats
 from openai_front.errors import invalid, unsupported
+from openai_front.logprobs import TokenTexts
 from openai_front.params import CHAT, COMPLETIONS, check_extensions, check_policy
+from openai_front.prompt_logprobs import PromptShape, prompt_shape, shape_choice, vllm_entries
 from openai_front.schemas import ChatCompletionRequest, CompletionRequest, RequestBase
 from openai_front.tools import FORMATS, ToolFormat, ToolPlan, tool_plan
 
@@ -46,6 +48,7 @@ def _sampling(
     log_probs: bool = False,
     top_logprobs: int = 0,
     guide: Guide | None = None,
+    prompt: PromptShape | None = None,
 ) -> SamplingParams:
     stop = (req.stop,) if isinstance(req.stop, str) else tuple(req.stop or ())
     min_tokens = req.min_tokens
@@ -74,6 +77,7 @@ def _sampling(
         skip_special_tokens=req.skip_special_tokens,
         echo=echo,
         priority=req.priority,
+        prompt_logprobs=prompt.engine_k if prompt is not None else None,
     )
 
 
@@ -108,20 +112,44 @@ def completion_input(req: CompletionRequest) -> tuple[str, SamplingParams]:
         if len(prompt) != 1:
             raise unsupported("prompt", "send one prompt per request (a list of one string is fine)")
         prompt = prompt[0]
+    log_probs, top = _completion_logprobs(req)
+    shape = completion_prompt_shape(req)
+    guide = _response_format(req.response_format)
+    if guide is not None and _guide(req) is not None:
+        raise invalid("send one of response_format, guided_json, guided_regex, guided_grammar", "response_format")
+    # max_tokens 0 (the prompt scored): the engine generates one token, which the answer leaves out
+    # (the ensemble contract's max_tokens is at least 1)
+    max_tokens = 1 if shape is not None and shape.prompt_only else req.max_tokens
+    return prompt, _sampling(
+        req,
+        max_tokens,
+        echo=req.echo,
+        log_probs=log_probs and not (shape is not None and shape.prompt_only),
+        top_logprobs=0 if shape is not None and shape.prompt_only else top,
+        guide=guide or _guide(req),
+        prompt=shape,
+    )
+
+
+def _completion_logprobs(req: CompletionRequest) -> tuple[bool, int]:
     log_probs = req.logprobs is not None and req.logprobs is not False
     top = int(req.logprobs or 0) if log_probs else 0
     if not 0 <= top <= MAX_COMPLETION_LOGPROBS:
         raise invalid(f"'logprobs' must be in [0, {MAX_COMPLETION_LOGPROBS}], got {top}", "logprobs")
-    if log_probs and req.echo:  # OpenAI would score the prompt too (lm-eval's loglikelihood requests)
-        raise unsupported(
-            "echo", "with 'logprobs': the engines return the generated tokens' log probs, not the prompt's"
-        )
-    guide = _response_format(req.response_format)
-    if guide is not None and _guide(req) is not None:
-        raise invalid("send one of response_format, guided_json, guided_regex, guided_grammar", "response_format")
-    return prompt, _sampling(
-        req, req.max_tokens, echo=req.echo, log_probs=log_probs, top_logprobs=top, guide=guide or _guide(req)
-    )
+    return log_probs, top
+
+
+def completion_prompt_shape(req: CompletionRequest) -> PromptShape | None:
+    """What a completions request asks of its prompt (echo with logprobs, max_tokens 0, prompt_logprobs)."""
+    log_probs, top = _completion_logprobs(req)
+    return prompt_shape(req, echo=req.echo, log_probs=log_probs, top=top)
+
+
+def chat_prompt_shape(req: ChatCompletionRequest) -> PromptShape | None:
+    """vLLM's prompt_logprobs on the chat endpoint (over the rendered chat template's tokens)."""
+    if req.max_tokens == 0 or req.max_completion_tokens == 0:
+        raise invalid("'max_tokens' must be at least 1 on /v1/chat/completions", "max_tokens")
+    return prompt_shape(req, echo=False, log_probs=False, top=0)
 
 
 def _content(message, index: int, tool_format: ToolFormat = FORMATS[tool_formats.JSON]) -> str:
@@ -148,6 +176,8 @@ def chat_input(
     check_extensions(req, CHAT)
     _check_generation_prompt(req)
     plan = chat_tool_plan(req, tool_format=tool_format, model=model)
+    if plan is not None and req.prompt_logprobs is not None:
+        raise unsupported("prompt_logprobs", "with 'tools' (send tool_choice 'none' for the prompt's log probs)")
     if plan is not None and req.logprobs:
         raise unsupported("logprobs", "with 'tools' (send tool_choice 'none' for log probs of a text answer)")
     if plan is not None and plan.auto and req.n != 1:
@@ -180,6 +210,7 @@ def chat_input(
         log_probs=bool(req.logprobs),
         top_logprobs=req.top_logprobs or 0,
         guide=guide,
+        prompt=chat_prompt_shape(req),
     )
 
 
@@ -248,6 +279,11 @@ class ResponseShaper:
         self.model = model
         self.token_texts = token_texts
         self.system_fingerprint = system_fingerprint or None  # the deployment's (served_identity)
+        # What the request asked of its prompt (openai_front/prompt_logprobs.py), its text and the
+        # tokenizer's table that names the prompt's tokens.
+        self.prompt: PromptShape | None = None
+        self.prompt_text = ""
+        self.prompt_texts: TokenTexts | None = None
 
     def _envelope(self, obj: str, choices: list[dict], **extra) -> dict:
         return {
@@ -277,8 +313,20 @@ class ResponseShaper:
             else:
                 choices.append({"index": index, "text": result.text, "finish_reason": finish, "logprobs": logprobs})
         prompt = results[0].prompt_tokens if results else 0
-        used = usage(prompt, sum(r.completion_tokens for r in results))
-        return self._envelope("chat.completion" if self.chat else "text_completion", choices, usage=used)
+        generated = sum(r.completion_tokens for r in results)
+        extra = {}
+        shape = self.prompt
+        if shape is not None and results:
+            if shape.prompt_only:
+                generated = 0
+            if not self.chat:
+                choices = [
+                    shape_choice(c, r, shape, self.prompt_texts, self.prompt_text) for c, r in zip(choices, results)
+                ]
+            elif shape.vllm is not None and results[0].prompt_logprobs and self.prompt_texts:  # vLLM: on the response
+                extra["prompt_logprobs"] = vllm_entries(self.prompt_texts, results[0].prompt_logprobs, shape.vllm)
+        used = usage(prompt, generated)
+        return self._envelope("chat.completion" if self.chat else "text_completion", choices, usage=used, **extra)
 
     def message(self, text: str, finish: str) -> tuple[dict, str]:
         """The assistant message and finish reason of one whole text answer (tool calls are

@@ -38,6 +38,8 @@ def _log_softmax(logits: np.ndarray) -> np.ndarray:
 
 
 def _largest(log_probs: np.ndarray, k: int) -> TopLogprobs:
+    if k == 0:  # the chosen tokens' log probs only (prompt_logprobs 0)
+        return TopLogprobs(np.zeros((len(log_probs), 0), dtype=np.int32), np.zeros((len(log_probs), 0), np.float32))
     part = np.argpartition(-log_probs, k - 1, axis=-1)[:, :k]
     picked = np.take_along_axis(log_probs, part, axis=-1)
     order = np.lexsort((part, -picked), axis=-1)

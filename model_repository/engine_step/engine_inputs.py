@@ -34,6 +34,12 @@ class GenerationOptions:
     priority: float = DEFAULT_PRIORITY  # admission order when the engine is full (engine_step/admission.py)
     lora_task_id: int = 0  # the LoRA adapter (contract/lora.py); 0: the base model
     top_logprobs: int = 0  # alternatives returned per generated token (output_top_ids / _log_probs)
+    prompt_logprobs: int = -1  # -1: none; k >= 0: the prompt's log probs, k alternatives each (prompt_*)
+
+    @property
+    def scores_prompt(self) -> bool:
+        """prompt_logprobs asked (its rule allows -1, none, and 0-20)."""
+        return self.prompt_logprobs != -1
 
     @classmethod
     def from_arrays(cls, arrays: Mapping[str, np.ndarray]) -> "GenerationOptions":
@@ -47,7 +53,7 @@ class GenerationOptions:
                 kind = {"str": DType.STRING, "float": DType.FP32}.get(str(f.type), DType.INT32)
                 values[f.name] = _scalar_value(f.name, kind, item)
         options = cls(**values)
-        for name in ("priority", "num_return_sequences", "top_logprobs"):
+        for name in ("priority", "num_return_sequences", "top_logprobs", "prompt_logprobs"):
             if name in values:
                 params.check(name, values[name])
         guide_type = options.guided_decoding_guide_type
@@ -95,11 +101,14 @@ class EngineInputs:
     def option_problems(self) -> list[str]:
         """What no engine answers in this combination of core inputs and options (every engine
         model checks it: engine_adapter.serve_requests; the relays' targets are such models)."""
+        problems = []
         if self.options.top_logprobs and not self.return_log_probs:
-            return [
+            problems.append(
                 "'top_logprobs' needs 'return_log_probs' true (the alternatives come with the chosen tokens' log probs)"
-            ]
-        return []
+            )
+        if self.options.scores_prompt and self.options.num_return_sequences != 1:
+            problems.append("'prompt_logprobs' needs 'num_return_sequences' 1 (the prompt is scored once per request)")
+        return problems
 
     @property
     def is_greedy(self) -> bool:

@@ -13,8 +13,17 @@ import numpy as np
 import triton_python_backend_utils as pb_utils
 
 from contract import features, telemetry
-from contract.tensors import ENGINE_CORE_INPUTS, ENGINE_INPUTS, ENGINE_OUTPUTS, TOP_LOGPROB_OUTPUTS, by_name
+from contract.tensors import (
+    ENGINE_CORE_INPUTS,
+    ENGINE_INPUTS,
+    ENGINE_OUTPUTS,
+    PROMPT_LOGPROB_OUTPUTS,
+    TOP_LOGPROB_OUTPUTS,
+    by_name,
+)
+from model_repository.engine_step.alternatives import Scorer
 from model_repository.engine_step.engine_inputs import EngineInputs, GenerationOptions
+from model_repository.engine_step.prompt_logprobs import PromptLogprobs, score_prompt
 from model_repository.engine_step.runner import FailCode, ResponseSink
 from model_repository.triton import tracing, triton_io
 from model_repository.triton.response_channel import SharedChannel
@@ -35,6 +44,7 @@ SENT_OUTPUTS = tuple(
     )
 )
 TOP_OUTPUTS = tuple(by_name(ENGINE_OUTPUTS)[n] for n in TOP_LOGPROB_OUTPUTS)
+PROMPT_OUTPUTS = tuple(by_name(ENGINE_OUTPUTS)[n] for n in PROMPT_LOGPROB_OUTPUTS)
 
 
 class TritonSink:
@@ -45,6 +55,7 @@ class TritonSink:
         self._channels = list(channels)
         self._echo = triton_io.text_array(detokenize_params)
         self._batch_index = np.array([[batch_index]], dtype=np.int32)
+        self.prompt: PromptLogprobs | None = None  # sent with the first response (prompt_logprobs)
 
     def is_cancelled(self):
         return self._channels[0].is_cancelled()
@@ -58,6 +69,17 @@ class TritonSink:
                 {"output_top_ids": top.ids[None, None], "output_top_log_probs": top.log_probs[None, None]}, TOP_OUTPUTS
             )
         )
+        if self.prompt is not None:
+            prompt, self.prompt = self.prompt, None
+            tensors += triton_io.output_tensors(
+                {
+                    "prompt_ids": prompt.ids[None],
+                    "prompt_log_probs": prompt.log_probs[None],
+                    "prompt_top_ids": prompt.top.ids[None],
+                    "prompt_top_log_probs": prompt.top.log_probs[None],
+                },
+                PROMPT_OUTPUTS,
+            )
         tensors += triton_io.output_tensors(
             {
                 "output_ids": np.asarray(ids, dtype=np.int32).reshape(1, 1, n),
@@ -92,8 +114,10 @@ def serve_requests(
     engine: Engine,
     engine_features: features.EngineFeatures,
     checks: Callable[[EngineInputs], list[str]],
+    scorer: Scorer | None = None,
 ) -> None:
-    """execute() of an engine model: each request answered or handed to `engine`, one sink per prompt."""
+    """execute() of an engine model: each request answered or handed to `engine`, one sink per prompt;
+    `scorer`: the engine's own (alternatives.Scorer), which answers prompt_logprobs."""
     for request in requests:
         channel = triton_io.response_channel(request)
         if triton_io.is_stop(request):  # TensorRT-LLM's cancel-by-request-id, same reply
@@ -121,6 +145,8 @@ def serve_requests(
         shared = SharedChannel(channel, len(rows) * n)
         for index, row in enumerate(rows):
             sink = TritonSink([shared.row() for _ in range(n)], row.detokenize_params, index)
+            if row.options.scores_prompt and not _score(sink, row, scorer):
+                continue
             attributes: dict[str, Any] = {
                 telemetry.PROMPT_TOKENS: row.input_lengths,
                 "llm.max_tokens": row.request_output_len,
@@ -128,6 +154,20 @@ def serve_requests(
             }
             span = tracing.start(request, "llm.generate", "engine", **attributes)  # model_repository/triton/tracing.py
             engine.submit(row, tracing.TracedSink(sink, span, n) if span.is_recording() else sink, request.request_id())
+
+
+def _score(sink: TritonSink, row: EngineInputs, scorer: Scorer | None) -> bool:
+    """The prompt's log probs onto `sink` (its first response carries them); false: the request failed."""
+    if scorer is None:  # the engine's features refuse it first (INVALID_ARG): a bug if reached
+        sink.fail("'prompt_logprobs': this engine computes no prompt log probs", FailCode.INTERNAL)
+        return False
+    try:
+        sink.prompt = score_prompt(scorer, row.input_ids, row.options.prompt_logprobs)
+    except Exception as e:  # this request fails alone
+        triton_io.logger().log_error(f"scoring the prompt failed: {e}")
+        sink.fail(f"computing prompt_logprobs failed: {e}")
+        return False
+    return True
 
 
 def _refused(request, message: str) -> None:

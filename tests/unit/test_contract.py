@@ -66,7 +66,8 @@ def test_engine_passthrough_inputs_keep_the_tensorrt_llm_declarations():
 
 
 OUR_EXTRAS = {"messages", "skip_special_tokens", "priority", "top_logprobs", "stop", "finish_reason", "output_ids",
-              "output_top_ids", "output_top_log_probs"}
+              "output_top_ids", "output_top_log_probs", "prompt_logprobs", "prompt_ids", "prompt_log_probs",
+              "prompt_top_ids", "prompt_top_log_probs"}
 
 
 def test_typed_objects_mirror_the_tables():

@@ -82,9 +82,9 @@ def test_features_map_to_typed_sampling():
     assert (sampling.return_log_probs, sampling.top_logprobs) == (True, 5)
     with pytest.raises(ApiError, match="logprobs"):  # OpenAI's bound on the completions endpoint
         completion_input(CompletionRequest(model="m", prompt="x", logprobs=6))
-    with pytest.raises(ApiError, match="echo") as e:  # lm-eval's loglikelihood: prompt log probs, not served
-        completion_input(CompletionRequest(model="m", prompt="x", logprobs=1, echo=True, max_tokens=1))
-    assert e.value.status == 400
+    # lm-eval's loglikelihood requests: the prompt's log probs, 1 alternative each (tests/unit/test_prompt_logprobs.py)
+    _, sampling = completion_input(CompletionRequest(model="m", prompt="x", logprobs=1, echo=True, max_tokens=1))
+    assert (sampling.prompt_logprobs, sampling.top_logprobs, sampling.echo) == (1, 1, True)
 
 
 def test_top_logprobs_shape_as_openai(tmp_path):

@@ -21,11 +21,16 @@ IR_MODEL_FILE = "openvino_model.xml"
 
 
 def scoring_problems(options) -> list[str]:
-    """What the scorer cannot answer (options: GenerationOptions): it runs the base model only."""
-    if options.top_logprobs and options.lora_task_id:
+    """What the scorer cannot answer (options: GenerationOptions: top_logprobs, prompt_logprobs): it
+    runs the base model only."""
+    asked = [
+        n for n, on in (("top_logprobs", options.top_logprobs > 0), ("prompt_logprobs", options.scores_prompt)) if on
+    ]
+    if asked and options.lora_task_id:
         return [
-            "'top_logprobs' is not available with a LoRA adapter on the CPU engine (its scorer runs the "
+            f"'{name}' is not available with a LoRA adapter on the CPU engine (its scorer runs the "
             "base model's IR; OpenVINO GenAI applies adapters inside the pipeline only)"
+            for name in asked
         ]
     return []
 

@@ -44,6 +44,7 @@ class TritonPythonModel:
         recorder = MetricsRecorder()
         backend = OpenVinoBackend(params, on_prefix_lookup=recorder.on_prefix_lookup)
         backend.warm_up()
+        self.scorer = backend.scorer  # prompt_logprobs (None unless top_logprobs is served)
         queue_timeout = params.queue_timeout_s if params.queue_timeout_s > 0 else None
         self.runner = EngineRunner(
             backend,
@@ -85,6 +86,7 @@ class TritonPythonModel:
                 + scoring_problems(row.options)
                 + assisted_generation_problems(row, self.params)
             ),
+            scorer=self.scorer,
         )
         return None
 
