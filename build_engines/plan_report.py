@@ -52,10 +52,16 @@ def prompt_logprobs_line(spec: BuildSpec, engine_dir: Path) -> str:
     from build_engines.repository import engine_features
     from contract.features import Feature
 
-    engine = engine_features(
-        spec, numerics=_measured_numerics(spec, engine_dir) if spec.backend == EngineBackend.OPENVINO else None
-    )
+    openvino = spec.backend == EngineBackend.OPENVINO
+    measured = _measured_numerics(spec, engine_dir) if openvino else {}
+    engine = engine_features(spec, numerics=measured)
     if Feature.PROMPT_LOG_PROBS in engine.features:
+        if openvino and spec.openvino.numerics == NumericsMode.FAST.value and not measured:
+            return (
+                "prompt log probs (prompt_logprobs; echo with logprobs): served by the IR scorer of top_logprobs "
+                "if the setting the build chooses keeps top_logprobs (its agreement with the sampled tokens, "
+                "measured by the build; `--numerics exact` always does)"
+            )
         return "prompt log probs (prompt_logprobs; echo with logprobs): served, by the IR scorer of top_logprobs"
     why = dict(engine.withheld).get(Feature.PROMPT_LOG_PROBS) or _NO_PROMPT_LOGPROBS[spec.backend]
     return f"prompt log probs (prompt_logprobs; echo with logprobs): refused ({why})"

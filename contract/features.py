@@ -233,6 +233,12 @@ CPU_ENGINE_DRAFT_MODEL = EngineFeatures(
 # confirmed at the tag itself).  Refused there rather than silently ignored.
 # Top-k log probs: the backend returns output_log_probs of the chosen tokens only (row
 # output.output_log_probs) and declares no input asking for alternatives: refused.
+# Prompt log probs: the backend returns only raw context_logits ([1, prompt, vocab], row
+# output.context_logits), and only from an engine built with gather_context_logits (row
+# error.context_logits_not_built), which the kit does not build; the relays compute nothing from
+# them: refused.  On the PyTorch backend, SamplingParams.prompt_logprobs gives top-k dicts from
+# context_logits aligned one position off vLLM's and without the prompt token (llmapi row
+# result.prompt_logprobs); not mapped yet: refused.
 # Penalties, seed, bad words: as the engine rows of sampling_support_<version>.json say.
 _TRTLLM_BASE = frozenset({Feature.MULTIPLE_SEQUENCES, Feature.PERF_METRICS, Feature.EMBEDDING_BIAS})
 

@@ -26,6 +26,7 @@ from openai_front.errors import ApiError, api_message, shaped, unsupported, vali
 from openai_front.logprobs import TokenTexts
 from openai_front.metrics import FrontMetrics, MetricsMiddleware
 from openai_front.observability import RequestContext
+from openai_front.prompt_logprobs import as_asked
 from openai_front.response_store import StoreSettings
 from openai_front.schemas import ChatCompletionRequest, CompletionRequest
 from openai_front.streaming import DISCONNECT_CHECK_S, ClosingStreamingResponse, Disconnected, first_of, watched
@@ -251,7 +252,7 @@ def create_app(settings: FrontSettings) -> FastAPI:
             try:
                 results = await client.generate_n(prompt, sampling, timeout_s=settings.request_timeout_s)
             except ClientError as e:
-                raise _client_error(e, chat) from None
+                raise as_asked(_client_error(e, chat), prompt_shape) from None
             return shaper.whole(results)
         chunks = client.stream(
             prompt, sampling, timeout_s=settings.request_timeout_s

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from client.types import GenerationResult, PromptLogprobs
 from contract.tensors import MAX_TOP_LOGPROBS
-from openai_front.errors import invalid, unsupported
+from openai_front.errors import ApiError, invalid, unsupported
 from openai_front.logprobs import TokenTexts
 
 MAX_PROMPT_LOGPROBS = MAX_TOP_LOGPROBS  # the engine contract's bound (vLLM's -1, every token, is refused)
@@ -123,3 +123,11 @@ def shape_choice(
     if shape.vllm is not None:
         choice = choice | {"prompt_logprobs": vllm_entries(texts, prompt, shape.vllm)}
     return choice
+
+
+def as_asked(error: ApiError, shape: PromptShape | None) -> ApiError:
+    """An engine's refusal of the ensemble input prompt_logprobs, named as the request asked for the
+    prompt's log probs (`echo` with `logprobs` when it sent no `prompt_logprobs`)."""
+    if shape is None or error.param != "prompt_logprobs" or shape.vllm is not None:
+        return error
+    return ApiError(error.status, error.message.replace("'prompt_logprobs'", "'echo' with 'logprobs'", 1), param="echo")

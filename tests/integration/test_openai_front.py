@@ -245,7 +245,6 @@ def test_vllm_request_id_names_the_response(oai):
     ({"continue_final_message": True}, "continue_final_message"),
     ({"add_generation_prompt": False}, "add_generation_prompt"),
     ({"stop": ["x"], "include_stop_str_in_output": True}, "include_stop_str_in_output"),
-    ({"prompt_logprobs": 1}, "prompt_logprobs"),
     ({"use_beam_search": True}, "use_beam_search"),
 ])
 def test_vllm_extensions_the_engines_cannot_do_are_refused_by_name(oai, extra, param):

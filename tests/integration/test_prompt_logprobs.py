@@ -19,8 +19,8 @@ pytestmark = [pytest.mark.server]
 PROMPT = "The capital of France is"
 
 
-def _post(base: str, body: dict) -> tuple[int, dict]:
-    request = urllib.request.Request(base + "/v1/completions", json.dumps({"model": MODEL} | body).encode(),
+def _post(base: str, body: dict, path: str = "/v1/completions") -> tuple[int, dict]:
+    request = urllib.request.Request(base + path, json.dumps({"model": MODEL} | body).encode(),
                                      {"Content-Type": "application/json"})
     try:
         with urllib.request.urlopen(request, timeout=60) as response:
@@ -61,6 +61,8 @@ def test_echo_logprobs_max_tokens_zero_scores_the_prompt_with_the_engines_number
     assert all(isinstance(x, float) and x <= 0 for x in lp["token_logprobs"][1:])
     assert all(max(top.values()) >= x for x, top in zip(lp["token_logprobs"][1:], lp["top_logprobs"][1:]))
     mine = in_process_scores(default_engine, ids)
+    gap = max(abs(a - float(b)) for a, b in zip(lp["token_logprobs"][1:], mine.log_probs[1:]))
+    print(f"\nprompt log probs {lp['token_logprobs']}: served vs in-process scorer, largest gap {gap:.2e} nats")
     assert lp["token_logprobs"][1:] == pytest.approx([float(x) for x in mine.log_probs[1:]], abs=1e-3)
 
 
@@ -75,6 +77,8 @@ def test_a_scored_prompt_agrees_with_the_generated_tokens_log_probs(front):
     n = len(answer["logprobs"]["tokens"])
     if tokens[-n:] != answer["logprobs"]["tokens"]:
         pytest.skip(f"the answer re-tokenizes differently: {tokens[-n:]} vs {answer['logprobs']['tokens']}")
+    gap = max(abs(a - b) for a, b in zip(lps[-n:], answer["logprobs"]["token_logprobs"]))
+    print(f"\n{n} generated tokens scored again as prompt: largest gap {gap:.2e} nats")
     assert lps[-n:] == pytest.approx(answer["logprobs"]["token_logprobs"], abs=2e-3)
     # each greedy token is its position's most likely one in the scored prompt
     tops = scored["choices"][0]["logprobs"]["top_logprobs"][-n:]
@@ -95,6 +99,16 @@ def test_echo_with_generation_and_vllm_prompt_logprobs(front):
     assert len(entries) == prompt_n and entries[0] is None
     for entry, x in zip(entries[1:], lp["token_logprobs"][1:prompt_n]):
         assert x in [e["logprob"] for e in entry.values()] and 1 <= len(entry) <= 2
+
+
+def test_vllm_prompt_logprobs_on_chat_score_the_rendered_template(front):
+    status, body = _post(front, {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2,
+                                 "prompt_logprobs": 2}, "/v1/chat/completions")
+    assert status == 200, body
+    entries = body["prompt_logprobs"]  # on the response, as vLLM's ChatCompletionResponse
+    assert len(entries) == body["usage"]["prompt_tokens"] and entries[0] is None
+    assert all(2 <= len(e) <= 3 and all(v["logprob"] <= 0 for v in e.values()) for e in entries[1:])
+    assert "<|im_start|>" in [v["decoded_token"] for e in entries[1:] for v in e.values()]
 
 
 @pytest.mark.parametrize("body, param", [

@@ -182,3 +182,26 @@ def test_max_tokens_zero_answers_the_prompt_alone_and_vllm_prompt_logprobs():
     ]
     assert legacy(Texts(), PROMPT, 0)["top_logprobs"][1] == {" cat": -2.0}
     assert vllm_entries(Texts(), PromptLogprobs((0, 4), (None, -7.0), ((), ((2, -0.1),))), 1)[1]["4"]["rank"] is None
+
+
+def test_the_plan_says_which_builds_serve_prompt_logprobs(tmp_path):
+    from build_engines.openvino.options import OpenVinoOptions
+    from build_engines.plan_report import prompt_logprobs_line
+    from build_engines.spec import BuildSpec
+
+    exact = BuildSpec(checkpoint=tmp_path, openvino=OpenVinoOptions(numerics="exact"))
+    assert ": served" in prompt_logprobs_line(exact, tmp_path)
+    without = BuildSpec(checkpoint=tmp_path, openvino=OpenVinoOptions(numerics="exact", top_logprobs=False))
+    assert "refused (built with --no-top-logprobs" in prompt_logprobs_line(without, tmp_path)
+
+
+def test_an_engines_refusal_names_what_the_request_sent():
+    from openai_front.prompt_logprobs import as_asked
+
+    refused = ApiError(400, "Invalid 'prompt_logprobs': asks for the prompt's log probabilities ...",
+                       param="prompt_logprobs")
+    echo = completion_prompt_shape(CompletionRequest(model="m", prompt="x", echo=True, logprobs=1, max_tokens=0))
+    named = as_asked(refused, echo)
+    assert named.param == "echo" and named.message.startswith("Invalid 'echo' with 'logprobs': asks")
+    vllm = completion_prompt_shape(CompletionRequest(model="m", prompt="x", prompt_logprobs=1))
+    assert as_asked(refused, vllm) is refused
