@@ -119,3 +119,18 @@ def test_vllm_prompt_logprobs_on_chat_score_the_rendered_template(front):
 def test_refusals_name_the_parameter(front, body, param):
     status, error = _post(front, {"prompt": PROMPT} | body)
     assert status == 400 and error["error"]["param"] == param, error
+
+
+@pytest.mark.parametrize("model", ["ensemble", "tensorrt_llm_bls"])
+def test_the_ensemble_the_bls_and_the_client_carry_them(server, model):
+    from client import LlmClient
+    from client.types import SamplingParams
+
+    with LlmClient(server.settings.grpc_url, model=model) as client:
+        result = client.generate(PROMPT, SamplingParams(max_tokens=2, temperature=0.0, prompt_logprobs=2))
+        plain = client.generate(PROMPT, SamplingParams(max_tokens=2, temperature=0.0))
+    prompt = result.prompt_logprobs
+    assert len(prompt.token_ids) == result.prompt_tokens and prompt.log_probs[0] is None
+    assert prompt.top_logprobs[0] == () and all(len(t) == 2 for t in prompt.top_logprobs[1:])
+    assert all(lp <= t[0][1] for lp, t in zip(prompt.log_probs[1:], prompt.top_logprobs[1:]))
+    assert plain.prompt_logprobs is None and plain.text == result.text  # nothing else changes

@@ -205,3 +205,12 @@ def test_an_engines_refusal_names_what_the_request_sent():
     assert named.param == "echo" and named.message.startswith("Invalid 'echo' with 'logprobs': asks")
     vllm = completion_prompt_shape(CompletionRequest(model="m", prompt="x", prompt_logprobs=1))
     assert as_asked(refused, vllm) is refused
+
+
+def test_the_relays_ask_their_target_for_the_prompt_outputs_only_when_asked():
+    from contract.tensors import PROMPT_LOGPROB_OUTPUTS
+    from model_repository.engines.relay.relay import requested_outputs
+
+    assert set(PROMPT_LOGPROB_OUTPUTS) <= set(requested_outputs({"prompt_logprobs": np.array([[0]])}))
+    assert not set(PROMPT_LOGPROB_OUTPUTS) & set(requested_outputs({"prompt_logprobs": np.array([[-1]])}))
+    assert not set(PROMPT_LOGPROB_OUTPUTS) & set(requested_outputs({}))

@@ -26,7 +26,14 @@ from typing import Callable, Iterable, Mapping, Protocol
 import numpy as np
 
 from contract.features import ENGINE_INPUT_FEATURES
-from contract.tensors import ENGINE_INPUTS, STOP, TOP_LOGPROB_OUTPUTS, TRTLLM_INPUTS, TRTLLM_OUTPUTS
+from contract.tensors import (
+    ENGINE_INPUTS,
+    PROMPT_LOGPROB_OUTPUTS,
+    STOP,
+    TOP_LOGPROB_OUTPUTS,
+    TRTLLM_INPUTS,
+    TRTLLM_OUTPUTS,
+)
 from model_repository.engine_step.engine_inputs import EngineInputs
 from model_repository.engines.relay.engine_errors import classify
 
@@ -50,10 +57,17 @@ def forwarded(arrays: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 
 def requested_outputs(arrays: Mapping[str, np.ndarray]) -> tuple[str, ...]:
-    """The outputs to ask the target for: the top-k alternatives too when the request asks for
-    them (only engines of ours declare them; preprocessing refuses top_logprobs for the others)."""
+    """The outputs to ask the target for: the top-k alternatives and the prompt's log probs too when
+    the request asks for them (only engines of ours declare them; preprocessing refuses top_logprobs
+    and prompt_logprobs for the others)."""
+    outputs = REQUESTED_OUTPUTS
     top = arrays.get("top_logprobs")
-    return REQUESTED_OUTPUTS + TOP_LOGPROB_OUTPUTS if top is not None and np.asarray(top).any() else REQUESTED_OUTPUTS
+    if top is not None and np.asarray(top).any():
+        outputs += TOP_LOGPROB_OUTPUTS
+    prompt = arrays.get("prompt_logprobs")
+    if prompt is not None and not ENGINE_INPUT_FEATURES["prompt_logprobs"].neutral(prompt):
+        outputs += PROMPT_LOGPROB_OUTPUTS
+    return outputs
 
 
 def stop_request_arrays() -> dict[str, np.ndarray]:
