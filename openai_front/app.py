@@ -39,6 +39,7 @@ from openai_front.translate import (
     chat_tool_plan,
     completion_input,
     completion_prompt_shape,
+    prompt_token_ids,
     usage,
     with_priority_header,
 )
@@ -221,6 +222,7 @@ def create_app(settings: FrontSettings) -> FastAPI:
         continuous_usage: bool = False,
         response_id: str | None = None,
         prompt_shape=None,
+        prompt_ids: list[int] | None = None,
     ):
         client = state["client"]
         if continuous_usage and tools is not None:
@@ -238,6 +240,7 @@ def create_app(settings: FrontSettings) -> FastAPI:
                 )
             shaper.prompt, shaper.prompt_texts = prompt_shape, token_texts
             shaper.prompt_text = prompt if isinstance(prompt, str) else ""
+            shaper.prompt_ids = prompt_ids
         if response_id is not None:  # vLLM's request_id: `chatcmpl-<id>` / `cmpl-<id>`
             shaper.id = f"{'chatcmpl' if chat else 'cmpl'}-{response_id}"
         if tools is not None:
@@ -357,7 +360,7 @@ def create_app(settings: FrontSettings) -> FastAPI:
 
     @app.post("/v1/completions", dependencies=[Depends(authorized)])
     async def completions(req: CompletionRequest, request: Request):
-        prompt, sampling = completion_input(req)
+        prompt, sampling = completion_input(req, token_texts.decode if token_texts else None)
         sampling = await check_model(req.model, with_priority_header(sampling, request.headers.get(PRIORITY_HEADER)))
         include_usage, continuous = req.stream_options.usage() if req.stream_options else (False, False)
         with engine_request_id(request, req.request_id) as response_id:
@@ -371,6 +374,7 @@ def create_app(settings: FrontSettings) -> FastAPI:
                 continuous_usage=continuous,
                 response_id=response_id,
                 prompt_shape=completion_prompt_shape(req),
+                prompt_ids=prompt_token_ids(req),
             )
 
     @app.post("/v1/chat/completions", dependencies=[Depends(authorized)])

@@ -24,6 +24,17 @@ class TokenTexts:
         # Special tokens (end of turn, ...): the answer's text skips them, so chat logprobs do too.
         self.special_ids = frozenset(i for i, t in tokenizer.get_added_tokens_decoder().items() if t.special)
 
+    def decode(self, ids: Sequence[int]) -> str:
+        """The text of a prompt sent as token ids (its tokens' bytes, joined); ValueError naming
+        the first unknown id, or when the bytes are not UTF-8."""
+        unknown = [t for t in ids if not 0 <= t < len(self._bytes)]
+        if unknown:
+            raise ValueError(f"token id {unknown[0]} is not in the vocabulary (0-{len(self._bytes) - 1})")
+        try:
+            return b"".join(self._bytes[t] for t in ids).decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise ValueError(f"the token ids do not decode to UTF-8 text ({e.reason} at byte {e.start})") from None
+
     def entry(self, token_id: int) -> tuple[str, list[int]]:
         raw = self._bytes[token_id] if 0 <= token_id < len(self._bytes) else b""
         try:

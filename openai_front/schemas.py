@@ -75,7 +75,7 @@ class StreamOptions(BaseModel):
 
 
 class CompletionRequest(RequestBase):
-    prompt: str | list[str]
+    prompt: str | list[str] | list[int] | list[list[int]]  # token ids: decoded by the front (--tokenizer)
     echo: bool = False
     best_of: int | None = None
     suffix: str | None = None

@@ -6,6 +6,7 @@ import dataclasses
 import json
 import time
 import uuid
+from typing import Callable
 
 from client.types import ChatMessage, GenerationResult, Guide, SamplingParams, StreamChunk
 from contract import params, tool_formats
@@ -100,7 +101,22 @@ def with_priority_header(sampling: SamplingParams, header: str | None) -> Sampli
     return dataclasses.replace(sampling, priority=value)
 
 
-def completion_input(req: CompletionRequest) -> tuple[str, SamplingParams]:
+def prompt_token_ids(req: CompletionRequest) -> list[int] | None:
+    """The prompt's token ids where it was sent as ids (`[1, 2]` or `[[1, 2]]`, as lm-evaluation-harness
+    sends it by default), else None."""
+    prompt = req.prompt
+    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], list):
+        prompt = prompt[0]
+    if not isinstance(prompt, list) or not prompt:
+        return None
+    ids = [t for t in prompt if isinstance(t, int)]
+    return ids if len(ids) == len(prompt) else None
+
+
+def completion_input(
+    req: CompletionRequest, decode: Callable[[list[int]], str] | None = None
+) -> tuple[str, SamplingParams]:
+    """`decode`: token ids -> text (the front's tokenizer), for a prompt sent as token ids."""
     _common_checks(req)
     check_extensions(req, COMPLETIONS)
     if req.best_of not in (None, 1):
@@ -108,9 +124,17 @@ def completion_input(req: CompletionRequest) -> tuple[str, SamplingParams]:
     if req.suffix:
         raise unsupported("suffix")
     prompt = req.prompt
-    if isinstance(prompt, list):
-        if len(prompt) != 1:
-            raise unsupported("prompt", "send one prompt per request (a list of one string is fine)")
+    ids = prompt_token_ids(req)
+    if ids is not None:
+        if decode is None:
+            raise unsupported("prompt", "as token ids without --tokenizer (the checkpoint's tokenizer.json)")
+        try:
+            prompt = decode(ids)
+        except ValueError as e:
+            raise invalid(f"'prompt': {e}", "prompt") from None
+    elif isinstance(prompt, list):
+        if len(prompt) != 1 or not isinstance(prompt[0], str):
+            raise unsupported("prompt", "send one prompt per request (a list of one string or of token ids is fine)")
         prompt = prompt[0]
     log_probs, top = _completion_logprobs(req)
     shape = completion_prompt_shape(req)
@@ -284,6 +308,7 @@ class ResponseShaper:
         self.prompt: PromptShape | None = None
         self.prompt_text = ""
         self.prompt_texts: TokenTexts | None = None
+        self.prompt_ids: list[int] | None = None  # a prompt sent as token ids (checked against the engine's)
 
     def _envelope(self, obj: str, choices: list[dict], **extra) -> dict:
         return {
@@ -317,6 +342,7 @@ class ResponseShaper:
         extra = {}
         shape = self.prompt
         if shape is not None and results:
+            self._check_prompt_ids(results[0])
             if shape.prompt_only:
                 generated = 0
             if not self.chat:
@@ -327,6 +353,17 @@ class ResponseShaper:
                 extra["prompt_logprobs"] = vllm_entries(self.prompt_texts, results[0].prompt_logprobs, shape.vllm)
         used = usage(prompt, generated)
         return self._envelope("chat.completion" if self.chat else "text_completion", choices, usage=used, **extra)
+
+    def _check_prompt_ids(self, result: GenerationResult) -> None:
+        """A prompt sent as token ids travels as its text: the prompt's log probs are the sent
+        ids' only if the engine's tokenizer gives them back (else the positions would shift)."""
+        scored = result.prompt_logprobs
+        if self.prompt_ids is not None and scored is not None and list(scored.token_ids) != self.prompt_ids:
+            raise invalid(
+                f"'prompt': the token ids ({len(self.prompt_ids)}) are not what the server's tokenizer makes of "
+                f"their text ({len(scored.token_ids)} tokens); send the text, or ids the tokenizer gives back",
+                "prompt",
+            )
 
     def message(self, text: str, finish: str) -> tuple[dict, str]:
         """The assistant message and finish reason of one whole text answer (tool calls are

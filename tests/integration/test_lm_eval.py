@@ -110,12 +110,12 @@ def test_lm_eval_loglikelihood_and_generation_tasks_against_the_front(server, de
     tasks.mkdir()
     _write_tasks(tasks)
     with running_front(server.settings.grpc_url, tmp_path, "--tokenizer", str(default_engine)) as base:
-        # tokenized_requests=False: strings on the wire (the ensemble takes text); lm-eval counts the
-        # context's tokens with the checkpoint's tokenizer, the engine's own (no BOS added to a completion)
+        # lm-eval's defaults: token ids on the wire, counted with the checkpoint's tokenizer (the
+        # front decodes them and checks that the engine's tokens are the same ids)
         mc_run, mc, mc_samples = _lm_eval(
             venv, tasks, tmp_path / "mc", "local-completions",
             f"model={MODEL},base_url={base}/v1/completions,num_concurrent=2,max_retries=1,"
-            f"tokenizer_backend=huggingface,tokenizer={default_engine},tokenized_requests=False",
+            f"tokenizer_backend=huggingface,tokenizer={default_engine}",
             "kit_capitals_mc")
         gen_run, gen, _ = _lm_eval(
             venv, tasks, tmp_path / "gen", "local-chat-completions",

@@ -60,6 +60,9 @@ def test_echo_logprobs_max_tokens_zero_scores_the_prompt_with_the_engines_number
     assert lp["token_logprobs"][0] is None and lp["top_logprobs"][0] is None
     assert all(isinstance(x, float) and x <= 0 for x in lp["token_logprobs"][1:])
     assert all(max(top.values()) >= x for x, top in zip(lp["token_logprobs"][1:], lp["top_logprobs"][1:]))
+    # the same prompt as token ids (lm-evaluation-harness's default): the same answer
+    status, as_ids = _post(front, {"prompt": [ids], "echo": True, "logprobs": 1, "max_tokens": 0})
+    assert status == 200 and as_ids["choices"][0]["logprobs"] == lp, as_ids
     mine = in_process_scores(default_engine, ids)
     gap = max(abs(a - float(b)) for a, b in zip(lp["token_logprobs"][1:], mine.log_probs[1:]))
     print(f"\nprompt log probs {lp['token_logprobs']}: served vs in-process scorer, largest gap {gap:.2e} nats")

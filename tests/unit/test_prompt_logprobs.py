@@ -214,3 +214,35 @@ def test_the_relays_ask_their_target_for_the_prompt_outputs_only_when_asked():
     assert set(PROMPT_LOGPROB_OUTPUTS) <= set(requested_outputs({"prompt_logprobs": np.array([[0]])}))
     assert not set(PROMPT_LOGPROB_OUTPUTS) & set(requested_outputs({"prompt_logprobs": np.array([[-1]])}))
     assert not set(PROMPT_LOGPROB_OUTPUTS) & set(requested_outputs({}))
+
+
+def test_a_prompt_sent_as_token_ids_is_decoded_and_checked(tmp_path):
+    """lm-evaluation-harness's default (tokenized_requests): `prompt: [[ids]]`."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+
+    from openai_front.logprobs import TokenTexts
+    from openai_front.translate import ResponseShaper
+
+    tok = Tokenizer(models.BPE(vocab={"a": 0, "b": 1, "\u0120c": 2}, merges=[]))
+    tok.pre_tokenizer, tok.decoder = pre_tokenizers.ByteLevel(add_prefix_space=False), decoders.ByteLevel()
+    tok.save(str(tmp_path / "tokenizer.json"))
+    texts = TokenTexts(tmp_path)
+    req = CompletionRequest(model="m", prompt=[[0, 2, 1]], echo=True, logprobs=1, max_tokens=0)
+    prompt, sampling = completion_input(req, texts.decode)
+    assert prompt == "a cb" and sampling.prompt_logprobs == 1
+    assert completion_input(CompletionRequest(model="m", prompt=[0, 1]), texts.decode)[0] == "ab"
+    for bad, param in (([[0, 9]], "prompt"), ([[0], [1]], "prompt")):
+        with pytest.raises(ApiError) as e:
+            completion_input(CompletionRequest(model="m", prompt=bad), texts.decode)
+        assert e.value.param == param
+    with pytest.raises(ApiError) as e:  # no tokenizer: refused by name
+        completion_input(CompletionRequest(model="m", prompt=[0, 1]))
+    assert e.value.param == "prompt"
+    # the engine tokenized the text otherwise: the positions would not be the sent ids'
+    shaper = ResponseShaper("m", chat=False)
+    shaper.prompt, shaper.prompt_texts, shaper.prompt_ids = completion_prompt_shape(req), texts, [0, 2, 1]
+    result = GenerationResult("a cb", "length", 2, 1, None, 0.1, token_ids=[1], log_probs=[-0.1],
+                              prompt_logprobs=PromptLogprobs((0, 1), (None, -1.0), ((), ((1, -1.0),))))
+    with pytest.raises(ApiError) as e:
+        shaper.whole([result])
+    assert e.value.param == "prompt" and "tokenizer" in e.value.message
