@@ -116,7 +116,7 @@ class AsyncLlmClient:
         request = {
             "model_name": self.model,
             "inputs": inputs,
-            "outputs": requested_outputs(),
+            "outputs": requested_outputs(sampling),
             "request_id": request_id,
             "parameters": {"triton_enable_empty_final_response": True, **traced.parameters},
         }

@@ -13,7 +13,7 @@ from tritonclient.grpc import InferInput, InferRequestedOutput
 from client.errors import InvalidRequestError
 from client.types import ChatMessage, SamplingParams
 from contract import params as rules
-from contract.tensors import BLS_INPUTS, ENSEMBLE_OUTPUTS, STOP, DType, by_name
+from contract.tensors import BLS_INPUTS, ENSEMBLE_OUTPUTS, PROMPT_LOGPROB_OUTPUTS, STOP, DType, by_name
 
 _INPUTS = by_name(BLS_INPUTS)  # the ensemble's and the BLS's own (num_draft_tokens)
 
@@ -97,5 +97,8 @@ def stop_inputs() -> list[InferInput]:
     return [_tensor(STOP.name, True)]
 
 
-def requested_outputs() -> list[InferRequestedOutput]:
-    return [InferRequestedOutput(t.name) for t in ENSEMBLE_OUTPUTS]
+def requested_outputs(sampling: SamplingParams = SamplingParams()) -> list[InferRequestedOutput]:
+    """The ensemble's outputs, the prompt's log probs only when asked (a repository rendered before
+    they existed still answers every other request)."""
+    skip = () if sampling.prompt_logprobs is not None else PROMPT_LOGPROB_OUTPUTS
+    return [InferRequestedOutput(t.name) for t in ENSEMBLE_OUTPUTS if t.name not in skip]

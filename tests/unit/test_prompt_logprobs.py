@@ -246,3 +246,13 @@ def test_a_prompt_sent_as_token_ids_is_decoded_and_checked(tmp_path):
     with pytest.raises(ApiError) as e:
         shaper.whole([result])
     assert e.value.param == "prompt" and "tokenizer" in e.value.message
+
+
+def test_the_client_asks_for_the_prompt_outputs_only_with_prompt_logprobs():
+    """A repository rendered before the prompt outputs existed still answers every other request."""
+    from client.request_builder import requested_outputs
+    from client.types import SamplingParams
+    from contract.tensors import PROMPT_LOGPROB_OUTPUTS
+
+    assert not {o.name() for o in requested_outputs()} & set(PROMPT_LOGPROB_OUTPUTS)
+    assert set(PROMPT_LOGPROB_OUTPUTS) <= {o.name() for o in requested_outputs(SamplingParams(prompt_logprobs=0))}
