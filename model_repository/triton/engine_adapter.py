@@ -26,7 +26,7 @@ from model_repository.engine_step.engine_inputs import EngineInputs, GenerationO
 from model_repository.engine_step.prompt_logprobs import PromptLogprobs, score_prompt
 from model_repository.engine_step.runner import FailCode, ResponseSink
 from model_repository.triton import tracing, triton_io
-from model_repository.triton.response_channel import SharedChannel
+from model_repository.triton.response_channel import SendPump, SharedChannel
 
 CORE_NAMES = frozenset(t.name for t in ENGINE_CORE_INPUTS)
 # What these engines send (of ENGINE_OUTPUTS): no logits, no perf metrics; the top-k
@@ -115,11 +115,12 @@ def serve_requests(
     engine_features: features.EngineFeatures,
     checks: Callable[[EngineInputs], list[str]],
     scorer: Scorer | None = None,
+    pump: SendPump | None = None,
 ) -> None:
     """execute() of an engine model: each request answered or handed to `engine`, one sink per prompt;
     `scorer`: the engine's own (alternatives.Scorer), which answers prompt_logprobs."""
     for request in requests:
-        channel = triton_io.response_channel(request)
+        channel = triton_io.response_channel(request, pump)
         if triton_io.is_stop(request):  # TensorRT-LLM's cancel-by-request-id, same reply
             triton_io.answer_stop(channel, request.request_id(), engine.stop)
             continue

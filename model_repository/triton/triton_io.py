@@ -13,7 +13,7 @@ import triton_python_backend_utils as pb_utils
 from contract import features
 from contract.model_parameters import from_parameters
 from contract.tensors import STOP, DType, TensorSpec
-from model_repository.triton.response_channel import ResponseChannel
+from model_repository.triton.response_channel import ResponseChannel, SendPump
 
 T = TypeVar("T")
 
@@ -65,9 +65,10 @@ def error_response(message: str, code: str = "INVALID_ARG") -> Any:
     return pb_utils.InferenceResponse(output_tensors=[], error=error(message, code))
 
 
-def response_channel(request) -> ResponseChannel:
-    """The request's response sender, behind the close-once rule (model_repository.triton.response_channel)."""
-    return ResponseChannel(request.get_response_sender(), pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+def response_channel(request, pump: SendPump | None = None) -> ResponseChannel:
+    """The request's response sender, behind the close-once rule (model_repository.triton.response_channel);
+    `pump`: sent from the pump's thread."""
+    return ResponseChannel(request.get_response_sender(), pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL, pump)
 
 
 def fail(channel: ResponseChannel, message: str, code: str = "INVALID_ARG") -> None:

@@ -6,7 +6,7 @@ import threading
 import time
 import weakref
 
-from model_repository.triton.response_channel import ResponseChannel
+from model_repository.triton.response_channel import ResponseChannel, SendPump
 
 FINAL = 1
 
@@ -162,3 +162,86 @@ def test_a_response_s_tensors_outlive_the_send_that_prunes_them():
     assert [r() for r in sender.refs] == [None] * 3  # released after the send
     channel.finish(PruningResponse(1))
     assert sender.alive_in_send == [True]
+
+
+class GatedSender(FakeSender):
+    """A send that waits, as python_backend's waits for tritonserver's acknowledgement."""
+
+    def __init__(self):
+        super().__init__()
+        self.gate = threading.Event()
+        self.threads = set()
+
+    def send(self, response=None, flags=0):
+        self.threads.add(threading.current_thread().name)
+        self.gate.wait(5)
+        super().send(response, flags)
+
+
+def test_a_pumped_send_returns_before_triton_acknowledges_it():
+    pump = SendPump("test-pump")
+    sender = GatedSender()
+    channel = ResponseChannel(sender, FINAL, pump)
+    try:
+        assert channel.send("a")  # returns while the send still waits on its gate
+        assert sender.sent == [] and sender.threads == {"test-pump"}
+        assert channel.finish("b")
+        assert channel.closed and channel.is_cancelled() is False  # from our state: the final is on its way
+        sender.gate.set()
+    finally:
+        pump.stop()
+    assert sender.sent == [("a", 0), ("b", FINAL)]
+    assert sender.queries == 0
+
+
+def test_the_pump_keeps_each_channel_s_order_and_the_close_once_rule_under_watchers():
+    pump = SendPump()
+    errors = []
+    senders = [FakeSender(send_s=0.0002) for _ in range(8)]
+    channels = [ResponseChannel(s, FINAL, pump) for s in senders]
+    done = threading.Event()
+
+    def watch():
+        try:
+            while not done.is_set():
+                for c in channels:
+                    c.is_cancelled()
+        except FreedFactory as e:
+            errors.append(e)
+
+    watchers = [threading.Thread(target=watch) for _ in range(2)]
+    for w in watchers:
+        w.start()
+    for step in range(10):
+        for c in channels:
+            c.send(step) if step < 9 else c.finish(step)
+    pump.stop()
+    done.set()
+    for w in watchers:
+        w.join()
+    assert errors == []
+    for s in senders:
+        assert s.sent == [(i, 0) for i in range(9)] + [(9, FINAL)]
+
+
+def test_a_failing_send_is_counted_and_the_pump_goes_on():
+    class Broken(FakeSender):
+        def send(self, response=None, flags=0):
+            raise RuntimeError("stub gone")
+
+    pump = SendPump()
+    good = FakeSender()
+    ResponseChannel(Broken(), FINAL, pump).send("x")
+    ResponseChannel(good, FINAL, pump).finish("y")
+    pump.stop()
+    assert pump.failed_sends == 1
+    assert good.sent == [("y", FINAL)]
+
+
+def test_a_stopped_pump_still_sends_on_the_caller_s_thread():
+    pump = SendPump()
+    pump.stop()
+    sender = GatedSender()
+    sender.gate.set()
+    ResponseChannel(sender, FINAL, pump).finish("late")
+    assert sender.sent == [("late", FINAL)] and sender.threads == {threading.current_thread().name}

@@ -15,6 +15,7 @@ from model_repository.engines.openvino.ir_scorer import scoring_problems
 from model_repository.engines.openvino.openvino_backend import OpenVinoBackend, assisted_generation_problems
 from model_repository.triton import triton_io
 from model_repository.triton.engine_adapter import serve_requests
+from model_repository.triton.response_channel import SendPump
 from model_repository.triton.triton_metrics import TritonMetricsPublisher
 
 
@@ -58,6 +59,9 @@ class TritonPythonModel:
             cancellation_check_period_s=params.cancel_check_period_ms / 1000,
         )
         self.runner.start()
+        # Responses leave from a thread of their own: the step thread goes on to the next step
+        # while Triton takes each (model_repository/triton/response_channel.py SendPump).
+        self.pump = SendPump("openvino_llm-responses")
         self.metrics = TritonMetricsPublisher(
             args["model_name"],
             metrics.ENGINE_METRICS + metrics.PREFIX_CACHE_METRICS,
@@ -87,6 +91,7 @@ class TritonPythonModel:
                 + assisted_generation_problems(row, self.params)
             ),
             scorer=self.scorer,
+            pump=self.pump,
         )
         return None
 
@@ -105,3 +110,4 @@ class TritonPythonModel:
     def finalize(self):
         self.metrics.stop()
         self.runner.shutdown()
+        self.pump.stop()  # after the runner's last responses
