@@ -169,10 +169,14 @@ VLLM_EXTENSIONS: dict[str, Extension] = {
         "scorer, where it serves top_logprobs; other engines refuse it by name); not streamed, n 1",
     ),
     "allowed_token_ids": _x(REFUSE, "the engines take no per-token mask"),
-    "guided_choice": _x(REFUSE, "send guided_regex (or guided_grammar) spelling the choices"),
+    "guided_choice": _x(HONOUR, "guided decoding: an EBNF grammar of exactly these strings"),
     "guided_whitespace_pattern": _x(REFUSE, "the grammar's own whitespace"),
     "structural_tag": _x(REFUSE, "not a guide type the engines take", endpoints=(CHAT,)),
-    "structured_outputs": _x(REFUSE, "send guided_json, guided_regex, guided_grammar or response_format"),
+    "structured_outputs": _x(
+        HONOUR,
+        "json, regex, choice, grammar or json_object, as the guided_* fields (vllm/sampling_params.py "
+        "StructuredOutputsParams @00388f65); structural_tag and the whitespace options refused by name",
+    ),
     "logits_processors": _x(REFUSE, "no custom logits processors are loaded"),
     "return_tokens_as_token_ids": _x(REFUSE, "log probs name tokens by their text"),
     "cache_salt": _x(REFUSE, "the prefix cache is not salted per request; ignoring it would share it silently"),

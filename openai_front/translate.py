@@ -28,17 +28,47 @@ def _common_checks(req: RequestBase) -> None:
         raise unsupported("logit_bias", "the engines take no per-token bias")
 
 
+# vLLM's structured_outputs (vllm/sampling_params.py StructuredOutputsParams, vllm-project/vllm
+# @00388f65): exactly one of json, regex, choice, grammar, json_object (structural_tag refused:
+# VLLM_EXTENSIONS); the guided_* fields are its older spelling.
+_GUIDED = ("guided_json", "guided_regex", "guided_grammar", "guided_choice")
+_STRUCTURED = ("json", "regex", "choice", "grammar", "json_object")
+
+
 def _guide(req: RequestBase) -> Guide | None:
-    """vLLM's guided_* extensions (regex, grammar, JSON schema) on both endpoints."""
-    given = [(k, getattr(req, k)) for k in ("guided_json", "guided_regex", "guided_grammar") if getattr(req, k)]
+    """vLLM's guided decoding (guided_* or structured_outputs: a JSON schema, a regex, an EBNF
+    grammar or a choice of strings) on both endpoints, as one Guide."""
+    given = [(k, getattr(req, k)) for k in _GUIDED if getattr(req, k) is not None]
+    structured = req.structured_outputs or {}
+    unknown = sorted(set(structured) - set(_STRUCTURED) - {"disable_any_whitespace", "disable_additional_properties"})
+    if unknown or any(structured.get(k) for k in ("disable_any_whitespace", "disable_additional_properties")):
+        field = next(iter(unknown), "disable_any_whitespace")
+        raise unsupported(
+            f"structured_outputs.{field}", "the guide is a JSON schema, a regex, an EBNF grammar or a choice"
+        )
+    given += [(f"structured_outputs.{k}", structured[k]) for k in _STRUCTURED if structured.get(k) is not None]
     if len(given) > 1:
-        raise invalid(f"send one of guided_json, guided_regex, guided_grammar; got {[k for k, _ in given]}")
+        raise invalid(f"send one guide; got {[k for k, _ in given]}", given[1][0])
     if not given:
         return None
     name, value = given[0]
-    if name == "guided_json":
+    kind = name.rsplit(".", 1)[-1].removeprefix("guided_")
+    if kind == "json_object":
+        return Guide.json_schema({"type": "object"}) if value else None
+    if kind == "json":
         return Guide("json_schema", value if isinstance(value, str) else json.dumps(value))
-    return Guide("regex" if name == "guided_regex" else "ebnf_grammar", value)
+    if kind == "choice":
+        return Guide("ebnf_grammar", choice_grammar(value, name))
+    if not isinstance(value, str):
+        raise invalid(f"'{name}' must be a string", name)
+    return Guide("regex" if kind == "regex" else "ebnf_grammar", value)
+
+
+def choice_grammar(choices: object, name: str = "guided_choice") -> str:
+    """An EBNF grammar whose only sentences are the given strings (vLLM's guided_choice)."""
+    if not isinstance(choices, list) or not choices or not all(isinstance(c, str) and c for c in choices):
+        raise invalid(f"'{name}' must be a non-empty list of non-empty strings", name)
+    return "root ::= " + " | ".join(json.dumps(c, ensure_ascii=False) for c in choices)
 
 
 def _sampling(
@@ -140,7 +170,7 @@ def completion_input(
     shape = completion_prompt_shape(req)
     guide = _response_format(req.response_format)
     if guide is not None and _guide(req) is not None:
-        raise invalid("send one of response_format, guided_json, guided_regex, guided_grammar", "response_format")
+        raise invalid("send one of response_format, guided_*, structured_outputs", "response_format")
     # max_tokens 0 (the prompt scored): the engine generates one token, which the answer leaves out
     # (the ensemble contract's max_tokens is at least 1)
     max_tokens = 1 if shape is not None and shape.prompt_only else req.max_tokens

@@ -292,6 +292,20 @@ def test_json_object_regex_and_refusals(oai):
             "type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "array", "uniqueItems": True}}})
 
 
+def test_vllm_guided_choice_and_structured_outputs_answer_one_of_the_choices(oai):
+    choices = ["positive", "negative", "neutral"]
+    ask = [{"role": "user", "content": "Classify the sentiment: 'I love this phone.'"}]
+    for extra in ({"guided_choice": choices}, {"structured_outputs": {"choice": choices}}):
+        out = oai.chat.completions.create(model=MODEL, messages=ask, max_tokens=8, temperature=0, extra_body=extra)
+        assert out.choices[0].message.content in choices and out.choices[0].finish_reason == "stop"
+    out = oai.completions.create(model=MODEL, prompt="Today's date:", max_tokens=16, temperature=0,
+                                 extra_body={"structured_outputs": {"regex": r"20[0-9]{2}-[0-1][0-9]"}})
+    assert __import__("re").fullmatch(r"20[0-9]{2}-[0-1][0-9]", out.choices[0].text)
+    with pytest.raises(openai.BadRequestError, match="structural_tag"):
+        oai.chat.completions.create(model=MODEL, messages=ask, max_tokens=4,
+                                    extra_body={"structured_outputs": {"structural_tag": "{}"}})
+
+
 def test_grpc_client_typed_options(server):
     with LlmClient(server.settings.grpc_url) as client:
         results = client.generate_n("Pick a number:", SamplingParams(

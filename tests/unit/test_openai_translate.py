@@ -179,3 +179,33 @@ def test_every_body_carries_the_deployments_system_fingerprint():
     shaper = ResponseShaper("m", chat=True, system_fingerprint="fp_0123456789")
     assert shaper._envelope("chat.completion.chunk", [])["system_fingerprint"] == "fp_0123456789"
     assert ResponseShaper("m", chat=False)._envelope("text_completion", [])["system_fingerprint"] is None
+
+
+def test_guided_choice_and_structured_outputs_become_one_guide():
+    _, sampling = chat_input(chat(guided_choice=["yes", 'say "no"']))
+    assert (sampling.guide.type, sampling.guide.guide) == ("ebnf_grammar", 'root ::= "yes" | "say \\"no\\""')
+    _, structured = chat_input(chat(structured_outputs={"choice": ["yes", 'say "no"']}))
+    assert structured.guide == sampling.guide
+    _, sampling = completion_input(CompletionRequest(model="m", prompt="x", structured_outputs={"regex": "[ab]+"}))
+    assert (sampling.guide.type, sampling.guide.guide) == ("regex", "[ab]+")
+    _, sampling = chat_input(chat(structured_outputs={"json": {"type": "object", "required": ["a"]}}))
+    assert sampling.guide.type == "json_schema" and json.loads(sampling.guide.guide)["required"] == ["a"]
+    _, sampling = chat_input(chat(structured_outputs={"json_object": True}))
+    assert json.loads(sampling.guide.guide) == {"type": "object"}
+    _, sampling = chat_input(chat(structured_outputs={"grammar": 'root ::= "a"'}))
+    assert sampling.guide.type == "ebnf_grammar"
+
+
+@pytest.mark.parametrize("fields,param", [
+    ({"guided_choice": []}, "guided_choice"),
+    ({"guided_choice": ["a", ""]}, "guided_choice"),
+    ({"structured_outputs": {"choice": "a"}}, "structured_outputs.choice"),
+    ({"structured_outputs": {"structural_tag": "{}"}}, "structured_outputs.structural_tag"),
+    ({"structured_outputs": {"regex": "a", "disable_any_whitespace": True}}, "structured_outputs.disable_any_whitespace"),
+    ({"structured_outputs": {"regex": "a", "choice": ["b"]}}, "structured_outputs.choice"),
+    ({"guided_regex": "a", "structured_outputs": {"json_object": True}}, "structured_outputs.json_object"),
+])
+def test_bad_structured_outputs_are_refused_naming_the_field(fields, param):
+    with pytest.raises(ApiError) as e:
+        chat_input(chat(**fields))
+    assert e.value.param == param
