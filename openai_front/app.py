@@ -9,7 +9,7 @@ import time
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import AsyncGenerator, Iterator
+from typing import Any, AsyncGenerator, Iterator
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -396,8 +396,7 @@ def create_app(settings: FrontSettings) -> FastAPI:
                 prompt_shape=chat_prompt_shape(req),
             )
 
-    messages.register(
-        app,
+    on_the_chat_path: dict[str, Any] = dict(  # the routes that answer through the chat path
         client=lambda: state["client"],
         check_model=check_model,
         authorized=authorized,
@@ -405,14 +404,6 @@ def create_app(settings: FrontSettings) -> FastAPI:
         tool_format=tool_format,
         model_name=settings.model_name,
     )
-    responses.register(
-        app,
-        store_settings=settings.response_store,
-        client=lambda: state["client"],
-        check_model=check_model,
-        authorized=authorized,
-        request_timeout_s=settings.request_timeout_s,
-        tool_format=tool_format,
-        model_name=settings.model_name,
-    )
+    messages.register(app, **on_the_chat_path)
+    responses.register(app, store_settings=settings.response_store, **on_the_chat_path)
     return app

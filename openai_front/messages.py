@@ -36,12 +36,11 @@ from contract import tool_formats
 from openai_front import responses
 from openai_front.errors import ApiError, anthropic_body, api_message, invalid, unsupported
 from openai_front.messages_schemas import CountTokensRequest, MessagesRequest
-from openai_front.schemas import ChatCompletionRequest
 from openai_front.stop_sequences import StopSequenceClient
 from openai_front.streaming import ClosingStreamingResponse, Disconnected, first_of, watched
 from openai_front.tool_responses import ToolTurn
 from openai_front.tools import ToolPlan
-from openai_front.translate import PRIORITY_HEADER, chat_input, chat_tool_plan, with_priority_header
+from openai_front.translate import PRIORITY_HEADER, chat_from_fields, with_priority_header
 
 ROUTE = "/v1/messages"
 
@@ -338,11 +337,7 @@ def translate(
             "tool_choice": choice,
             "parallel_tool_calls": parallel,
         }
-        chat = ChatCompletionRequest.model_validate(  # only what was sent: the chat path's defaults stay its own
-            {"model": req.model, "messages": messages} | {k: v for k, v in fields.items() if v is not None}
-        )
-        prompt, sampling = chat_input(chat, tool_format=tool_format, model=model)
-        plan = chat_tool_plan(chat, tool_format=tool_format, model=model)
+        prompt, sampling, plan = chat_from_fields(req.model, messages, fields, tool_format=tool_format, model_ref=model)
     except ApiError as e:
         raise _renamed(e) from None
     except pydantic.ValidationError as e:

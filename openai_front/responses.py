@@ -39,11 +39,10 @@ from contract import names, tool_formats
 from openai_front.errors import ApiError, invalid, param_of, unsupported
 from openai_front.response_store import OFF_REASON, ResponseStore, StoreSettings
 from openai_front.responses_schemas import ResponseCreateRequest
-from openai_front.schemas import ChatCompletionRequest
 from openai_front.streaming import ClosingStreamingResponse, Disconnected, first_of, watched
 from openai_front.tool_responses import ToolTurn
 from openai_front.tools import ToolPlan
-from openai_front.translate import PRIORITY_HEADER, chat_input, chat_tool_plan, with_priority_header
+from openai_front.translate import PRIORITY_HEADER, chat_from_fields, with_priority_header
 
 ROUTE = "/v1/responses"
 MAX_METADATA_KEYS, MAX_METADATA_KEY, MAX_METADATA_VALUE = 16, 64, 512  # OpenAI's bounds
@@ -299,11 +298,7 @@ def translate(
             "priority": req.priority,
             "user": req.user,
         }
-        chat = ChatCompletionRequest.model_validate(  # only what was sent: the chat path's defaults stay its own
-            {"model": req.model, "messages": messages} | {k: v for k, v in fields.items() if v is not None}
-        )
-        prompt, sampling = chat_input(chat, tool_format=tool_format, model=model)
-        plan = chat_tool_plan(chat, tool_format=tool_format, model=model)
+        prompt, sampling, plan = chat_from_fields(req.model, messages, fields, tool_format=tool_format, model_ref=model)
     except ApiError as e:
         raise _renamed(e) from None
     except pydantic.ValidationError as e:

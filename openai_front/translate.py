@@ -284,6 +284,19 @@ def _check_generation_prompt(req: ChatCompletionRequest) -> None:
         )
 
 
+def chat_from_fields(
+    model: str, messages: list, fields: dict, *, tool_format: str = tool_formats.JSON, model_ref: str = "the model"
+) -> tuple[list[ChatMessage], SamplingParams, ToolPlan | None]:
+    """Another API's request as a chat completion request of only the fields it sent (the chat
+    path's defaults stay its own), translated: prompt, sampling and tool plan (/v1/responses,
+    /v1/messages).  Raises ApiError or pydantic's ValidationError in the chat request's names."""
+    chat = ChatCompletionRequest.model_validate(
+        {"model": model, "messages": messages} | {k: v for k, v in fields.items() if v is not None}
+    )
+    prompt, sampling = chat_input(chat, tool_format=tool_format, model=model_ref)
+    return prompt, sampling, chat_tool_plan(chat, tool_format=tool_format, model=model_ref)
+
+
 def chat_tool_plan(
     req: ChatCompletionRequest, *, tool_format: str = tool_formats.JSON, model: str = "the model"
 ) -> ToolPlan | None:
