@@ -46,7 +46,7 @@ class SendPump:
     it: ~0.9 ms per response here, ~6% of a one-stream decode step spent waiting on the CPU
     engine's step thread.  A plain queue does not win it back: OpenVINO GenAI's `step()` holds
     the GIL throughout, so a sender thread could only start its send after the next step.
-    Hence the hand-off: `submit` returns once the pump is entering the send, i.e. when the
+    Hence the hand-off: a channel's send returns once the pump is entering it, i.e. when the
     send has released the GIL; its wait for the acknowledgement then runs beside the next step.
     A second response in the same step waits for the first's acknowledgement, as before."""
 
@@ -58,21 +58,17 @@ class SendPump:
         self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
         self._thread.start()
 
-    def submit(self, send: Callable[[], None]) -> None:
-        """Run `send` on the pump thread; return when it is about to run (sends are not lost:
-        a stopped pump runs them here)."""
+    def queue(self, send: Callable[[], None]) -> threading.Event | None:
+        """Queue `send` for the pump thread; wait on the returned event before going on (it is
+        set when the send is about to run).  None: the pump has stopped, and `send` ran here."""
         entering = threading.Event()
         with self._cond:
             if not self._stopping:
                 self._jobs.append((send, entering))
                 self._cond.notify()
-                queued = True
-            else:
-                queued = False
-        if not queued:
-            self._run(send)
-            return
-        entering.wait()
+                return entering
+        self._run(send)
+        return None
 
     def stop(self, timeout_s: float = 10.0) -> None:
         """Send what is queued, then end the thread."""
@@ -108,7 +104,8 @@ class ResponseChannel:
         self._sender = sender
         self._final_flag = final_flag
         self._pump = pump
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # the channel's state, and the order of its sends
+        self._io = threading.Lock()  # held while the sender is asked anything (a send, a cancellation query)
         self._closed = False
         self._cancelled = False
         self.refused_sends = 0  # sends attempted after the final one (a bug of the caller, never sent)
@@ -122,12 +119,14 @@ class ResponseChannel:
         response factory no longer exists, so it must not be asked)."""
         with self._lock:
             if not self._closed and not self._cancelled:
-                self._cancelled = bool(self._sender.is_cancelled())
+                with self._io:
+                    self._cancelled = bool(self._sender.is_cancelled())
             return self._cancelled
 
     def send(self, response: Any = None, final: bool = False) -> bool:
         """Send one response (None with final=True: an empty final response).  Returns False,
-        sending nothing, when the channel is already closed."""
+        sending nothing, when the channel is already closed.  Sends reach the sender in the
+        order their calls took the channel's lock, with or without a pump."""
         with self._lock:
             if self._closed:
                 self.refused_sends += 1
@@ -135,14 +134,16 @@ class ResponseChannel:
             if final:
                 # Closed before the send: whatever happens inside it, the factory may be gone.
                 self._closed = True
-        if self._pump is not None:
-            self._pump.submit(lambda: self._send(response, final))
-        else:
-            self._send(response, final)
+            if self._pump is None:
+                self._send(response, final)
+                return True
+            entering = self._pump.queue(lambda: self._send(response, final))
+        if entering is not None:
+            entering.wait()
         return True
 
     def _send(self, response: Any, final: bool) -> None:
-        with self._lock:  # no cancellation query during a send
+        with self._io:
             # Our references to the response's tensors, held across the send: Triton 2.51's
             # sender drops the outputs the request did not ask for without the GIL
             # (python_backend r24.10 src/response_sender.cc `ResponseSender::Send`:

@@ -2,9 +2,12 @@
 python_backend's: after the final response its response factory is gone, so any
 is_cancelled() then (or while the final send is under way) is the tritonserver crash."""
 
+import sys
 import threading
 import time
 import weakref
+
+import pytest
 
 from model_repository.triton.response_channel import ResponseChannel, SendPump
 
@@ -245,3 +248,50 @@ def test_a_stopped_pump_still_sends_on_the_caller_s_thread():
     sender.gate.set()
     ResponseChannel(sender, FINAL, pump).finish("late")
     assert sender.sent == [("late", FINAL)] and sender.threads == {threading.current_thread().name}
+
+
+@pytest.mark.parametrize("pumped", [False, True])
+def test_a_send_racing_the_final_never_reaches_the_sender_after_it(pumped):
+    """Two threads of one request (a token sender and one that ends it): whatever order they
+    take, nothing is sent after the final response (the freed factory)."""
+    pump = SendPump() if pumped else None
+    errors = []
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads switch between any two bytecodes: the races get their chance
+    try:
+        _race_the_final(pump, errors)
+    finally:
+        sys.setswitchinterval(switch)
+    assert errors == []
+
+
+def _race_the_final(pump, errors):
+    for _ in range(300):
+        sender = FakeSender()
+        channel = ResponseChannel(sender, FINAL, pump)
+        start = threading.Barrier(2)
+
+        def tokens(channel=channel, start=start):
+            start.wait()
+            for i in range(20):
+                try:
+                    channel.send(i)
+                except FreedFactory as e:
+                    errors.append(e)
+
+        def end(channel=channel, start=start):
+            start.wait()
+            channel.finish("end")
+
+        threads = [threading.Thread(target=tokens), threading.Thread(target=end)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if pump is not None:
+            pump.stop()
+            assert pump.failed_sends == 0  # a send after the final (the pump logs and counts it)
+            pump = SendPump()
+        assert sender.sent[-1] == ("end", FINAL)
+    if pump is not None:
+        pump.stop()
