@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from bench.environments import DEFAULT_ENGINE
-from bench.layouts import Layout
+from bench.layouts import Layout, render_layout, server_environment
 from bench.peer_compare import Peer
 from bench.stress import StressPlan
 from bench.throughput import run_closed_loop
@@ -222,7 +222,15 @@ def suite(
     type=click.Path(exists=True, file_okay=False, path_type=Path),
     default=Path("build/repository"),
     show_default=True,
-    help="The repository to serve when no --layout is given.",
+    help="The repository to serve when no --layout is given (e.g. a stand-in layout rendered by "
+    "`python -m tests.layouts`).",
+)
+@click.option(
+    "--server-env",
+    "server_env",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="Set in the server's environment when serving --repository (repeatable).",
 )
 @click.option(
     "--layout",
@@ -259,6 +267,7 @@ def suite(
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("build/soak"), show_default=True)
 def soak(
     repository: Path,
+    server_env: tuple[str, ...],
     layouts: tuple[str, ...],
     duration_s: float,
     concurrency: int,
@@ -286,11 +295,7 @@ def soak(
     runs: list[tuple[Layout | None, Path]] = [(Layout(name), out / name) for name in layouts] or [(None, out)]
     failed = False
     for layout, layout_out in runs:
-        environment: tuple[tuple[str, str], ...] = ()
-        served = repository
-        if layout is not None:
-            rendered = _render_layout(layout, engine, layout_out / "repository")
-            served, environment = rendered.repository, rendered.environment
+        served, environment = _served(repository, server_env, layout, layout_out)
         settings = ServerSettings.on_free_ports(served, layout_out / "tritonserver.log", environment=environment)
         with TritonServer(settings) as server:
             report = run_soak(
@@ -310,20 +315,17 @@ def soak(
         raise SystemExit(1)
 
 
-def _render_layout(layout: Layout, engine: Path, out: Path):
-    import shutil
-
-    from bench.layouts import pytorch_engine, render_layout
-    from build_engines.default_model import prepare_default_checkpoint
-
-    if out.exists():
-        shutil.rmtree(out)
-    torch_engine = (
-        pytorch_engine(prepare_default_checkpoint(Path("build/checkpoints/SmolLM2-135M-Instruct")))
-        if layout is Layout.PYTORCH
-        else None
-    )
-    return render_layout(layout, engine, out, torch_engine)
+def _served(
+    repository: Path, server_env: tuple[str, ...], layout: Layout | None, out: Path
+) -> tuple[Path, tuple[tuple[str, str], ...]]:
+    """The repository a load run serves and its server environment: `layout` of the default
+    engine rendered into out/repository, or --repository with --server-env."""
+    if layout is not None:
+        return render_layout(layout, DEFAULT_ENGINE, out / "repository"), ()
+    try:
+        return repository, server_environment(server_env)
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--server-env") from None
 
 
 @main.command()
@@ -332,7 +334,15 @@ def _render_layout(layout: Layout, engine: Path, out: Path):
     type=click.Path(exists=True, file_okay=False, path_type=Path),
     default=Path("build/repository"),
     show_default=True,
-    help="The repository to serve when no --layout is given.",
+    help="The repository to serve when no --layout is given (e.g. a stand-in layout rendered by "
+    "`python -m tests.layouts`).",
+)
+@click.option(
+    "--server-env",
+    "server_env",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="Set in the server's environment when serving --repository (repeatable).",
 )
 @click.option(
     "--layout",
@@ -381,6 +391,7 @@ def _render_layout(layout: Layout, engine: Path, out: Path):
 )
 def stress(
     repository: Path,
+    server_env: tuple[str, ...],
     layout: str | None,
     models: tuple[str, ...],
     rounds: int,
@@ -397,16 +408,14 @@ def stress(
     """Start a server, run rounds of short concurrent streams (some abandoned, some timed out, some
     with n samples or stop words) through MODELs; fail if the server died, a round hung (the BLS
     deadlock is named when gdb finds it), or a request ended without a clear answer or error.
-    The BLS-deadlock hunt of docs/examples/bench/bls-relay.md: --layout pytorch_server --model
+    The BLS-deadlock hunt of docs/examples/bench/bls-relay.md: $(python -m tests.layouts pytorch_server
+    build/stress/repository) --model
     tensorrt_llm_bls --minutes 40 --requests 150 --concurrency 24 --abandon-share 0.4 --max-tokens 1 8
     --round-deadline 120 --samples-share 0 --stop-share 0 (the load as it ran on the commit before the fix)."""
     from bench.stress import ServerWatch, StressStuck, deadlocked_bls_stubs, run_stress
     from serving.launcher import ServerSettings, TritonServer
 
-    environment: tuple[tuple[str, str], ...] = ()
-    if layout is not None:
-        rendered = _render_layout(Layout(layout), DEFAULT_ENGINE, out / "repository")
-        repository, environment = rendered.repository, rendered.environment
+    repository, environment = _served(repository, server_env, Layout(layout) if layout else None, out)
     settings = ServerSettings.on_free_ports(repository, out / "tritonserver.log", environment=environment)
     end = time.monotonic() + minutes * 60
     failed, hung, i = False, 0, 0

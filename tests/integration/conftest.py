@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 
-from bench import layouts
+from tests import layouts
 from build_engines.render import set_parameters
 from build_engines.repository import render_repository
 from client import LlmClient
@@ -76,7 +76,7 @@ def standin_server(default_engine, tmp_path_factory, serve):
 # --- the PyTorch-backend layout (issue 10) ----------------------------------------------
 @pytest.fixture(scope="session")
 def pytorch_engine(default_checkpoint) -> Path:
-    """bench/layouts.py pytorch_engine: the default checkpoint for the stand-in LLM API."""
+    """tests/layouts.py pytorch_engine: the default checkpoint for the stand-in LLM API."""
     return layouts.pytorch_engine(default_checkpoint)
 
 
@@ -89,7 +89,7 @@ def pytorch_server(pytorch_engine, default_engine, tmp_path_factory, serve):
     return serve(rendered.repository, rendered.environment)
 
 
-# Every repository layout the product serves (bench/layouts.py): the CPU engine, the GPU wiring
+# Every repository layout the tests serve (tests/layouts.py): the CPU engine, the GPU wiring
 # in front of it, the GPU layout on the stand-in of the C++ backend, and the PyTorch-backend
 # layout on the stand-in LLM API.  Behaviour tests run on each of LAYOUTS: by default every one but
 # the GPU wiring in front of the CPU engine (relay_server), whose relay the C++ stand-in's layout

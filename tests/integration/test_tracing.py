@@ -19,10 +19,10 @@ import pytest
 pytest.importorskip("opentelemetry.sdk", reason="opentelemetry-sdk (requirements/lock.txt) is not installed")
 pytest.importorskip("opentelemetry.proto", reason="opentelemetry-proto (requirements/lock.txt) is not installed")
 
-from bench import layouts  # noqa: E402
 from contract.telemetry import TraceSettings  # noqa: E402
 from serving.launcher import ServerSettings, TritonServer  # noqa: E402
 from serving.triton_install import server_dir  # noqa: E402
+from tests import layouts  # noqa: E402
 from tests.integration.openai_front_process import MODEL, running_front  # noqa: E402
 from tests.integration.otlp_receiver import OtlpReceiver, ReceivedSpan, tree  # noqa: E402
 
