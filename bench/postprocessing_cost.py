@@ -94,3 +94,40 @@ def served(grpc_url: str, server_pid: int, streams: int, length: int) -> Cost:
     tokens = asyncio.run(load())
     spent = compute_ns() - before
     return Cost("served", streams, length, round(spent / 1e3 / tokens, 2))
+
+
+STREAMS, LENGTHS = (1, 16), (64, 1024)
+
+
+def measure(repository: Path, served_too: bool, log_file: Path) -> list[Cost]:
+    """in_process at each of STREAMS x LENGTHS for the repository's tokenizer, and with
+    `served_too` the same against a server of the repository (its log in `log_file`)."""
+    from bench.suite import engine_dir_of
+
+    tokenizer_dir = engine_dir_of(repository)
+    rows = [in_process(tokenizer_dir, s, n) for s in STREAMS for n in LENGTHS]
+    if served_too:
+        from serving.launcher import ServerSettings, TritonServer
+
+        settings = ServerSettings.on_free_ports(repository, log_file)
+        with TritonServer(settings) as server:
+            rows += [served(settings.grpc_url, server.pid, s, n) for s in STREAMS for n in LENGTHS]
+    return rows
+
+
+def summary(rows: list[Cost]) -> list[str]:
+    """A line per row, then per place and stream count the long answer's cost per token over the short one's."""
+    lines = [
+        f"{r.where:10} {r.streams:>2} streams x {r.tokens_per_stream:>4} tokens: {r.us_per_token:7.2f} us/token"
+        for r in rows
+    ]
+    for where in {r.where for r in rows}:
+        for s in STREAMS:
+            short, long_ = (
+                next(r for r in rows if (r.where, r.streams, r.tokens_per_stream) == (where, s, n)) for n in LENGTHS
+            )
+            lines.append(
+                f"{where} {s} streams: 1024-token / 64-token cost per token = "
+                f"{long_.us_per_token / short.us_per_token:.2f}"
+            )
+    return lines

@@ -221,6 +221,45 @@ class ServerWatch:
             return f.read().decode(errors="replace")
 
 
+def run_rounds(server, plan_of, rounds: int, minutes: float, progress=print) -> bool:
+    """Rounds of run_stress(plan_of(i)) against a started serving.launcher.TritonServer: `rounds`
+    of them, or as many as `minutes` allow when it is not 0.  A hung round is diagnosed (the BLS
+    deadlock named when gdb finds it) and the server replaced, and the load goes on; a server
+    that died ends the run.  True when every round passed."""
+    import time
+
+    end = time.monotonic() + minutes * 60
+    failed, hung, i = False, 0, 0
+    watch = ServerWatch.of(server.pid, server.settings.log_file)
+    while (i < rounds) if not minutes else (time.monotonic() < end):
+        plan = plan_of(i)
+        i += 1
+        try:
+            report = run_stress(server.settings.grpc_url, plan)
+        except StressStuck as e:
+            stuck = deadlocked_bls_stubs(server.pid)
+            hung += 1
+            progress(f"round {i}: HUNG ({e}); BLS deadlock in: {', '.join(stuck) or 'none found'}")
+            failed = True
+            server.stop(drain=False)
+            server.start()
+            server.wait_ready()
+            watch = ServerWatch.of(server.pid, server.settings.log_file)
+            continue
+        problems = watch.problems()
+        progress(
+            f"round {i}: {dict(sorted((f'{m}/{o}', n) for (m, o), n in report.outcomes.items()))}"
+            f" unexpected={len(report.unexpected)} server={'DEAD: ' + '; '.join(problems) if problems else 'alive'}"
+        )
+        for line in report.unexpected[:5]:
+            progress(f"  {line}")
+        failed = failed or bool(problems or report.unexpected)
+        if problems:
+            break
+    progress(f"{i} rounds, {hung} hung")
+    return not failed
+
+
 # Triton 2.51's gRPC frontend (the server of nvidia-pytriton 0.7.0, which CPU tests run) has a
 # race between a stream's cancellation and its completion that crashes tritonserver itself in
 # ModelStreamInferHandler::Process (triton-inference-server/server issues #7368 and #8034; server

@@ -8,7 +8,7 @@ import statistics
 import time
 from dataclasses import asdict, dataclass
 
-from bench.workload import Job
+from bench.workload import Job, fixed_length_jobs
 from client import AsyncLlmClient, GenerationResult
 from contract import names
 
@@ -68,3 +68,29 @@ async def run_closed_loop(url: str, jobs: list[Job], concurrency: int, model: st
         itl_p50_s=round(percentile(itls, 0.5), 4),
         itl_p99_s=round(percentile(itls, 0.99), 4),
     )
+
+
+def sweep(
+    url: str, levels: tuple[int, ...], requests_per_level: int | None, output_tokens: int, progress=print
+) -> list[dict]:
+    """A warm-up, then run_closed_loop at each level (requests_per_level, default 4 x the level and
+    at least 8), each row with its speed-up over the first level's output tokens/s."""
+    rows = []
+    asyncio.run(run_closed_loop(url, fixed_length_jobs(2, 8, seed=99), 2))  # warm-up
+    for level in levels:
+        n = requests_per_level or max(8, 4 * level)
+        result = asyncio.run(run_closed_loop(url, fixed_length_jobs(n, output_tokens, seed=level), level))
+        rows.append(result.to_dict())
+        progress(
+            f"concurrency {level:>3}: {result.output_tokens_per_s:8.1f} output tok/s  "
+            f"TTFT p50 {result.ttft_p50_s * 1000:7.1f} ms  ITL p50 {result.itl_p50_s * 1000:6.1f} ms  "
+            f"({result.requests} requests, {result.seconds:.1f}s)"
+        )
+    base = rows[0]["output_tokens_per_s"]
+    for row in rows:
+        row["speedup_vs_first"] = round(row["output_tokens_per_s"] / base, 2) if base else None
+    progress(
+        "speed-up vs concurrency %d: %s"
+        % (rows[0]["concurrency"], ", ".join(f"c{r['concurrency']}={r['speedup_vs_first']}x" for r in rows))
+    )
+    return rows
