@@ -23,42 +23,15 @@ nats), nor bf16 (1, 0.18) nor a u8 KV cache (0, but 0.09 nats)."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from build_engines.fidelity.metrics import log_softmax
+from build_engines.openvino.scorer_agreement import LOGPROB_TOLERANCE, LogprobAgreement
 
-# Nats: f32 kernels over the same weights differ by summation order only (measured well below it).
-LOGPROB_TOLERANCE = 2e-3
 AGREEMENT_TOKENS = 32  # greedy tokens per prompt
 AGREEMENT_PROMPTS = 4
-
-
-@dataclass(frozen=True)
-class LogprobAgreement:
-    positions: int
-    top1_mismatches: int  # the greedy token was not the scorer's most likely one (ties within tolerance aside)
-    max_gap: float  # nats: |pipeline's log prob - scorer's| of the greedy token, the largest
-
-    @property
-    def agrees(self) -> bool:
-        return self.positions > 0 and self.top1_mismatches == 0 and self.max_gap <= LOGPROB_TOLERANCE
-
-    def describe(self) -> str:
-        return (
-            f"greedy token not the scorer's top-1 at {self.top1_mismatches} of {self.positions} positions, "
-            f"its log probs up to {self.max_gap:.4f} nats apart (tolerance {LOGPROB_TOLERANCE})"
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self) | {"agrees": self.agrees}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "LogprobAgreement":
-        return cls(int(data["positions"]), int(data["top1_mismatches"]), float(data["max_gap"]))
 
 
 def compare(sampled: list[int], sampled_log_probs: list[float], scorer_logits: np.ndarray) -> LogprobAgreement:

@@ -20,7 +20,6 @@ from pathlib import Path
 
 from build_engines.checkpoint import CheckpointInfo, checkpoint_hash, copy_tokenizer_files
 from build_engines.engine_dir import finish_engine, staging_dir, validated_checkpoint
-from build_engines.fidelity.logprob_agreement import LogprobAgreement
 from build_engines.openvino.numerics import EXACT, MeasuredRow, Numerics, NumericsMode, choose_fast, round_gains
 from build_engines.openvino.numerics_decisions import (
     DecisionKey,
@@ -30,6 +29,7 @@ from build_engines.openvino.numerics_decisions import (
     matching_decision,
     recorded_decisions,
 )
+from build_engines.openvino.scorer_agreement import LogprobAgreement
 from build_engines.process import BuildError, run_streaming
 from build_engines.progress import StepProgress
 from build_engines.spec import BuildSpec

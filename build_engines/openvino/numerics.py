@@ -31,6 +31,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from build_engines.openvino.precision import default_kv_cache_precision, exactness_line
+from build_engines.openvino.scorer_agreement import LogprobAgreement
 
 
 class NumericsMode(str, enum.Enum):
@@ -272,10 +273,8 @@ def numerics_lines(options: Any, measuring: bool, measured: dict[str, Any], cpu_
     return lines
 
 
-def served_agreement(served: Numerics, measured: dict[str, Any]):
+def served_agreement(served: Numerics, measured: dict[str, Any]) -> LogprobAgreement | None:
     """The build's top_logprobs agreement measurement (LogprobAgreement) if it was of `served`, else None."""
-    from build_engines.fidelity.logprob_agreement import LogprobAgreement
-
     agreement = measured.get("logprobs")
     if not agreement or Numerics.from_dict(agreement["numerics"]) != served:
         return None
