@@ -15,9 +15,10 @@ import click
 
 from build_engines import default_model
 from build_engines.checkpoint import CheckpointError, inspect_checkpoint
-from build_engines.cli_options import make_spec, spec_options
+from build_engines.cli_options import SpecCommand, make_spec, spec_options
 from build_engines.gpus import GpuError
 from build_engines.openvino.numerics import NumericsMode
+from build_engines.option_lists import EXISTING_DIR
 from build_engines.spec import BuildSpec
 from build_engines.spec_base import EngineBackend, SpecError
 from contract.lora import LoraError
@@ -75,7 +76,7 @@ def prepare_default(out: Path, force: bool) -> None:
 
 
 @main.command()
-@click.argument("checkpoint", type=click.Path(exists=True, file_okay=False, path_type=Path), required=False)
+@click.argument("checkpoint", type=EXISTING_DIR, required=False)
 @click.option("--json", "as_json", is_flag=True, help="An engine directory: its whole build.json.")
 def inspect(checkpoint: Path | None, as_json: bool) -> None:
     """Print the architecture facts of CHECKPOINT (default: the embedded model) as JSON; for a
@@ -95,7 +96,7 @@ def inspect(checkpoint: Path | None, as_json: bool) -> None:
 
 
 @main.command("eval-quality")
-@click.option("--engine-dir", type=click.Path(exists=True, file_okay=False, path_type=Path), required=True)
+@click.option("--engine-dir", type=EXISTING_DIR, required=True)
 @click.option(
     "--full", is_flag=True, help="The whole measurement (24,575 tokens, 20 x 128-token answers) instead of quick."
 )
@@ -118,7 +119,7 @@ def eval_quality(engine_dir: Path, full: bool, record: bool) -> None:
 
 LORA_DIR_OPTION = click.option(
     "--lora-dir",
-    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    type=EXISTING_DIR,
     default=None,
     help="PEFT LoRA adapters, one per subdirectory, served beside the base model (selected by lora_task_id, the "
     "adapters in name order from 1, or '<model>:<adapter>' through the OpenAI front).  CPU engine and "
@@ -149,7 +150,7 @@ def _checked_spec(checkpoint: Path | None, kwargs: dict, lora_dir: Path | None =
     return checkpoint, info, spec
 
 
-@main.command()
+@main.command(cls=SpecCommand)
 @spec_options
 @LORA_DIR_OPTION
 def plan(checkpoint: Path | None, lora_dir: Path | None, **kwargs) -> None:
@@ -161,7 +162,7 @@ def plan(checkpoint: Path | None, lora_dir: Path | None, **kwargs) -> None:
     click.echo("\n".join(plan_lines(spec, info, engine_dir.resolve())))
 
 
-@main.command()
+@main.command(cls=SpecCommand)
 @spec_options
 @click.option("--engine-dir", type=click.Path(file_okay=False, path_type=Path), default=None)
 @click.option(
@@ -253,7 +254,7 @@ def _builder(backend: EngineBackend):
 
 
 @main.command()
-@click.option("--engine-dir", type=click.Path(exists=True, file_okay=False, path_type=Path), required=True)
+@click.option("--engine-dir", type=EXISTING_DIR, required=True)
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=DEFAULT_REPOSITORY, show_default=True)
 @click.option(
     "--relay", is_flag=True, help="CPU engine only: serve it behind engine_relay, as tensorrt_llm is on a GPU."

@@ -84,7 +84,7 @@ def known_gpu(name: str, count: int = 1) -> GpuTarget:
             f"'gpu' {name!r} is not a known GPU; known: {sorted(KNOWN_GPUS)} (or give --gpu-sm and --gpu-memory-gib)"
         )
     sm, memory = KNOWN_GPUS[key]
-    return GpuTarget(key, sm, memory, count)
+    return GpuTarget(name=key, sm=sm, memory_gib=memory, count=count)
 
 
 def parse_nvidia_smi(csv_text: str) -> GpuTarget | None:
@@ -98,7 +98,7 @@ def parse_nvidia_smi(csv_text: str) -> GpuTarget | None:
         raise GpuError(f"this host mixes GPU kinds {sorted(kinds)}; an engine targets one kind")
     name, cap, mib = rows[0][0], rows[0][1], min(float(r[2]) for r in rows)
     major, _, minor = cap.partition(".")
-    return GpuTarget(name, int(major) * 10 + int(minor or 0), round(mib / 1024, 1), len(rows))
+    return GpuTarget(name=name, sm=int(major) * 10 + int(minor or 0), memory_gib=round(mib / 1024, 1), count=len(rows))
 
 
 NVIDIA_SMI_QUERY = ["nvidia-smi", "--query-gpu=name,compute_cap,memory.total", "--format=csv,noheader,nounits"]

@@ -64,7 +64,7 @@ class BuildSpec:
     def to_dict(self) -> dict[str, Any]:
         """The spec as JSON; only the options section of its own backend is recorded."""
         data = _jsonable(asdict(self))
-        for backend, section in _OPTIONS_SECTION.items():
+        for backend, section in OPTIONS_SECTION.items():
             if backend != self.backend:
                 del data[section]
         return data
@@ -109,7 +109,7 @@ class BuildSpec:
         return replace(self, checkpoint=path)
 
 
-_OPTIONS_SECTION = {
+OPTIONS_SECTION = {  # the spec section of each backend's options
     EngineBackend.OPENVINO: "openvino",
     EngineBackend.TENSORRT_LLM: "trtllm",
     EngineBackend.TENSORRT_LLM_PYTORCH: "pytorch",

@@ -13,8 +13,8 @@ cache, lookahead / EAGLE-1 / draft_tokens_external decoding, engine switches).
 
 from __future__ import annotations
 
-from build_engines.pytorch.cli_options import ENGINE_ONLY
 from build_engines.spec_base import ALLOWED_PRECISIONS, EngineBackend, Precision, SpecError
+from build_engines.trtllm.cli_options import engine_only
 from build_engines.trtllm.versions import TrtllmTargetError, resolve_target
 
 GPU = "gpu"  # the --backend value resolved here
@@ -24,7 +24,7 @@ PYTORCH_ONLY = {"pt_speculative_decoding": "none", "speculative_model_dir": None
 
 def _engine_only(options: dict) -> list[str]:
     """What in `options` (make_spec keywords) only the engine flow builds."""
-    found = [flag for flag, (key, default) in ENGINE_ONLY.items() if options.get(key, default) != default]
+    found = engine_only(options)
     precision = options.get("precision")
     if precision and Precision(precision) not in ALLOWED_PRECISIONS[EngineBackend.TENSORRT_LLM_PYTORCH]:
         found.append(f"--precision {precision}")

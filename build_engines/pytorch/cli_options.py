@@ -1,89 +1,137 @@
-"""The shared `plan`/`build` command-line options as a PyTorch-backend spec section.  Options of
-the engine flow that mean nothing without an engine are refused when set, naming them."""
+"""TensorRT-LLM's PyTorch backend's (`--backend tensorrt_llm_pytorch`) own build options: their
+command-line declarations, the PyTorchOptions they make together with the options both GPU flows
+read (from_options), and what the other backends refuse of them.  What this backend refuses of
+the engine flow's options is build_engines/trtllm/cli_options.py's refuse_elsewhere; the GPU
+flows' shared options are build_engines/cli_options.py's."""
 
 from __future__ import annotations
 
-from build_engines.gpus import GpuTarget
+from pathlib import Path
+from typing import Any
+
+import click
+
+from build_engines.option_lists import EXISTING_DIR, choice
 from build_engines.pytorch.sampler import SamplerChoice, parse_sampling_fields
 from build_engines.pytorch.spec import PyTorchOptions, PyTorchServing
-from build_engines.pytorch.speculative import PyTorchSpeculative
-from build_engines.spec_base import SpecError
-from build_engines.trtllm.options import (
-    GuidedDecodingBackend,
-    KvCacheDtype,
-    SchedulerPolicy,
-    SpeculativeDecoding,
-    TrtLlmOptions,
-    TrtLlmServing,
-)
-from build_engines.trtllm.versions import TrtllmTargetError, resolve_target
+from build_engines.pytorch.speculative import PyTorchSpecMode, PyTorchSpeculative
+from build_engines.spec_base import EngineBackend, SpecError
+from build_engines.trtllm.options import DraftTargetOptions, GpuFlowFields, GpuServingFields
 
-# --option -> (make_spec keyword, its default): trtllm-build and C++-backend settings.
-ENGINE_ONLY = {
-    "--no-paged-context-fmha": ("paged_context_fmha", TrtLlmOptions().use_paged_context_fmha),
-    "--scheduler-policy": ("scheduler_policy", TrtLlmServing().batch_scheduler_policy.value),
-    "--max-queue-delay-us": ("max_queue_delay_us", TrtLlmServing().max_queue_delay_microseconds),
-    "--speculative-decoding": ("speculative_decoding", SpeculativeDecoding.NONE.value),
-    "--lookahead": ("lookahead", None),
-    "--eagle-model-dir": ("eagle_model_dir", None),
-    "--eagle-tree": ("eagle_tree", None),
-    "--eagle-choices": ("eagle_choices", None),
-}
+_SPECULATIVE = PyTorchSpeculative()
+
+OPTIONS = [
+    click.option(
+        "--pt-speculative-decoding",
+        type=choice(PyTorchSpecMode),
+        default=PyTorchSpecMode.NONE.value,
+        help="[tensorrt_llm_pytorch] the LLM API's speculative_config: ngram (prompt "
+        "lookup), draft_target (--speculative-model-dir: a draft model with the "
+        "target's tokenizer) or eagle3 (--speculative-model-dir: Eagle3 heads).",
+    ),
+    click.option(
+        "--max-draft-len",
+        type=int,
+        default=None,
+        help=f"[tensorrt_llm_pytorch speculative] draft tokens per step (default "
+        f"{_SPECULATIVE.max_draft_len}); [tensorrt_llm draft_tokens_external] the target "
+        f"engine's --max_draft_len, the most num_draft_tokens a request may ask for (default "
+        f"{DraftTargetOptions().max_draft_len}).",
+    ),
+    click.option(
+        "--max-matching-ngram-size",
+        type=int,
+        default=_SPECULATIVE.max_matching_ngram_size,
+        help="[tensorrt_llm_pytorch ngram] longest n-gram matched in the prompt.",
+    ),
+    click.option(
+        "--speculative-model-dir",
+        type=EXISTING_DIR,
+        default=None,
+        help="[tensorrt_llm_pytorch draft_target/eagle3] the draft model or the Eagle3 heads checkpoint.",
+    ),
+    click.option(
+        "--sampler",
+        type=click.Choice(["auto", "torch", "trtllm"]),
+        default="auto",
+        help="[tensorrt_llm_pytorch] LLM(sampler_type=...): torch (TorchSampler, upstream's default), trtllm "
+        "(TRTLLMSampler: applies penalties, bad words and seeds at 1.2.1; no speculative decoding, no "
+        "top_logprobs), auto: the one that applies every --sampling-fields field (docs/pytorch-backend.md).",
+    ),
+    click.option(
+        "--sampling-fields",
+        default="",
+        show_default=False,  # none
+        metavar="F1,F2",
+        help="[tensorrt_llm_pytorch] sampling fields the deployment must apply (repetition_penalty, "
+        "presence_penalty, frequency_penalty, seed, bad_words, ...); --sampler auto picks the sampler by them.",
+    ),
+]
 
 
-def pytorch_options(
+def from_options(
     *,
-    triton_image: str | None,
-    trtllm_version: str | None,
-    tp_size: int,
-    pp_size: int,
-    kv_cache_dtype: str,
-    calib_dataset: str | None,
-    calib_size: int,
-    gpu: GpuTarget,
-    kv_cache_fraction: float,
+    gpu_flow: GpuFlowFields,
+    gpu_serving: GpuServingFields,
     kv_cache_reuse: bool,
     chunked_context: bool,
-    max_queue_size: int,
-    queue_timeout_s: float,
-    speculative: PyTorchSpeculative | None = None,
-    guided_decoding: str = GuidedDecodingBackend.XGRAMMAR.value,
-    sampler: str = SamplerChoice.AUTO.value,
-    sampling_fields: str = "",
-    **engine_only,
+    pt_speculative_decoding: str,
+    max_draft_len: int | None,
+    max_matching_ngram_size: int,
+    speculative_model_dir: Path | None,
+    sampler: str,
+    sampling_fields: str,
+    **_others: Any,
 ) -> PyTorchOptions:
-    set_ = [flag for flag, (key, default) in ENGINE_ONLY.items() if engine_only.get(key, default) != default]
-    if set_:
-        raise SpecError(f"{set_} configure a compiled engine; --backend tensorrt_llm_pytorch compiles none")
-    try:
-        target = resolve_target(triton_image, trtllm_version)
-    except TrtllmTargetError as e:
-        raise SpecError(str(e)) from None
+    """The spec's `pytorch` section from the build options (make_spec's keywords) and the fields
+    both GPU flows take from the common ones."""
     try:
         fields = parse_sampling_fields(sampling_fields)
     except ValueError as e:
         raise SpecError(str(e)) from None
     return PyTorchOptions(
-        trtllm_version=target.version,
-        triton_release=target.release,
-        tp_size=tp_size,
-        pp_size=pp_size,
-        kv_cache_dtype=KvCacheDtype(kv_cache_dtype),
-        calib_dataset=calib_dataset,
-        calib_size=calib_size,
-        gpu=gpu,
-        speculative=speculative or PyTorchSpeculative(),
+        **gpu_flow,
+        speculative=PyTorchSpeculative(
+            mode=PyTorchSpecMode(pt_speculative_decoding),
+            max_draft_len=_SPECULATIVE.max_draft_len if max_draft_len is None else max_draft_len,
+            max_matching_ngram_size=max_matching_ngram_size,
+            model_dir=str(speculative_model_dir.resolve()) if speculative_model_dir else "",
+        ),
         sampler=SamplerChoice(sampler),
         sampling_fields=fields,
         serving=PyTorchServing(
-            kv_cache_free_gpu_mem_fraction=kv_cache_fraction,
-            enable_block_reuse=kv_cache_reuse,
-            enable_chunked_prefill=chunked_context,
-            max_queue_size=max_queue_size,
-            queue_timeout_s=queue_timeout_s,
-            guided_decoding_backend=GuidedDecodingBackend(guided_decoding),
+            **gpu_serving, enable_block_reuse=kv_cache_reuse, enable_chunked_prefill=chunked_context
         ),
     )
 
 
-assert SchedulerPolicy(ENGINE_ONLY["--scheduler-policy"][1])  # the default stays a valid policy
+def refuse_elsewhere(
+    backend: EngineBackend,
+    *,
+    sampler: str,
+    sampling_fields: str,
+    pt_speculative_decoding: str,
+    max_draft_len: int | None,
+    max_matching_ngram_size: int,
+    speculative_model_dir: Path | None,
+    **_others: Any,
+) -> None:
+    """What the other backends refuse of these options, naming them and their own (tensorrt_llm
+    reads --max-draft-len for draft_tokens_external)."""
+    if backend == EngineBackend.TENSORRT_LLM_PYTORCH:
+        return
+    if sampler != SamplerChoice.AUTO.value or sampling_fields:
+        raise SpecError("'sampler' and 'sampling_fields' configure --backend tensorrt_llm_pytorch")
+    if (
+        pt_speculative_decoding != PyTorchSpecMode.NONE.value
+        or speculative_model_dir is not None
+        or (max_draft_len is not None and backend != EngineBackend.TENSORRT_LLM)
+        or max_matching_ngram_size != _SPECULATIVE.max_matching_ngram_size
+    ):
+        raise SpecError(
+            "'pt_speculative_decoding', 'max_draft_len', 'max_matching_ngram_size' and "
+            "'speculative_model_dir' configure --backend tensorrt_llm_pytorch; on tensorrt_llm use "
+            "--speculative-decoding lookahead_decoding --lookahead W,N,G, --speculative-decoding eagle "
+            "--eagle-model-dir DIR or --speculative-decoding draft_tokens_external --draft-checkpoint DIR "
+            "[--max-draft-len N]"
+        )

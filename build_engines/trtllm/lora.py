@@ -86,7 +86,12 @@ def lora_options(lora_dir: Path) -> TrtLlmLora:
             )
         modules.update(HF_TO_TRTLLM[t] for t in targets)
         ranks.append(int(config["r"]))
-    return TrtLlmLora(str(lora_dir.resolve()), tuple(a.name for a in adapters), tuple(sorted(modules)), max(ranks))
+    return TrtLlmLora(
+        source_dir=str(lora_dir.resolve()),
+        adapters=tuple(a.name for a in adapters),
+        target_modules=tuple(sorted(modules)),
+        max_rank=max(ranks),
+    )
 
 
 def build_flags(options: TrtLlmLora) -> tuple[str, ...]:

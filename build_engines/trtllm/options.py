@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, TypedDict
 
 from build_engines.gpus import DEFAULT_GPU, GpuTarget, known_gpu
 from build_engines.trtllm.lora import TrtLlmLora
@@ -212,6 +212,29 @@ class GpuOptions(Protocol):
     def kv_cache_dtype(self) -> KvCacheDtype: ...
     @property
     def world_size(self) -> int: ...
+
+
+class GpuFlowFields(TypedDict):
+    """The fields of TrtLlmOptions and PyTorchOptions that both take from the options of both GPU
+    flows (build_engines/cli_options.py): the target image, the GPU, parallelism, calibration."""
+
+    trtllm_version: str
+    triton_release: str
+    tp_size: int
+    pp_size: int
+    kv_cache_dtype: KvCacheDtype
+    calib_dataset: str | None
+    calib_size: int
+    gpu: GpuTarget
+
+
+class GpuServingFields(TypedDict):
+    """The fields of TrtLlmServing and PyTorchServing that both take from those options."""
+
+    kv_cache_free_gpu_mem_fraction: float
+    max_queue_size: int
+    queue_timeout_s: float
+    guided_decoding_backend: GuidedDecodingBackend
 
 
 @dataclass(frozen=True)

@@ -68,8 +68,8 @@ def gpu_engine(default_checkpoint):
     from contract.build_record import BuildRecord
 
     precision, options = check_precision()
-    spec = make_spec(default_checkpoint, "tensorrt_llm", precision, 16, 1024, 2048, 1024, 256, None, False, 0,
-                     **options)
+    spec = make_spec(default_checkpoint, backend="tensorrt_llm", precision=precision, max_batch_size=16,
+                     max_input_len=1024, max_seq_len=2048, max_num_tokens=1024, default_max_tokens=256, **options)
     engine_dir = ROOT / "build" / "engines" / f"SmolLM2-135M-Instruct-tensorrt_llm-{precision}-tp1-pp1"
     if not (engine_is_built(engine_dir) and BuildRecord.read(engine_dir).spec == spec.to_dict()):
         build_trtllm_engine(spec, engine_dir)
@@ -288,7 +288,8 @@ def test_lora_adapters_built_into_the_engine(default_checkpoint, tmp_path_factor
     from tests.integration import test_lora as lora_tests
 
     lora_dir = lora_tests.make_adapters(default_checkpoint, tmp_path_factory.mktemp("adapters"))
-    spec = make_spec(default_checkpoint, "tensorrt_llm", "fp16", 16, 1024, 2048, 1024, 256, None, False, 0)
+    spec = make_spec(default_checkpoint, backend="tensorrt_llm", precision="fp16", max_batch_size=16, max_input_len=1024,
+                     max_seq_len=2048, max_num_tokens=1024, default_max_tokens=256)
     spec = dataclasses.replace(spec, trtllm=dataclasses.replace(spec.trtllm, lora=lora_options(lora_dir)))
     engine_dir = ROOT / "build" / "engines" / "SmolLM2-135M-Instruct-tensorrt_llm-fp16-tp1-pp1-lora"
     if not (engine_is_built(engine_dir) and BuildRecord.read(engine_dir).spec == spec.to_dict()):
@@ -324,7 +325,8 @@ def test_draft_target_speculative_decoding(default_checkpoint, tmp_path_factory)
     from tests.integration.test_draft_model import truncated_checkpoint
 
     draft = truncated_checkpoint(default_checkpoint, 2, tmp_path_factory.mktemp("draft") / "checkpoint")
-    spec = make_spec(default_checkpoint, "tensorrt_llm", "fp16", 16, 1024, 2048, 1024, 256, None, False, 0)
+    spec = make_spec(default_checkpoint, backend="tensorrt_llm", precision="fp16", max_batch_size=16, max_input_len=1024,
+                     max_seq_len=2048, max_num_tokens=1024, default_max_tokens=256)
     spec = dataclasses.replace(spec, trtllm=dataclasses.replace(
         spec.trtllm, speculative_decoding=SpeculativeDecoding.DRAFT_TOKENS_EXTERNAL,
         draft_target=DraftTargetOptions(str(draft), draft_tests.MAX_DRAFT_LEN)))

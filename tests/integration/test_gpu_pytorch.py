@@ -70,7 +70,8 @@ def _pytorch_build(checkpoint, precision=None, **options):
     from build_engines.pytorch.build import build_pytorch_engine, engine_is_built
     from contract.build_record import BuildRecord
 
-    spec = make_spec(checkpoint, "tensorrt_llm_pytorch", precision, 16, 1024, 2048, 1024, 256, 0, False, 0, **options)
+    spec = make_spec(checkpoint, backend="tensorrt_llm_pytorch", precision=precision, max_batch_size=16, max_input_len=1024,
+                     max_seq_len=2048, max_num_tokens=1024, default_max_tokens=256, prefix_caching=False, **options)
     engine_dir = ROOT / default_engine_dir(spec)
     if not (engine_is_built(engine_dir) and BuildRecord.read(engine_dir).spec == spec.to_dict()):
         build_pytorch_engine(spec, engine_dir)

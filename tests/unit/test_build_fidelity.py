@@ -171,7 +171,7 @@ def test_exact_numerics_measure_the_one_setting_and_need_a_rebuild_for_fast(defa
 
 
 def test_numerics_given_by_hand_are_custom_and_exact_refuses_them():
-    from build_engines.cli_options import numerics_mode
+    from build_engines.openvino.cli_options import numerics_mode
     from build_engines.openvino.options import OpenVinoOptions
     from build_engines.spec_base import SpecError
 

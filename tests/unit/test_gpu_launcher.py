@@ -131,7 +131,8 @@ def test_a_pytorch_backend_repository_runs_one_tritonserver(tmp_path, default_ch
     from build_engines.cli_options import make_spec
     from build_engines.pytorch.build import build_pytorch_engine
 
-    spec = make_spec(default_checkpoint, "tensorrt_llm_pytorch", None, 8, 512, 1024, 256, 128, 0, False, 0,
+    spec = make_spec(default_checkpoint, backend="tensorrt_llm_pytorch", max_batch_size=8, max_input_len=512,
+                     max_seq_len=1024, max_num_tokens=256, default_max_tokens=128, prefix_caching=False,
                      triton_image="26.07", tp_size=3, gpu="H100-SXM", detect=lambda: None)
     engine = tmp_path / "engine"
     build_pytorch_engine(spec, engine)

@@ -95,7 +95,7 @@ def test_the_cpu_keeps_its_own_defaults(ckpt):
     from build_engines.cli_options import make_spec
     from build_engines.spec_base import EngineLimits
 
-    spec = make_spec(ckpt, "openvino", None, None, None, None, None, 256, 0, False, 0)
+    spec = make_spec(ckpt, backend="openvino", default_max_tokens=256, prefix_caching=False)
     assert spec.limits == EngineLimits()
 
 

@@ -194,3 +194,72 @@ def test_no_module_imports_another_modules_private_name():
     found = {_rel(p): names for package in KIT if package != "tests" for p in sorted((ROOT / package).rglob("*.py"))
              if (names := _private_names_taken_from_other_modules(p))}
     assert not found, found
+
+
+# --- the build options, by engine (issue 48) -----------------------------------------------------
+ENGINE_OPTION_MODULES = {"openvino": "build_engines.openvino.cli_options", "trtllm": "build_engines.trtllm.cli_options",
+                         "pytorch": "build_engines.pytorch.cli_options"}
+# Options two engines read, declared with the first (each one's help says what it means to both).
+READ_BY_TWO = {"draft_checkpoint": {"openvino", "trtllm"}, "max_draft_len": {"pytorch", "trtllm"}}
+
+
+def _engine_option_modules() -> dict:
+    import importlib
+
+    return {engine: importlib.import_module(module) for engine, module in ENGINE_OPTION_MODULES.items()}
+
+
+def test_each_engine_folder_owns_its_build_options():
+    """build_engines/cli_options.py declares what every backend or both GPU flows read; each engine's
+    own options are declared in its folder's cli_options.py and read by its from_options(), which
+    reads no other engine's (READ_BY_TWO aside); every option is declared once; an engine's options
+    module imports neither the common one nor another engine's."""
+    import inspect
+
+    from build_engines.cli_options import SPEC_OPTIONS
+    from build_engines.option_lists import declared
+
+    names = [p.name for p in declared(SPEC_OPTIONS)]
+    assert len(names) == len(set(names)), sorted(n for n in names if names.count(n) > 1)
+    modules = _engine_option_modules()
+    owner = {p.name: engine for engine, module in modules.items() for p in declared(module.OPTIONS)}
+    for engine, module in modules.items():
+        reads = {n for n, p in inspect.signature(module.from_options).parameters.items() if p.kind == p.KEYWORD_ONLY}
+        own = {n for n, e in owner.items() if e == engine}
+        assert own <= reads, f"{engine} declares options its from_options does not read: {sorted(own - reads)}"
+        foreign = {n for n in reads if owner.get(n, engine) != engine and engine not in READ_BY_TWO.get(n, ())}
+        assert not foreign, f"{engine}'s from_options reads other engines' options: {sorted(foreign)}"
+    for engine, module in ENGINE_OPTION_MODULES.items():
+        path = ROOT / (module.replace(".", "/") + ".py")
+        bad = [m for m, _ in _imports(path) if m.endswith("cli_options") and m != module]
+        assert not bad, f"{_rel(path)} imports {bad}"
+
+
+def _spec_dataclasses() -> set[type]:
+    """BuildSpec and every dataclass its fields hold, all the way down."""
+    import dataclasses
+    import typing
+
+    from build_engines.spec import BuildSpec
+
+    found: set[type] = set()
+    todo: list = [BuildSpec]
+    while todo:
+        t = todo.pop()
+        if isinstance(t, type) and dataclasses.is_dataclass(t) and t not in found:
+            found.add(t)
+            todo += list(typing.get_type_hints(t).values())
+        todo += list(typing.get_args(t))
+    return found
+
+
+def test_build_engines_constructs_the_spec_by_keyword():
+    """No positional arguments to BuildSpec or any options dataclass under it, in build_engines: a
+    field added or moved cannot shift a value into its neighbour's place (OpenVinoOptions was built
+    from 17 positional arguments)."""
+    names = {cls.__name__ for cls in _spec_dataclasses()}
+    assert {"BuildSpec", "OpenVinoOptions", "Int4Recipe", "TrtLlmServing", "PyTorchSpeculative", "GpuTarget"} <= names
+    bad = [f"{_rel(p)}:{node.lineno} {ast.unparse(node.func)}" for p in _modules("build_engines")
+           for node in ast.walk(ast.parse(p.read_text())) if isinstance(node, ast.Call) and node.args
+           and getattr(node.func, "id", getattr(node.func, "attr", None)) in names]
+    assert not bad, "\n".join(bad)

@@ -30,7 +30,7 @@ DEFAULTS = dict(max_batch_size=32, max_input_len=1536, max_seq_len=2048, max_num
 
 def spec_for(checkpoint: Path, image="26.07", precision=None, **options) -> BuildSpec:
     options.setdefault("gpu", "H100-SXM")
-    return make_spec(checkpoint, "tensorrt_llm_pytorch", precision, triton_image=image, detect=lambda: None,
+    return make_spec(checkpoint, backend="tensorrt_llm_pytorch", precision=precision, triton_image=image, detect=lambda: None,
                      **(DEFAULTS | options))
 
 

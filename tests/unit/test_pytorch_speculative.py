@@ -113,7 +113,7 @@ def test_the_engine_flow_refuses_the_pytorch_options(llama):
     with pytest.raises(SpecError, match="'pt_speculative_decoding'.*configure --backend tensorrt_llm_pytorch"):
         from tests.unit.test_pytorch_build import DEFAULTS
         from build_engines.cli_options import make_spec
-        make_spec(llama, "tensorrt_llm", "fp16", triton_image="26.07", detect=lambda: None, gpu="H100-SXM",
+        make_spec(llama, backend="tensorrt_llm", precision="fp16", triton_image="26.07", detect=lambda: None, gpu="H100-SXM",
                   pt_speculative_decoding="ngram", **DEFAULTS)
 
 

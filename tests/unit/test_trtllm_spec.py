@@ -175,18 +175,20 @@ def test_gpu_resolution_order():
 
 
 def test_cli_options_pick_the_version(ckpt):
-    args = (ckpt, "tensorrt_llm", "fp16", 32, 1536, 2048, 512, 256, None, False, 0)
-    assert make_spec(*args, detect=lambda: None).trtllm.trtllm_version == "1.1.0"  # .env's TRITON_IMAGE
-    by_image = make_spec(*args, triton_image="26.07", detect=lambda: None).trtllm
+    args = dict(backend="tensorrt_llm", precision="fp16", max_batch_size=32, max_input_len=1536, max_seq_len=2048,
+                max_num_tokens=512, default_max_tokens=256, prefix_caching=False)
+    assert make_spec(ckpt, **args, detect=lambda: None).trtllm.trtllm_version == "1.1.0"  # .env's TRITON_IMAGE
+    by_image = make_spec(ckpt, **args, triton_image="26.07", detect=lambda: None).trtllm
     assert (by_image.trtllm_version, by_image.triton_release) == ("1.2.1", "26.07")
-    by_version = make_spec(*args, trtllm_version="1.2.1", detect=lambda: None).trtllm
+    by_version = make_spec(ckpt, **args, trtllm_version="1.2.1", detect=lambda: None).trtllm
     assert (by_version.trtllm_version, by_version.triton_release) == ("1.2.1", "26.07")  # its newest image
     with pytest.raises(SpecError, match="Triton 26.07 ships TensorRT-LLM 1.2.1, not 1.1.0"):
-        make_spec(*args, triton_image="26.07", trtllm_version="1.1.0", detect=lambda: None)
+        make_spec(ckpt, **args, triton_image="26.07", trtllm_version="1.1.0", detect=lambda: None)
 
 
 def test_cli_options_make_one_spec(ckpt):
-    spec = make_spec(ckpt, "tensorrt_llm", "fp8", 64, 1024, 4096, 1024, 256, None, False, 0, tp_size=2,
+    spec = make_spec(ckpt, backend="tensorrt_llm", precision="fp8", max_batch_size=64, max_input_len=1024,
+                     max_seq_len=4096, max_num_tokens=1024, default_max_tokens=256, tp_size=2,
                      kv_cache_dtype="fp8", gpu="H200", calib_dataset="cnn_dailymail", kv_cache_fraction=0.8,
                      scheduler_policy="max_utilization", detect=lambda: None)
     assert (spec.trtllm.tp_size, spec.trtllm.gpu.name, spec.trtllm.gpu.count) == (2, "H200", 2)
