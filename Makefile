@@ -237,6 +237,9 @@ IMAGE_CI_TESTS ?= tests/unit/test_python_versions.py tests/unit/test_image_env.p
 	tests/integration/test_bad_requests.py tests/integration/test_streaming_text.py \
 	$(if $(IMAGE_CI_LIFECYCLE),tests/integration/test_server_lifecycle.py -k "not lifecycle or sigterm",)
 IMAGE_CI_LIFECYCLE ?=
+# An image environment already made (its torch imports) whose torch and CUDA wheels a new one links
+# rather than installs (build_engines/images/shared_packages.py): 4.5 GB less download and disk each.
+IMAGE_TORCH_FROM ?= $(firstword $(filter-out $(IMAGE_VENV),$(patsubst %/.installed,%,$(wildcard .venv-image-*/.installed))))
 # The per-layout suites once, on the PyTorch-backend layout (the kit's own Python model for the
 # recommended path; the packages, not the layout, differ from make test's run of every layout).
 IMAGE_CI_LAYOUTS ?= pytorch_server
@@ -246,6 +249,8 @@ $(IMAGE_VENV)/.installed: $(IMAGE_LOCK) pyproject.toml
 	$(IMAGE_PYTHON) -m venv $(IMAGE_VENV)
 	$(IMAGE_VENV)/bin/python -m pip install --quiet --upgrade pip==26.3
 	$(IMAGE_VENV)/bin/python -m pip install --quiet --no-deps -r $(IMAGE_LOCK)
+	@$(IMAGE_VENV)/bin/python -c "import torch" 2>/dev/null || [ -z "$(IMAGE_TORCH_FROM)" ] || \
+	  $(IMAGE_VENV)/bin/python -m build_engines.images.image_env link-torch $(IMAGE_TORCH_FROM) $(IMAGE_VENV)
 	@$(IMAGE_VENV)/bin/python -c "import torch" 2>/dev/null || { \
 	  echo "torch: the PyPI build for this Python imports only with its CUDA libraries: installing them"; \
 	  $(IMAGE_VENV)/bin/python -m pip install --quiet -c $(IMAGE_LOCK) torch==2.13.0 && $(IMAGE_VENV)/bin/python -c "import torch"; }

@@ -15,6 +15,7 @@ One source per version, never restated:
 
     python -m build_engines.images.image_env write         # (re)write requirements/image-<tag>.lock
     python -m build_engines.images.image_env pip-check .venv-image-25.12/bin/python
+    python -m build_engines.images.image_env link-torch .venv-image-25.12 .venv-image-26.07-high
 """
 
 from __future__ import annotations
@@ -257,6 +258,18 @@ def pip_check(python: str) -> None:
     if problems:
         sys.exit("pip check: broken requirements:\n  " + "\n  ".join(problems))
     click.echo(f"pip check: consistent (waived: {done.stdout.strip() or 'nothing'})".replace("\n", "; "))
+
+
+@main.command("link-torch")
+@click.argument("source", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.argument("target", type=click.Path(exists=True, file_okay=False, path_type=Path))
+def link_torch(source: Path, target: Path) -> None:
+    """Link SOURCE's torch and what it requires (its CUDA wheels) into TARGET, another image
+    environment of the same Python whose torch does not import yet (build_engines/images/shared_packages.py)."""
+    from build_engines.images.shared_packages import link_missing, site_packages
+
+    linked = link_missing(site_packages(source), site_packages(target), "torch")
+    click.echo(f"linked from {source}: {', '.join(linked) or 'nothing (all installed)'}")
 
 
 if __name__ == "__main__":

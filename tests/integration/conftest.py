@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 
 import pytest
 
-
-from tests import layouts
 from build_engines.render import set_parameters
 from build_engines.repository import render_repository
 from client import LlmClient
 from serving.launcher import ServerSettings, TritonServer
 from serving.triton_install import server_dir
+from tests import layouts
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 
@@ -29,32 +29,75 @@ def repository(default_engine, tmp_path_factory) -> Path:
     return out
 
 
-@pytest.fixture(scope="session")
-def serve(tmp_path_factory):
-    """start(repository) -> a ready server on free loopback ports; every one is stopped when the
-    session ends, all at once (one by one, each drain and exit took ~10 s: minutes in all)."""
-    from concurrent.futures import ThreadPoolExecutor
+class ServerPool:
+    """The servers a session started: the layouts' shared ones live until the session ends; one a
+    module started for itself (a LoRA, a draft model, a small batch...) stops when that module ends,
+    in the background, so the next module's tests run beside it drain rather than wait for it.  On 2
+    cores every server kept alive to the end (~15 in a full run, each with its engine's threads
+    and ~0.5-1 GB) slowed the modules after it; the late draft-loop and wedge checks failed under
+    them in clean-clone CI runs while they passed alone."""
 
-    started: list[TritonServer] = []
+    def __init__(self, tmp_path_factory) -> None:
+        self._tmp = tmp_path_factory
+        self.started: list[TritonServer] = []
+        self.module_owned: list[TritonServer] = []
+        self.stopping: list[threading.Thread] = []
 
-    def start(repository: Path, environment: tuple[tuple[str, str], ...] = ()) -> TritonServer:
-        settings = ServerSettings.on_free_ports(repository, tmp_path_factory.mktemp("logs") / "tritonserver.log",
+    def start(self, repository: Path, environment: tuple[tuple[str, str], ...] = (), *,
+              session_wide: bool = False) -> TritonServer:
+        settings = ServerSettings.on_free_ports(repository, self._tmp.mktemp("logs") / "tritonserver.log",
                                                 server_dir=server_dir(ROOT / "build"), exit_timeout_s=10,
                                                 environment=environment)
         server = TritonServer(settings)
-        started.append(server)  # before it is ready: a server that fails to start is stopped too
+        self.started.append(server)  # before it is ready: a server that fails to start is stopped too
+        if not session_wide:
+            self.module_owned.append(server)
         return server.__enter__()
 
+    def stop_module_owned(self) -> None:
+        for server in self.module_owned:
+            self.started.remove(server)
+            thread = threading.Thread(target=server.__exit__, args=(None, None, None), daemon=True)
+            thread.start()
+            self.stopping.append(thread)
+        self.module_owned.clear()
+
+    def stop_all(self) -> None:
+        """Every server still up, all at once (one by one, each drain and exit took ~10 s)."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=max(1, len(self.started))) as pool:
+            list(pool.map(lambda s: s.__exit__(None, None, None), self.started))
+        for thread in self.stopping:
+            thread.join()
+
+
+@pytest.fixture(scope="session")
+def server_pool(tmp_path_factory):
+    pool = ServerPool(tmp_path_factory)
     try:
-        yield start
+        yield pool
     finally:
-        with ThreadPoolExecutor(max_workers=max(1, len(started))) as pool:
-            list(pool.map(lambda s: s.__exit__(None, None, None), started))
+        pool.stop_all()
+
+
+@pytest.fixture(scope="session")
+def serve(server_pool):
+    """start(repository) -> a ready server on free loopback ports, stopped when the module that
+    asked for it ends (ServerPool); session_wide=True keeps it to the session's end."""
+    return server_pool.start
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _stop_the_modules_servers(server_pool):
+    """A module's own servers stop when it ends (the session-wide layouts' do not)."""
+    yield
+    server_pool.stop_module_owned()
 
 
 @pytest.fixture(scope="session")
 def server(repository, serve):
-    return serve(repository)
+    return serve(repository, session_wide=True)
 
 
 @pytest.fixture(scope="session")
@@ -62,7 +105,8 @@ def relay_server(default_engine, tmp_path_factory, serve):
     """The GPU wiring (ensemble -> engine_relay -> engine, tensorrt_llm_bls -> engine_relay's target)
     with the CPU engine behind the relay."""
     return serve(layouts.render_layout(layouts.Layout.RELAY, default_engine,
-                                       tmp_path_factory.mktemp("relayed") / "repository").repository)
+                                       tmp_path_factory.mktemp("relayed") / "repository").repository,
+                 session_wide=True)
 
 
 @pytest.fixture(scope="session")
@@ -70,7 +114,8 @@ def standin_server(default_engine, tmp_path_factory, serve):
     """The GPU repository layout (ensemble -> engine_relay -> tensorrt_llm, tensorrt_llm_bls ->
     tensorrt_llm) with `tensorrt_llm` served by the CPU stand-in for the C++ backend."""
     return serve(layouts.render_layout(layouts.Layout.STANDIN, default_engine,
-                                       tmp_path_factory.mktemp("standin") / "repository").repository)
+                                       tmp_path_factory.mktemp("standin") / "repository").repository,
+                 session_wide=True)
 
 
 # --- the PyTorch-backend layout (issue 10) ----------------------------------------------
@@ -86,7 +131,7 @@ def pytorch_server(pytorch_engine, default_engine, tmp_path_factory, serve):
     tensorrt_llm_pytorch) on the stand-in LLM API, which generates with the CPU engine."""
     rendered = layouts.render_layout(layouts.Layout.PYTORCH, default_engine,
                                      tmp_path_factory.mktemp("pytorch") / "repository", pytorch_engine)
-    return serve(rendered.repository, rendered.environment)
+    return serve(rendered.repository, rendered.environment, session_wide=True)
 
 
 # Every repository layout the tests serve (tests/layouts.py): the CPU engine, the GPU wiring

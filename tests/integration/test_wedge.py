@@ -36,7 +36,9 @@ from tests.integration.conftest import ROOT
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]
 
-PERIOD_S, DEADLINE_S, FAILURES = 2.0, 4.0, 2
+# A deadline of 4 s failed a healthy server's canary (ensemble and BLS, top priority, behind the three
+# in-flight streams) in a clean-clone CI run on a loaded 2-core host; 6 s keeps the wedge seen in ~20 s.
+PERIOD_S, DEADLINE_S, FAILURES = 2.0, 6.0, 2
 CLIENT_DEADLINE_S = 120.0
 LONG = SamplingParams(max_tokens=400, min_tokens=400, temperature=0.0)
 
