@@ -52,7 +52,7 @@ def link_missing(source: Path, target: Path, root: str) -> list[str]:
     offered, have = _installed(source), _installed(target)
     wanted: set[str] = set()
     seen: set[tuple[str, frozenset[str]]] = set()
-    todo = [(canonical(root), frozenset())]
+    todo: list[tuple[str, frozenset[str]]] = [(canonical(root), frozenset())]
     while todo:
         name, extras = todo.pop()
         if (name, extras) in seen or name not in offered:
