@@ -15,18 +15,17 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from contract.upstream.citation import Citation, Table, UpstreamTableError, load_table
+from contract.upstream.citation import Citation, Table
+from contract.upstream.rule_tables import Rule, RuleTables
 
 SUPPORTED_VERSIONS = ("1.1.0", "1.2.1")
-
-
-@dataclass(frozen=True)
-class Rule:
-    id: str
-    topic: str  # request_id | stop | cancellation | error | limit | input | output | parameter
-    rule: str  # upstream's behaviour, in words
-    citation: Citation
-    extra: dict[str, Any]  # the row's structured fields (key, default, formula, ...)
+# a rule's topics: request_id | stop | cancellation | error | limit | input | output | parameter
+_TABLES = RuleTables(
+    "backend semantics",
+    "trtllm_backend_semantics_",
+    SUPPORTED_VERSIONS,
+    structural=frozenset({"id", "topic", "rule", "cite", "also"}),
+)
 
 
 @dataclass(frozen=True)
@@ -81,40 +80,25 @@ class BackendSemantics:
     parameters: dict[str, ModelParameter]
 
     def rule(self, rule_id: str) -> Rule:
-        return _get(self.rules, rule_id, self.version, "rule")
+        return _TABLES.find(self.rules, rule_id, self.version, "rule")
 
     def error(self, rule_id: str) -> ErrorRule:
-        return _get(self.errors, rule_id, self.version, "error rule")
+        return _TABLES.find(self.errors, rule_id, self.version, "error rule")
 
     def parameter(self, key: str) -> ModelParameter:
-        return _get(self.parameters, key, self.version, "model parameter")
+        return _TABLES.find(self.parameters, key, self.version, "model parameter")
 
     def input(self, name: str) -> RequestInput:
-        return _get(self.inputs, name, self.version, "request input")
-
-
-def _get(mapping: dict, key: str, version: str, what: str):
-    try:
-        return mapping[key]
-    except KeyError:
-        raise UpstreamTableError(f"TensorRT-LLM {version}: no {what} {key!r} in the backend semantics table") from None
-
-
-_STRUCTURAL = {"id", "topic", "rule", "cite", "also"}
+        return _TABLES.find(self.inputs, name, self.version, "request input")
 
 
 @lru_cache(maxsize=None)
 def backend_semantics(version: str) -> BackendSemantics:
-    if version not in SUPPORTED_VERSIONS:
-        raise UpstreamTableError(
-            f"no backend semantics table for TensorRT-LLM {version} (have {', '.join(SUPPORTED_VERSIONS)})"
-        )
-    table = load_table(f"trtllm_backend_semantics_{version}")
+    table = _TABLES.load(version)
     rules, errors, inputs, outputs, parameters = {}, {}, {}, {}, {}
     for row in table.rows:
         cite = table.citation(row)
-        extra = {k: v for k, v in row.items() if k not in _STRUCTURAL}
-        rules[row["id"]] = Rule(row["id"], row["topic"], row["rule"], cite, extra)
+        rules[row["id"]] = _TABLES.rule(row, cite)
         if "message" in row and "code" in row:
             errors[row["id"]] = ErrorRule(
                 row["id"],

@@ -14,10 +14,14 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from contract.upstream.citation import Citation, Table, UpstreamTableError, load_table
+from contract.upstream.citation import Citation, Table, UpstreamTableError
+from contract.upstream.rule_tables import Rule, RuleTables
 
 SUPPORTED_VERSIONS = ("1.2.1", "1.3.0rc29")
 REQUIRED = "<required>"  # a parameter without a default
+_TABLES = RuleTables(
+    "LLM API", "llmapi_", SUPPORTED_VERSIONS, structural=frozenset({"id", "topic", "rule", "cite", "locator"})
+)
 
 
 @dataclass(frozen=True)
@@ -67,52 +71,28 @@ class ApiError:
 
 
 @dataclass(frozen=True)
-class ApiRule:
-    id: str
-    topic: str
-    rule: str
-    citation: Citation
-    extra: dict[str, Any]
-
-
-@dataclass(frozen=True)
 class LlmApi:
     version: str
     table: Table
     signatures: dict[str, Signature]
     sampling_fields: dict[str, SamplingField]
     errors: dict[str, ApiError]
-    rules: dict[str, ApiRule]
+    rules: dict[str, Rule]
 
     def signature(self, name: str) -> Signature:
-        try:
-            return self.signatures[name]
-        except KeyError:
-            raise UpstreamTableError(
-                f"TensorRT-LLM {self.version}: no signature {name!r} in the LLM API table"
-            ) from None
+        return _TABLES.find(self.signatures, name, self.version, "signature")
 
-    def rule(self, rule_id: str) -> ApiRule:
-        try:
-            return self.rules[rule_id]
-        except KeyError:
-            raise UpstreamTableError(f"TensorRT-LLM {self.version}: no rule {rule_id!r} in the LLM API table") from None
-
-
-_STRUCTURAL = {"id", "topic", "rule", "cite", "locator"}
+    def rule(self, rule_id: str) -> Rule:
+        return _TABLES.find(self.rules, rule_id, self.version, "rule")
 
 
 @lru_cache(maxsize=None)
 def llmapi(version: str) -> LlmApi:
-    if version not in SUPPORTED_VERSIONS:
-        raise UpstreamTableError(f"no LLM API table for TensorRT-LLM {version} (have {', '.join(SUPPORTED_VERSIONS)})")
-    table = load_table(f"llmapi_{version}")
+    table = _TABLES.load(version)
     signatures, fields, errors, rules = {}, {}, {}, {}
     for row in table.rows:
         cite = table.citation(row)
-        rules[row["id"]] = ApiRule(
-            row["id"], row["topic"], row["rule"], cite, {k: v for k, v in row.items() if k not in _STRUCTURAL}
-        )
+        rules[row["id"]] = _TABLES.rule(row, cite)
         if row["topic"] == "signature":
             params = tuple(Param(p["name"], p["default"], p["annotation"]) for p in row["params"])
             signatures[row["name"]] = Signature(row["name"], params, cite)
