@@ -4,7 +4,8 @@ Requests are submitted from Triton's `execute()` thread and join the running bat
 next step; one background thread alternates `backend.step()` (the library advances every
 running sequence by one token, prefilling new prompts in chunks) with handing each
 request's new tokens to its sink.  The thread sleeps on a condition when there is no work:
-no busy waiting.  Nothing here imports Triton or OpenVINO: tests drive it with fakes.
+no busy waiting.  Its cancellation, `stop` and stream cadence policies: loop_policies.py.
+Nothing here imports Triton or OpenVINO: tests drive it with fakes.
 """
 
 from __future__ import annotations
@@ -20,6 +21,13 @@ from typing import AbstractSet, Protocol, Sequence
 from model_repository.engine_step.admission import DEFAULT_AGING_PER_S, DEFAULT_PRIORITY, AgingQueue
 from model_repository.engine_step.alternatives import AlternativesSink, Scorer, TopLogprobs
 from model_repository.engine_step.engine_inputs import EngineInputs
+from model_repository.engine_step.loop_policies import (
+    FailCode,
+    FirstTokenDeadline,
+    is_stopped,
+    polled_ending,
+    stream_due,
+)
 from model_repository.engine_step.periodic import Periodic
 from model_repository.engine_step.sequences import SampleState, SequenceView, read_sequences
 
@@ -66,14 +74,6 @@ class GenerationBackend(Protocol):
     def has_unfinished(self) -> bool: ...
 
     def stats(self) -> dict[str, float]: ...
-
-
-class FailCode(enum.Enum):
-    """Triton error codes a request can end with (names of pb_utils.TritonError codes)."""
-
-    INTERNAL = "INTERNAL"
-    CANCELLED = "CANCELLED"
-    UNAVAILABLE = "UNAVAILABLE"  # overloaded: retry later
 
 
 class ResponseSink(Protocol):
@@ -171,7 +171,7 @@ class EngineRunner:
         streams, measured)."""
         self._backend = backend
         self._capacity = capacity
-        self._queue_timeout_s = queue_timeout_s
+        self._deadline = FirstTokenDeadline(queue_timeout_s)
         self._max_running = max_running  # None: every request goes straight to the engine (FIFO)
         # Seats of max_running that requests below the default priority never take, so a
         # request at or above it finds one free without waiting for a long low one to end.
@@ -354,30 +354,24 @@ class EngineRunner:
 
     def _drop_cancelled_waiting(self, stops: AbstractSet[str]) -> None:
         """Requests still waiting for admission: stopped (an empty final per sequence, as a
-        cancelled request ends in the engine), cancelled by the client, or past the queue timeout."""
+        cancelled request ends in the engine), cancelled by the client, or past the queue timeout
+        (which wins over a cancellation here: loop_policies.py)."""
         now = self._clock()
         for request, sink, arrived, request_id in self._waiting.remove_if(
-            lambda e: (
-                (bool(e[3]) and e[3] in stops)
-                or self._is_cancelled(e[1])
-                or (self._queue_timeout_s is not None and now - e[2] > self._queue_timeout_s)
-            )
+            lambda e: is_stopped(e[3], stops) or self._is_cancelled(e[1]) or self._deadline.overdue(e[2], now)
         ):
-            if request_id and request_id in stops:
+            if is_stopped(request_id, stops):
                 for index in range(request.options.num_return_sequences):
                     sink.send([], [], 0.0, True, index)
-            elif self._queue_timeout_s is not None and now - arrived > self._queue_timeout_s:
-                sink.fail(
-                    f"no first token after {now - arrived:.0f}s in the queue; the server is overloaded, retry later",
-                    FailCode.UNAVAILABLE,
-                )
+            elif self._deadline.overdue(arrived, now):
+                sink.fail(self._deadline.message(arrived, now), FailCode.UNAVAILABLE)
             else:  # its client cancelled (asked once: each ask is a round trip to the server)
                 sink.fail("cancelled before it started", FailCode.CANCELLED)
 
     def _drop_cancelled(self, stops: AbstractSet[str]) -> None:
         now = self._clock()
         for key, a in list(self._active.items()):
-            if a.request_id and a.request_id in stops:
+            if is_stopped(a.request_id, stops):
                 # As TensorRT-LLM's executor ends a cancelled request: a final response with the
                 # tokens not sent yet (all of them when not streaming), not an error (backend
                 # semantics row cancel.final_result; in Triton 2.51 an error final after data
@@ -390,18 +384,12 @@ class EngineRunner:
                 a.send_all(final=True)
                 self._observer.on_finished(a.request, a.total_generated, HandleStatus.CANCELLED)
                 continue
-            if self._is_cancelled(a.sink):
-                message, code = "cancelled", FailCode.CANCELLED
-            elif not a.generated and self._queue_timeout_s is not None and now - a.arrived > self._queue_timeout_s:
-                message = (
-                    f"no first token after {now - a.arrived:.0f}s in the queue; the server is overloaded, retry later"
-                )
-                code = FailCode.UNAVAILABLE
-            else:
+            ending = polled_ending(self._is_cancelled(a.sink), bool(a.generated), a.arrived, now, self._deadline)
+            if ending is None:
                 continue
             a.handle.cancel()
             del self._active[key]
-            a.sink.fail(message, code)
+            a.sink.fail(*ending)
             self._observer.on_finished(a.request, a.total_generated, HandleStatus.CANCELLED)
 
     def _deliver(self) -> None:
@@ -432,11 +420,8 @@ class EngineRunner:
                 continue
             final = status != HandleStatus.RUNNING
             for index, seq in enumerate(a.sequences):
-                pending = len(seq.generated) - seq.sent
-                if a.request.streaming and pending and (final or seq.sent == 0 or pending >= interval):
+                if final or (a.request.streaming and stream_due(len(seq.generated) - seq.sent, seq.sent, interval)):
                     seq.send_pending(a.sink, index, final)
-                elif final:
-                    seq.send_pending(a.sink, index, True)
             if final:
                 del self._active[key]
                 self._observer.on_finished(a.request, a.total_generated, status)

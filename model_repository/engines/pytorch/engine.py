@@ -15,7 +15,9 @@ row triton.generate_call).  Triton's execute() thread hands requests in with `su
   CANCELLED), and for requests without a first token after `queue_timeout_s` (aborted,
   UNAVAILABLE: retry later);
 - `stop` aborts every running request with that Triton request id; each ends with a final
-  response carrying the tokens not sent yet, as the CPU engine ends it (our contract);
+  response carrying the tokens not sent yet, as the CPU engine ends it (our contract;
+  engine_step/loop_policies.py says what the three engine loops share of these and why the
+  rest differs);
 - another coroutine reads the LLM's iteration stats for the KV-cache usage gauge (kv_gauge.py:
   re-armed at every read, 0 while the LLM is idle), from the first request on: before it the
   executor has no stats and answers every get_stats_async with a printed warning (NVIDIA/
@@ -38,7 +40,14 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from model_repository.engine_step.engine_inputs import EngineInputs
-from model_repository.engine_step.runner import FailCode, HandleStatus, ResponseSink, RunnerObserver, ends_with_stop
+from model_repository.engine_step.loop_policies import (
+    FailCode,
+    FirstTokenDeadline,
+    is_stopped,
+    polled_ending,
+    stream_due,
+)
+from model_repository.engine_step.runner import HandleStatus, ResponseSink, RunnerObserver, ends_with_stop
 from model_repository.engines.pytorch import outputs
 from model_repository.engines.pytorch.kv_gauge import KvCacheGauge
 from model_repository.engines.pytorch.outbox import Outbox
@@ -93,6 +102,7 @@ class LlmEngine:
         self._guided_params = guided_params  # the GuidedDecodingParams class (an LLM with a guided decoder)
         self._lora_request = lora_request  # lora_task_id -> a LoRARequest (an LLM with LoRA adapters)
         self._settings = settings
+        self._deadline = FirstTokenDeadline(settings.queue_timeout_s)
         self._observer = observer
         self._clock = clock
         self._lock = threading.Lock()
@@ -268,7 +278,7 @@ class LlmEngine:
     def _stream(self, r: _Request) -> None:
         if r.request.streaming:
             for index, sample in enumerate(r.samples):
-                if len(sample.generated) > sample.sent:
+                if stream_due(len(sample.generated) - sample.sent, sample.sent, 1):  # at the LLM's cadence
                     self._send(r, index, final=False)
 
     def _send(self, r: _Request, index: int, final: bool) -> None:
@@ -332,28 +342,21 @@ class LlmEngine:
                 log.exception("abort() failed")
 
     def _stop_id(self, request_id: str) -> None:
+        stops = {request_id}
         for r in self._snapshot():
-            if request_id and r.request_id == request_id:
+            if is_stopped(r.request_id, stops):
                 self._abort(r)
                 self._finish(r, HandleStatus.CANCELLED)
 
     async def _poll_cancelled(self) -> None:
         while True:
             await asyncio.sleep(self._settings.cancel_period_s)
-            now, timeout = self._clock(), self._settings.queue_timeout_s
+            now = self._clock()
             for r in self._snapshot():
-                if r.sink.is_cancelled():
+                ending = polled_ending(r.sink.is_cancelled(), bool(r.generated_count), r.arrived, now, self._deadline)
+                if ending is not None:
                     self._abort(r)
-                    self._end(r, HandleStatus.CANCELLED, "cancelled", FailCode.CANCELLED)
-                elif timeout is not None and not r.generated_count and now - r.arrived > timeout:
-                    self._abort(r)
-                    self._end(
-                        r,
-                        HandleStatus.CANCELLED,
-                        f"no first token after {now - r.arrived:.0f}s in the queue; "
-                        "the server is overloaded, retry later",
-                        FailCode.UNAVAILABLE,
-                    )
+                    self._end(r, HandleStatus.CANCELLED, *ending)
 
     async def _read_stats(self) -> None:
         """The KV-cache usage from the LLM's iteration stats (row llm.get_stats_async; kv_gauge.py),

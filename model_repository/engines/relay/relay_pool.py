@@ -1,6 +1,7 @@
 """The relays' worker threads and their one watcher thread: which relayed requests run, which
 the client left (cancelled), which never got a first response (expired), and which still
-answer after a stop (the stop is sent again).
+answer after a stop (the stop is sent again).  What the relays share of these policies with the
+engines, and why the rest differs: model_repository/engine_step/loop_policies.py.
 
 Nothing here imports Triton: tests drive it with fakes.
 """
@@ -12,6 +13,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
+from model_repository.engine_step.loop_policies import FirstTokenDeadline
 from model_repository.engines.relay.relay import ERROR, Relay
 
 
@@ -28,7 +30,7 @@ class CancelWatcher:
         self, period_s: float, first_token_timeout_s: float | None = None, clock: Callable[[], float] = time.monotonic
     ) -> None:
         self._period_s = period_s
-        self._timeout_s = first_token_timeout_s
+        self._deadline = FirstTokenDeadline(first_token_timeout_s, where="")  # not "in the queue": the engine's
         self._clock = clock
         self._cond = threading.Condition()
         self._active: set[Relay] = set()
@@ -63,10 +65,8 @@ class CancelWatcher:
             elif relay.sink.is_cancelled():
                 relay.cancel()
                 acted += 1
-            elif self._timeout_s is not None and not relay.responded and now - relay.arrived > self._timeout_s:
-                acted += relay.expire(
-                    f"no first token after {now - relay.arrived:.0f}s; the server is overloaded, retry later"
-                )
+            elif not relay.responded and self._deadline.overdue(relay.arrived, now):
+                acted += relay.expire(self._deadline.message(relay.arrived, now))
         return acted
 
     def _loop(self) -> None:
