@@ -18,7 +18,7 @@ from build_engines.fidelity.options import EVALUATIONS, FidelityOptions
 from build_engines.gpus import DEFAULT_GPU, GpuError, GpuTarget, detect_gpus, known_gpu
 from build_engines.openvino import cli_options as openvino
 from build_engines.openvino.options import OpenVinoOptions
-from build_engines.option_lists import EXISTING_DIR, apply, choice, declared
+from build_engines.option_lists import EXISTING_DIR, Option, apply, choice, declared, enum_option
 from build_engines.pytorch import cli_options as pytorch
 from build_engines.spec import OPTIONS_SECTION, BuildSpec
 from build_engines.spec_base import DEFAULT_PRECISION, EngineBackend, EngineLimits, Precision, SpecError
@@ -40,7 +40,28 @@ _TRT = TrtLlmOptions()
 _SERVING = TrtLlmServing()
 
 
-_SIZED = "A value given here always wins (build_engines/gpu/limits.py)."
+# The engine limits, one option each (None: not given): what the limit is, and its default on the GPU
+# flows, which size a limit not given (build_engines/gpu/limits.py); openvino's default is EngineLimits'.
+_LIMIT_HELP = {
+    "max_batch_size": ("Requests in flight", "the GPU flows size it for the GPU (`plan` says why)"),
+    "max_input_len": ("Prompt tokens", "GPU: the longest prompt the engine takes"),
+    "max_seq_len": ("Prompt + generated tokens", "GPU: the model's context (within the KV cache)"),
+    "max_num_tokens": ("Tokens per engine step (prefill chunk + decodes)", "GPU: upstream's default or trtllm-bench's"),
+}
+_LIMIT_NAMES = tuple(_LIMIT_HELP)
+
+
+def _limit_option(name: str) -> Option:
+    """--max-...: an engine limit, None when not given (the engine's or the sizing's default)."""
+    what, on_gpu = _LIMIT_HELP[name]
+    return click.option(
+        "--" + name.replace("_", "-"),
+        type=int,
+        default=None,
+        help=f"{what}.  Default: openvino {getattr(_LIMITS, name)}; {on_gpu}.  "
+        "A value given here always wins (build_engines/gpu/limits.py).",
+    )
+
 
 _COMMON = [
     click.option(
@@ -64,34 +85,7 @@ _COMMON = [
         "int8_wo | int4_awq; tensorrt_llm_pytorch: auto (default: the checkpoint as it is) | fp16 | "
         "bf16 | fp8 | int4_awq | nvfp4 (ModelOpt)",
     ),
-    click.option(
-        "--max-batch-size",
-        type=int,
-        default=None,
-        help=f"Requests in flight.  Default: openvino {_LIMITS.max_batch_size}; the GPU flows size it for the "
-        "GPU (`plan` says why).  " + _SIZED,
-    ),
-    click.option(
-        "--max-input-len",
-        type=int,
-        default=None,
-        help=f"Prompt tokens.  Default: openvino {_LIMITS.max_input_len}; GPU: the longest prompt the engine "
-        "takes.  " + _SIZED,
-    ),
-    click.option(
-        "--max-seq-len",
-        type=int,
-        default=None,
-        help=f"Prompt + generated tokens.  Default: openvino {_LIMITS.max_seq_len}; GPU: the model's "
-        "context (within the KV cache).  " + _SIZED,
-    ),
-    click.option(
-        "--max-num-tokens",
-        type=int,
-        default=None,
-        help=f"Tokens per engine step (prefill chunk + decodes).  Default: openvino {_LIMITS.max_num_tokens}; "
-        "GPU: upstream's default or trtllm-bench's.  " + _SIZED,
-    ),
+    *(_limit_option(name) for name in _LIMIT_NAMES),
     click.option("--default-max-tokens", type=int, default=_LIMITS.default_max_tokens),
     click.option(
         "--max-queue-size",
@@ -138,10 +132,9 @@ _GPU = [
     ),
     click.option("--tp", "tp_size", type=int, default=_TRT.tp_size, help="[tensorrt_llm] tensor parallel size."),
     click.option("--pp", "pp_size", type=int, default=_TRT.pp_size, help="[tensorrt_llm] pipeline parallel size."),
-    click.option(
+    enum_option(
         "--kv-cache-dtype",
-        type=choice(KvCacheDtype),
-        default=_TRT.kv_cache_dtype.value,
+        default=_TRT.kv_cache_dtype,
         help="[tensorrt_llm] auto = the model's 16-bit dtype.",
     ),
     click.option(
@@ -169,10 +162,9 @@ _GPU = [
     ),
     click.option("--kv-cache-reuse/--no-kv-cache-reuse", default=_SERVING.enable_kv_cache_reuse),
     click.option("--chunked-context/--no-chunked-context", default=_SERVING.enable_chunked_context),
-    click.option(
+    enum_option(
         "--guided-decoding",
-        type=choice(GuidedDecodingBackend),
-        default=_SERVING.guided_decoding_backend.value,
+        default=_SERVING.guided_decoding_backend,
         help="[tensorrt_llm, tensorrt_llm_pytorch] guided_decoding_backend: structured "
         "output (JSON schema, regex, EBNF grammar) by the executor's xgrammar "
         "decoder; none: refused.",
@@ -197,7 +189,6 @@ _ENGINES = {
     EngineBackend.TENSORRT_LLM: trtllm,
     EngineBackend.OPENVINO: openvino,
 }
-_LIMIT_NAMES = ("max_batch_size", "max_input_len", "max_seq_len", "max_num_tokens")
 
 
 def spec_options(f):

@@ -48,3 +48,8 @@ EXISTING_DIR = click.Path(exists=True, file_okay=False, path_type=Path)  # a che
 def choice(enum_cls: type[enum.Enum]) -> click.Choice:
     """The values of `enum_cls` as a click choice."""
     return click.Choice([m.value for m in enum_cls])
+
+
+def enum_option(*decls: str, default: enum.Enum, **declaration: Any) -> Option:
+    """An option whose values are those of `default`'s enum, `default` when not given."""
+    return click.option(*decls, type=choice(type(default)), default=default.value, **declaration)

@@ -13,12 +13,21 @@ from build_engines.openvino.compress import MODES, SENSITIVITY_METRICS, Int4Reci
 from build_engines.openvino.numerics import NUMERICS_MODES, NumericsMode
 from build_engines.openvino.numerics_decisions import DECISION_SOURCES
 from build_engines.openvino.options import OpenVinoOptions
-from build_engines.option_lists import EXISTING_DIR
+from build_engines.option_lists import EXISTING_DIR, Option
 from build_engines.spec_base import EngineBackend, SpecError
 from contract.model_configs import ACTIVATION_PRECISIONS, KV_CACHE_PRECISIONS
 
 _OV = OpenVinoOptions()
 _INT4 = Int4Recipe()
+
+
+def _int4_option(field: str, **declaration: Any) -> Option:
+    """--int4-FIELD (an on/off pair for a yes-or-no field): the int4 recipe's field, its default the recipe's."""
+    flag = "int4-" + field.replace("_", "-")
+    default = getattr(_INT4, field)
+    flags = f"--{flag}/--no-{flag}" if isinstance(default, bool) else f"--{flag}"
+    return click.option(flags, default=default, **declaration)
+
 
 OPTIONS = [
     click.option(
@@ -126,28 +135,21 @@ OPTIONS = [
         help="[openvino] fuse each layer's q/k/v and gate/up matmuls (exact, faster at one stream; "
         "LoRA adapters of those modules are rewritten for them at render time).",
     ),
-    # int4 weights (--precision int4)
-    click.option(
-        "--int4-group-size",
-        type=int,
-        default=_INT4.group_size,
-        help="[openvino int4] weights per scale; must divide the hidden and MLP sizes.",
+    # int4 weights (--precision int4): a field of the recipe each
+    _int4_option(
+        "group_size", type=int, help="[openvino int4] weights per scale; must divide the hidden and MLP sizes."
     ),
-    click.option(
-        "--int4-ratio",
-        type=float,
-        default=_INT4.ratio,
-        help="[openvino int4] share of layers in int4; the most sensitive rest stays int8.",
+    _int4_option(
+        "ratio", type=float, help="[openvino int4] share of layers in int4; the most sensitive rest stays int8."
     ),
-    click.option("--int4-mode", type=click.Choice(MODES), default=_INT4.mode),
-    click.option("--int4-awq/--no-int4-awq", default=_INT4.awq),
-    click.option("--int4-scale-estimation/--no-int4-scale-estimation", default=_INT4.scale_estimation),
-    click.option("--int4-gptq/--no-int4-gptq", default=_INT4.gptq),
-    click.option("--int4-sensitivity-metric", type=click.Choice(SENSITIVITY_METRICS), default=_INT4.sensitivity_metric),
-    click.option(
-        "--int4-calibration-samples",
+    _int4_option("mode", type=click.Choice(MODES)),
+    _int4_option("awq"),
+    _int4_option("scale_estimation"),
+    _int4_option("gptq"),
+    _int4_option("sensitivity_metric", type=click.Choice(SENSITIVITY_METRICS)),
+    _int4_option(
+        "calibration_samples",
         type=int,
-        default=_INT4.calibration_samples,
         help="[openvino int4] windows of stdlib source text (never the evaluation text).",
     ),
 ]

@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from build_engines.option_lists import EXISTING_DIR, choice
+from build_engines.option_lists import EXISTING_DIR, enum_option
 from build_engines.pytorch.sampler import SamplerChoice, parse_sampling_fields
 from build_engines.pytorch.spec import PyTorchOptions, PyTorchServing
 from build_engines.pytorch.speculative import PyTorchSpecMode, PyTorchSpeculative
@@ -21,10 +21,9 @@ from build_engines.trtllm.options import DraftTargetOptions, GpuFlowFields, GpuS
 _SPECULATIVE = PyTorchSpeculative()
 
 OPTIONS = [
-    click.option(
+    enum_option(
         "--pt-speculative-decoding",
-        type=choice(PyTorchSpecMode),
-        default=PyTorchSpecMode.NONE.value,
+        default=PyTorchSpecMode.NONE,
         help="[tensorrt_llm_pytorch] the LLM API's speculative_config: ngram (prompt "
         "lookup), draft_target (--speculative-model-dir: a draft model with the "
         "target's tokenizer) or eagle3 (--speculative-model-dir: Eagle3 heads).",

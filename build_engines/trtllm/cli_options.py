@@ -14,7 +14,7 @@ from typing import Any, Mapping
 
 import click
 
-from build_engines.option_lists import EXISTING_DIR, choice, declared, given_flags
+from build_engines.option_lists import EXISTING_DIR, declared, enum_option, given_flags
 from build_engines.spec_base import EngineBackend, SpecError
 from build_engines.trtllm.eagle import parse_choices
 from build_engines.trtllm.options import (
@@ -38,12 +38,11 @@ OPTIONS = [
         default=_TRT.use_paged_context_fmha,
         help="[tensorrt_llm] needed for KV-cache reuse and chunked context.",
     ),
-    click.option("--scheduler-policy", type=choice(SchedulerPolicy), default=_SERVING.batch_scheduler_policy.value),
+    enum_option("--scheduler-policy", default=_SERVING.batch_scheduler_policy),
     click.option("--max-queue-delay-us", type=int, default=_SERVING.max_queue_delay_microseconds),
-    click.option(
+    enum_option(
         "--speculative-decoding",
-        type=choice(SpeculativeDecoding),
-        default=SpeculativeDecoding.NONE.value,
+        default=SpeculativeDecoding.NONE,
         help="[tensorrt_llm] lookahead_decoding: the engine drafts and verifies its own "
         "n-grams (no draft model); eagle: EAGLE-1 heads (--eagle-model-dir) built "
         "into the engine; draft_tokens_external: a draft model's engine "
