@@ -63,7 +63,7 @@ def _limit_option(name: str) -> Option:
     )
 
 
-_COMMON = [
+_COMMON: list[Option] = [
     click.option(
         "--checkpoint",
         type=EXISTING_DIR,
@@ -115,7 +115,7 @@ _COMMON = [
     click.option("--gate-max-ppl-change", type=float, default=None, help="Override the gate: max PPL change, percent."),
     click.option("--gate-min-top1", type=float, default=None, help="Override the gate: min same-top-1 share, percent."),
 ]
-_GPU = [
+_GPU: list[Option] = [
     click.option(
         "--trtllm-version",
         type=click.Choice(supported_versions()),
@@ -171,7 +171,7 @@ _GPU = [
     ),
 ]
 # --help's headings after the common options: which backend reads each option
-_SECTIONS = {
+_SECTIONS: dict[str, list[Option]] = {
     "GPU options (tensorrt_llm and tensorrt_llm_pytorch)": _GPU,
     "openvino options (the CPU engine)": openvino.OPTIONS,
     "tensorrt_llm options (the TensorRT engine flow)": trtllm.OPTIONS,

@@ -29,7 +29,7 @@ def _int4_option(field: str, **declaration: Any) -> Option:
     return click.option(flags, default=default, **declaration)
 
 
-OPTIONS = [
+OPTIONS: list[Option] = [
     click.option(
         "--kv-cache-size-gb",
         type=int,

@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from build_engines.option_lists import EXISTING_DIR, enum_option
+from build_engines.option_lists import EXISTING_DIR, Option, enum_option
 from build_engines.pytorch.sampler import SamplerChoice, parse_sampling_fields
 from build_engines.pytorch.spec import PyTorchOptions, PyTorchServing
 from build_engines.pytorch.speculative import PyTorchSpecMode, PyTorchSpeculative
@@ -20,7 +20,7 @@ from build_engines.trtllm.options import DraftTargetOptions, GpuFlowFields, GpuS
 
 _SPECULATIVE = PyTorchSpeculative()
 
-OPTIONS = [
+OPTIONS: list[Option] = [
     enum_option(
         "--pt-speculative-decoding",
         default=PyTorchSpecMode.NONE,

@@ -14,7 +14,7 @@ from typing import Any, Mapping
 
 import click
 
-from build_engines.option_lists import EXISTING_DIR, declared, enum_option, given_flags
+from build_engines.option_lists import EXISTING_DIR, Option, declared, enum_option, given_flags
 from build_engines.spec_base import EngineBackend, SpecError
 from build_engines.trtllm.eagle import parse_choices
 from build_engines.trtllm.options import (
@@ -32,7 +32,7 @@ from build_engines.trtllm.options import (
 _TRT = TrtLlmOptions()
 _SERVING = TrtLlmServing()
 
-OPTIONS = [
+OPTIONS: list[Option] = [
     click.option(
         "--paged-context-fmha/--no-paged-context-fmha",
         default=_TRT.use_paged_context_fmha,
