@@ -13,9 +13,9 @@ from bench.cli import options
 from bench.peer_compare import Peer
 
 
-@click.command("postprocessing")
+@options.command("postprocessing")
 @options.repository()
-@click.option("--served/--no-served", default=True, show_default=True, help="Also measure the served model.")
+@click.option("--served/--no-served", default=True, help="Also measure the served model.")
 @options.out_file("build/bench/postprocessing.json")
 def postprocessing_cost(repository: Path, served: bool, out: Path) -> None:
     """Microseconds of postprocessing per streamed token: 1 and 16 streams, 64- and 1024-token answers."""
@@ -27,11 +27,11 @@ def postprocessing_cost(repository: Path, served: bool, out: Path) -> None:
     out.write_text(json.dumps([r.to_dict() for r in rows], indent=2) + "\n")
 
 
-@click.command("pipeline-tax")
+@options.command("pipeline-tax")
 @options.repository()
-@click.option("--concurrency", type=int, default=16, show_default=True)
-@click.option("--output-tokens", type=int, default=64, show_default=True)
-@click.option("--rounds", type=int, default=4, show_default=True)
+@click.option("--concurrency", type=int, default=16)
+@click.option("--output-tokens", type=int, default=64)
+@click.option("--rounds", type=int, default=4)
 def pipeline_tax_command(repository: Path, concurrency: int, output_tokens: int, rounds: int) -> None:
     """Served ensemble (light in-process gRPC client) vs the same engine in-process, alternating
     pairs, with the served runs' CPU per server process and for the client."""
@@ -48,40 +48,32 @@ def pipeline_tax_command(repository: Path, concurrency: int, output_tokens: int,
     click.echo(pipeline_tax.summary(pairs))
 
 
-@click.command()
+@options.command()
 @click.option(
     "--repository",
     "repositories",
     multiple=True,
     type=click.Path(exists=True, file_okay=False, path_type=Path),
     default=(Path("build/repository"),),
-    show_default=True,
     help="Repeat for the same engine at other numerics (`build --numerics exact --repository DIR` renders one): "
     "every round runs each of ours and the peer.",
 )
 @click.option(
     "--exact/--no-exact",
     default=True,
-    show_default=True,
     help="With one repository whose engine serves other numerics than exact: a copy serving exact beside it.",
 )
 @options.out_dir("build/bench/peers")
 @click.option(
-    "--peer",
-    "peers",
-    multiple=True,
-    type=click.Choice([p.value for p in Peer]),
-    default=("llama.cpp", "vllm"),
-    show_default=True,
+    "--peer", "peers", multiple=True, type=click.Choice([p.value for p in Peer]), default=("llama.cpp", "vllm")
 )
 @options.levels((1, 16))
-@click.option("--output-tokens", type=int, default=128, show_default=True)
-@click.option("--rounds", type=int, default=2, show_default=True, help="Pairs (ours, peer) per peer and concurrency.")
+@click.option("--output-tokens", type=int, default=128)
+@click.option("--rounds", type=int, default=2, help="Pairs (ours, peer) per peer and concurrency.")
 @click.option(
     "--engine-rounds",
     type=int,
     default=3,
-    show_default=True,
     help="With llama.cpp: pairs of the engines alone at one stream (ours in-process, llama-bench); 0: none.",
 )
 def peers(

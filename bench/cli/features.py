@@ -10,15 +10,11 @@ import click
 from bench.cli import options
 
 
-@click.command()
+@options.command()
 @options.repository()
 @options.out_dir("build/bench/multiturn")
-@click.option("--users", type=int, default=4, show_default=True, help="Conversations at once.")
-@click.option("--turns", type=int, default=4, show_default=True)
-@click.option("--answer-tokens", type=int, default=32, show_default=True)
-@click.option(
-    "--rounds", type=int, default=2, show_default=True, help="Rounds per server (caching on / off), alternating."
-)
+@options.chats(users=4)
+@click.option("--rounds", type=int, default=2, help="Rounds per server (caching on / off), alternating.")
 def multiturn(repository: Path, out: Path, users: int, turns: int, answer_tokens: int, rounds: int) -> None:
     """Multi-turn chats sharing a long system prompt: TTFT per turn with prefix caching on and off."""
     from bench.multiturn import markdown, run
@@ -27,15 +23,13 @@ def multiturn(repository: Path, out: Path, users: int, turns: int, answer_tokens
     _write(out / "multiturn.md", markdown(rows, hit_rate))
 
 
-@click.command("cluster")
+@options.command("cluster")
 @options.repository()
 @options.out_dir("build/bench/cluster")
-@click.option("--rounds", type=int, default=4, show_default=True, help="Rounds per router mode, alternating.")
-@click.option("--users", type=int, default=8, show_default=True, help="Conversations at once.")
-@click.option("--turns", type=int, default=4, show_default=True)
-@click.option("--answer-tokens", type=int, default=32, show_default=True)
-@click.option("--hop-concurrency", "hop_levels", multiple=True, type=int, default=(1, 16), show_default=True)
-@click.option("--hop-pairs", type=int, default=2, show_default=True, help="Alternating pairs per concurrency.")
+@click.option("--rounds", type=int, default=4, help="Rounds per router mode, alternating.")
+@options.chats(users=8)
+@click.option("--hop-concurrency", "hop_levels", multiple=True, type=int, default=(1, 16))
+@click.option("--hop-pairs", type=int, default=2, help="Alternating pairs per concurrency.")
 def cluster_run(
     repository: Path,
     out: Path,
@@ -65,17 +59,17 @@ def cluster_run(
     click.echo("\n".join(markdown(report)))
 
 
-@click.command()
+@options.command()
 @options.repository()
 @options.out_dir("build/bench/priorities")
-@click.option("--batch-clients", type=int, default=12, show_default=True, help="Long generations kept in flight.")
-@click.option("--batch-tokens", type=int, default=192, show_default=True)
-@click.option("--interactive-rate", type=float, default=0.5, show_default=True, help="Interactive chats per second.")
-@click.option("--interactive-tokens", type=int, default=24, show_default=True)
-@click.option("--phase-s", type=float, default=40.0, show_default=True, help="Seconds per phase.")
-@click.option("--rounds", type=int, default=2, show_default=True, help="Phases with and without priorities, each.")
-@click.option("--max-num-seqs", type=int, default=8, show_default=True, help="The engine's running batch for this run.")
-@click.option("--slo-ttft-ms", type=float, default=1000.0, show_default=True)
+@click.option("--batch-clients", type=int, default=12, help="Long generations kept in flight.")
+@click.option("--batch-tokens", type=int, default=192)
+@click.option("--interactive-rate", type=float, default=0.5, help="Interactive chats per second.")
+@click.option("--interactive-tokens", type=int, default=24)
+@click.option("--phase-s", type=float, default=40.0, help="Seconds per phase.")
+@click.option("--rounds", type=int, default=2, help="Phases with and without priorities, each.")
+@click.option("--max-num-seqs", type=int, default=8, help="The engine's running batch for this run.")
+@click.option("--slo-ttft-ms", type=float, default=1000.0)
 def priorities(
     repository: Path,
     out: Path,
@@ -96,12 +90,12 @@ def priorities(
     _write(out / "priorities.md", markdown(table, slo_ttft_ms / 1000, workload, max_num_seqs))
 
 
-@click.command()
+@options.command()
 @options.repository()
 @options.out_dir("build/bench/speculative")
 @options.levels((1, 16))
-@click.option("--max-tokens", type=int, default=128, show_default=True)
-@click.option("--rounds", type=int, default=2, show_default=True)
+@click.option("--max-tokens", type=int, default=128)
+@click.option("--rounds", type=int, default=2)
 def speculative(repository: Path, out: Path, levels: tuple[int, ...], max_tokens: int, rounds: int) -> None:
     """Prompt-lookup decoding vs plain on input-grounded prompts (the engine in-process)."""
     from transformers import AutoTokenizer

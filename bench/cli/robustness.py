@@ -44,7 +44,7 @@ def _served(
         raise click.BadParameter(str(e), param_hint="--server-env") from None
 
 
-@click.command()
+@options.command()
 @served_repository
 @click.option(
     "--layout",
@@ -53,16 +53,13 @@ def _served(
     type=click.Choice([layout.value for layout in Layout]),
     help="Render and soak this repository layout of the default model instead (repeatable, in turn).",
 )
-@click.option(
-    "--duration", "duration_s", type=float, default=600.0, show_default=True, help="Seconds of load, per layout."
-)
-@click.option("--concurrency", type=int, default=8, show_default=True)
+@click.option("--duration", "duration_s", type=float, default=600.0, help="Seconds of load, per layout.")
+@click.option("--concurrency", type=int, default=8)
 @click.option(
     "--hang",
     "hang_s",
     type=float,
     default=180.0,
-    show_default=True,
     help="A request without an end after this long hung (the soak fails).",
 )
 @click.option(
@@ -75,7 +72,6 @@ def _served(
 @click.option(
     "--genai-perf/--no-genai-perf",
     default=False,
-    show_default=True,
     help="Run genai-perf (--backend tensorrtllm, tensorrt_llm_bls, streaming) every 5 minutes beside the load.",
 )
 @options.out_dir("build/soak")
@@ -128,7 +124,7 @@ def soak(
         raise SystemExit(1)
 
 
-@click.command()
+@options.command()
 @served_repository
 @click.option(
     "--layout",
@@ -136,40 +132,33 @@ def soak(
     default=None,
     help="Render and serve this repository layout of the default model instead.",
 )
-@click.option("--model", "models", multiple=True, default=(names.ENSEMBLE, names.LLM_BLS), show_default=True)
-@click.option("--rounds", type=int, default=5, show_default=True, help="Rounds of load, the server checked after each.")
+@click.option("--model", "models", multiple=True, default=(names.ENSEMBLE, names.LLM_BLS))
+@click.option("--rounds", type=int, default=5, help="Rounds of load, the server checked after each.")
 @click.option(
     "--minutes",
     type=float,
     default=0.0,
-    show_default=True,
     help="Run rounds until this much time has passed instead (a hung round is diagnosed, the server "
     "replaced, and the load goes on).",
 )
-@click.option("--requests", type=int, default=120, show_default=True, help="Requests per model and round.")
-@click.option("--concurrency", type=int, default=12, show_default=True)
-@click.option("--abandon-share", type=float, default=StressPlan.abandon_share, show_default=True)
+@click.option("--requests", type=int, default=120, help="Requests per model and round.")
+@click.option("--concurrency", type=int, default=12)
+@click.option("--abandon-share", type=float, default=StressPlan.abandon_share)
 @click.option(
     "--samples-share",
     type=float,
     default=StressPlan.samples_share,
-    show_default=True,
     help="Of the completed requests: n = 2 or 3 samples.",
 )
 @click.option(
-    "--stop-share",
-    type=float,
-    default=StressPlan.stop_share,
-    show_default=True,
-    help="Of the completed requests: with a stop word.",
+    "--stop-share", type=float, default=StressPlan.stop_share, help="Of the completed requests: with a stop word."
 )
-@click.option("--max-tokens", type=(int, int), default=StressPlan.max_tokens, show_default=True)
+@click.option("--max-tokens", type=(int, int), default=StressPlan.max_tokens)
 @click.option(
     "--round-deadline",
     "deadline_s",
     type=float,
     default=StressPlan.deadline_s,
-    show_default=True,
     help="A round not over after this long hung.",
 )
 @options.out_dir("build/stress")

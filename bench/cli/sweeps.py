@@ -12,11 +12,11 @@ from bench.cli import options
 from contract import names
 
 
-@click.command()
-@click.option("--url", default=names.DEFAULT_GRPC_URL, show_default=True)
+@options.command()
+@click.option("--url", default=names.DEFAULT_GRPC_URL)
 @options.levels((1, 16))
 @click.option("--requests-per-level", type=int, default=None, help="Default: 4 x concurrency (at least 8).")
-@click.option("--output-tokens", type=int, default=128, show_default=True)
+@click.option("--output-tokens", type=int, default=128)
 @options.out_file("build/bench/throughput.json")
 def throughput(
     url: str, levels: tuple[int, ...], requests_per_level: int | None, output_tokens: int, out: Path
@@ -30,20 +30,19 @@ def throughput(
     click.echo(f"wrote {out}")
 
 
-@click.command("aiperf")
+@options.command("aiperf")
 @options.repository("For the served model's name and its tokenizer (the checkpoint directory).")
 @click.option(
     "--http-url",
     default=f"http://{names.DEFAULT_HOST}:{names.DEFAULT_HTTP_PORT}",
-    show_default=True,
     help="Triton's HTTP endpoint (generate_stream of the ensemble and the BLS).",
 )
 @click.option("--openai-url", default=None, help="The OpenAI front (http://host:port); left out: no chat target.")
 @options.levels((1, 4, 16))
-@click.option("--requests-per-stream", type=int, default=4, show_default=True, help="Requests per concurrent stream.")
-@click.option("--min-requests", type=int, default=8, show_default=True)
-@click.option("--input-tokens", type=int, default=128, show_default=True)
-@click.option("--output-tokens", type=int, default=128, show_default=True)
+@click.option("--requests-per-stream", type=int, default=4, help="Requests per concurrent stream.")
+@click.option("--min-requests", type=int, default=8)
+@click.option("--input-tokens", type=int, default=128)
+@click.option("--output-tokens", type=int, default=128)
 @options.slo
 @options.out_dir("build/bench/aiperf")
 def aiperf_sweep(
@@ -86,18 +85,17 @@ def aiperf_sweep(
     click.echo(f"wrote {path}")
 
 
-@click.command()
+@options.command()
 @options.repository()
 @options.out_dir("build/bench/report")
 @options.slo
-@click.option("--input-tokens", type=int, default=128, show_default=True)
-@click.option("--output-tokens", type=int, default=128, show_default=True)
+@click.option("--input-tokens", type=int, default=128)
+@click.option("--output-tokens", type=int, default=128)
 @options.levels((1, 4, 16))
-@click.option("--request-rate", "rates", multiple=True, type=float, default=(1.0, 2.0, 4.0), show_default=True)
+@click.option("--request-rate", "rates", multiple=True, type=float, default=(1.0, 2.0, 4.0))
 @click.option(
     "--peer/--no-peer",
     default=True,
-    show_default=True,
     help="Compare with llama.cpp's server, vLLM's CPU build and transformers serve (python -m bench peers).",
 )
 @click.option(
@@ -107,8 +105,8 @@ def aiperf_sweep(
     default=None,
     help="USD per instance-hour: the report adds $/1M output tokens per load level and at the SLO-meeting load.",
 )
-@click.option("--gpus-per-replica", type=int, default=1, show_default=True, help="GPUs one replica uses (TP x PP).")
-@click.option("--gpus-per-instance", type=int, default=1, show_default=True, help="GPUs the priced instance has.")
+@click.option("--gpus-per-replica", type=int, default=1, help="GPUs one replica uses (TP x PP).")
+@click.option("--gpus-per-instance", type=int, default=1, help="GPUs the priced instance has.")
 @click.option(
     "--gpu-price-per-hour",
     "gpu_price_per_hour",
@@ -120,7 +118,6 @@ def aiperf_sweep(
     "--aiperf/--no-aiperf",
     "with_aiperf",
     default=True,
-    show_default=True,
     help="AIPerf sweeps of the HTTP streaming entry points (front chat, generate_stream of ensemble and BLS).",
 )
 def suite(
