@@ -34,9 +34,8 @@ from openai_front.tool_responses import ToolTurn
 from openai_front.translate import (
     PRIORITY_HEADER,
     ResponseShaper,
-    chat_input,
     chat_prompt_shape,
-    chat_tool_plan,
+    chat_turn,
     completion_input,
     completion_prompt_shape,
     prompt_token_ids,
@@ -379,7 +378,7 @@ def create_app(settings: FrontSettings) -> FastAPI:
 
     @app.post("/v1/chat/completions", dependencies=[Depends(authorized)])
     async def chat_completions(req: ChatCompletionRequest, request: Request):
-        messages, sampling = chat_input(req, tool_format=tool_format, model=settings.model_name)
+        messages, sampling, plan = chat_turn(req, tool_format=tool_format, model=settings.model_name)
         sampling = await check_model(req.model, with_priority_header(sampling, request.headers.get(PRIORITY_HEADER)))
         include_usage, continuous = req.stream_options.usage() if req.stream_options else (False, False)
         with engine_request_id(request, req.request_id) as response_id:
@@ -390,7 +389,7 @@ def create_app(settings: FrontSettings) -> FastAPI:
                 req.stream,
                 include_usage,
                 chat=True,
-                tools=chat_tool_plan(req, tool_format=tool_format, model=settings.model_name),
+                tools=plan,
                 continuous_usage=continuous,
                 response_id=response_id,
                 prompt_shape=chat_prompt_shape(req),

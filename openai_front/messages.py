@@ -2,7 +2,7 @@
 
 As /v1/responses does (openai_front/responses.py), a request becomes a chat completion request
 (openai_front.schemas.ChatCompletionRequest) and goes through the chat path's own translation
-(openai_front.translate.chat_input and chat_tool_plan: the chat template, sampling, the tool
+(openai_front.translate.chat_turn: the chat template, sampling, the tool
 plan in the served model's tool format, guided decoding for forced calls), the model and LoRA
 check and the priority header; the answer comes from openai_front/tool_responses.py's ToolTurn,
 whose chat deltas become Anthropic content blocks (whole) or Anthropic's stream events here.

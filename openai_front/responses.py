@@ -1,7 +1,7 @@
 """OpenAI's Responses API (`/v1/responses`) on the chat path.
 
 A request becomes a chat completion request (openai_front.schemas.ChatCompletionRequest) and
-goes through the chat path's own translation (openai_front.translate.chat_input: the chat
+goes through the chat path's own translation (openai_front.translate.chat_turn: the chat
 template, sampling, guided decoding for `text.format` and for function tools, the model and
 LoRA check, the priority header), then to the ensemble like a chat completion.  The answer
 comes from the chat path's openai_front/tool_responses.py ToolTurn (text, or tool calls the model

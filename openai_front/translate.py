@@ -225,6 +225,16 @@ def _content(message, index: int, tool_format: ToolFormat = FORMATS[tool_formats
 def chat_input(
     req: ChatCompletionRequest, *, tool_format: str = tool_formats.JSON, model: str = "the model"
 ) -> tuple[list[ChatMessage], SamplingParams]:
+    """chat_turn's prompt and sampling, for a caller that does not answer with the tool plan."""
+    prompt, sampling, _ = chat_turn(req, tool_format=tool_format, model=model)
+    return prompt, sampling
+
+
+def chat_turn(
+    req: ChatCompletionRequest, *, tool_format: str = tool_formats.JSON, model: str = "the model"
+) -> tuple[list[ChatMessage], SamplingParams, ToolPlan | None]:
+    """The chat request's prompt, sampling and tool plan (computed once here: the checks, the
+    guide and the prompt's tool description read it, and the answer is made with it)."""
     _common_checks(req)
     check_policy(req)
     check_extensions(req, CHAT)
@@ -258,7 +268,7 @@ def chat_input(
     ]
     if plan is not None:
         messages = plan.messages(messages)
-    return messages, _sampling(
+    sampling = _sampling(
         req,
         req.max_completion_tokens or req.max_tokens,
         log_probs=bool(req.logprobs),
@@ -266,6 +276,7 @@ def chat_input(
         guide=guide,
         prompt=chat_prompt_shape(req),
     )
+    return messages, sampling, plan
 
 
 def _check_generation_prompt(req: ChatCompletionRequest) -> None:
@@ -293,8 +304,7 @@ def chat_from_fields(
     chat = ChatCompletionRequest.model_validate(
         {"model": model, "messages": messages} | {k: v for k, v in fields.items() if v is not None}
     )
-    prompt, sampling = chat_input(chat, tool_format=tool_format, model=model_ref)
-    return prompt, sampling, chat_tool_plan(chat, tool_format=tool_format, model=model_ref)
+    return chat_turn(chat, tool_format=tool_format, model=model_ref)
 
 
 def chat_tool_plan(

@@ -38,6 +38,9 @@ class ScriptedEngine:
     async def lora_adapters(self):
         return {}
 
+    async def system_fingerprint(self):
+        return ""
+
     def answer(self, prompt, sampling) -> list[str]:
         type(self).calls.append((prompt, sampling))
         if "fail" in prompt[-1].content:
@@ -314,3 +317,24 @@ def test_the_chart_turns_the_store_off_with_several_replicas(values, mode):
     front = next(c for c in deployment["spec"]["template"]["spec"]["containers"] if c["name"] == "openai")
     assert f"--response-store={mode}" in front["args"]
     assert "--response-store-max-entries=1024" in front["args"] and "--response-store-ttl=3600" in front["args"]
+
+
+@pytest.mark.parametrize("path, body", [
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "Oslo?"}],
+                              "tools": [{"type": "function", "function": {k: v for k, v in WEATHER.items()
+                                                                          if k != "type"}}]}),
+    ("/v1/responses", {"input": "Oslo?", "tools": [WEATHER]}),
+    ("/v1/messages", {"max_tokens": 16, "messages": [{"role": "user", "content": "Oslo?"}],
+                      "tools": [{"name": "get_weather", "input_schema": WEATHER["parameters"]}]}),
+])
+@pytest.mark.parametrize("stream", [False, True])
+def test_the_tool_plan_is_made_once_a_request(monkeypatch, path, body, stream):
+    from openai_front import translate
+
+    made = []
+    plan = translate.tool_plan
+    monkeypatch.setattr(translate, "tool_plan", lambda *a, **k: made.append(1) or plan(*a, **k))
+    with _front(monkeypatch) as http:
+        r = http.post(path, json={"model": MODEL, "stream": stream, **body})
+    assert r.status_code == 200, r.text
+    assert len(made) == 1
