@@ -352,7 +352,7 @@ def create_app(settings: FrontSettings) -> FastAPI:
                 yield _sse("[DONE]")
                 return
             if include_usage:
-                yield _sse(shaper._envelope("chat.completion.chunk", [], usage=turn.usage()))
+                yield _sse(shaper.envelope("chat.completion.chunk", [], usage=turn.usage()))
             yield _sse("[DONE]")
 
         return ClosingStreamingResponse(sse(), media_type="text/event-stream")

@@ -26,7 +26,6 @@ import uuid
 from dataclasses import dataclass
 from typing import Awaitable, Callable
 
-import pydantic
 from fastapi import Depends, FastAPI, Request
 
 from client.errors import ClientError, InvalidRequestError
@@ -36,6 +35,7 @@ from contract import tool_formats
 from openai_front import responses
 from openai_front.errors import ApiError, anthropic_body, api_message, invalid, unsupported
 from openai_front.messages_schemas import CountTokensRequest, MessagesRequest
+from openai_front.other_apis import Renaming, joined_text
 from openai_front.stop_sequences import StopSequenceClient
 from openai_front.streaming import ClosingStreamingResponse, Disconnected, first_of, watched
 from openai_front.tool_responses import ToolTurn
@@ -122,15 +122,13 @@ _CHOICES = {
 }
 
 
-def _renamed(e: ApiError) -> ApiError:
-    message = e.message
-    for chat, ours in (*((f"'{k}'", f"'{v}'") for k, v in _PARAMS.items()), *_CHOICES.items()):
-        message = message.replace(chat, ours)
-    param = e.param
-    if param is not None:
-        for chat, ours in _PARAMS.items():
-            param = param.replace(chat, ours)
-    return ApiError(e.status, message, param=param, type_=e.type, code=e.code)
+def _param(name: str) -> str:
+    for chat, ours in _PARAMS.items():
+        name = name.replace(chat, ours)
+    return name
+
+
+_NAMES = Renaming(_PARAMS, param=_param, param_at=lambda loc: loc or "messages", phrases=_CHOICES)
 
 
 def _refusals(req: MessagesRequest) -> None:
@@ -169,19 +167,16 @@ def _text_block(block: dict, where: str) -> str:
     return block["text"]
 
 
+def _only_text(block, where: str) -> str:
+    kind = block.get("type") if isinstance(block, dict) else None
+    if kind != "text":
+        raise unsupported(f"{where}.type", f"block type {kind!r}: this server takes text blocks only")
+    return _text_block(block, where)
+
+
 def _texts(content, where: str) -> str:
     """A string or text blocks -> its text (system, tool_result content)."""
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
-        raise invalid(f"'{where}' must be a string or a list of text blocks", where)
-    texts = []
-    for j, block in enumerate(content):
-        kind = block.get("type") if isinstance(block, dict) else None
-        if kind != "text":
-            raise unsupported(f"{where}[{j}].type", f"block type {kind!r}: this server takes text blocks only")
-        texts.append(_text_block(block, f"{where}[{j}]"))
-    return "".join(texts)
+    return joined_text(content, where, "text blocks", _only_text)
 
 
 def _tool_result(block: dict, where: str) -> dict:
@@ -325,7 +320,7 @@ def translate(
     errors come back in this request's field names."""
     _refusals(req)
     messages = chat_messages(req)
-    try:
+    with _NAMES.spoken():
         tools = _chat_tools(req.tools)
         choice, parallel = _chat_tool_choice(req.tool_choice, bool(tools))
         fields = {
@@ -338,12 +333,6 @@ def translate(
             "parallel_tool_calls": parallel,
         }
         prompt, sampling, plan = chat_from_fields(req.model, messages, fields, tool_format=tool_format, model_ref=model)
-    except ApiError as e:
-        raise _renamed(e) from None
-    except pydantic.ValidationError as e:
-        first = e.errors()[0]
-        loc = ".".join(str(x) for x in first.get("loc", ()))
-        raise invalid(f"{loc or 'messages'}: {first.get('msg')}", loc or "messages") from None
     return prompt, sampling, plan
 
 
@@ -351,7 +340,7 @@ def engine_error(e: ClientError) -> ApiError:
     """An engine's refusal in this request's field names (Triton's prefixes dropped)."""
     if isinstance(e, InvalidRequestError):
         message, param = api_message(str(e), chat=True)
-        return _renamed(ApiError(400, message, param=param))
+        return _NAMES.error(ApiError(400, message, param=param))
     return responses.engine_error(e)
 
 

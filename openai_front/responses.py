@@ -29,7 +29,6 @@ import time
 import uuid
 from typing import Awaitable, Callable
 
-import pydantic
 from fastapi import Depends, FastAPI, Request
 from fastapi.responses import JSONResponse
 
@@ -37,6 +36,7 @@ from client.errors import ClientError, InvalidRequestError, RequestTimeout, Serv
 from client.types import ChatMessage, SamplingParams
 from contract import names, tool_formats
 from openai_front.errors import ApiError, invalid, param_of, unsupported
+from openai_front.other_apis import Renaming, joined_text
 from openai_front.response_store import OFF_REASON, ResponseStore, StoreSettings
 from openai_front.responses_schemas import ResponseCreateRequest
 from openai_front.streaming import ClosingStreamingResponse, Disconnected, first_of, watched
@@ -60,21 +60,17 @@ _PARAMS = {
 }
 
 
-def _param(name: str | None) -> str | None:
-    if name is None:
-        return None
+def _param(name: str) -> str:
     end = min((i for i in (name.find("."), name.find("[")) if i >= 0), default=len(name))
     return _PARAMS.get(name[:end], name[:end]) + name[end:]
 
 
-def _renamed(e: ApiError) -> ApiError:
-    """An error of the chat path, in this request's terms."""
-    message = e.message
-    for chat, ours in _PARAMS.items():
-        if chat != ours:
-            message = message.replace(f"'{chat}'", f"'{ours}'")
-    message = message.replace("{'type': 'function', 'function': {'name': ...}}", "{'type': 'function', 'name': ...}")
-    return ApiError(e.status, message, param=_param(e.param), type_=e.type, code=e.code)
+_NAMES = Renaming(
+    _PARAMS,
+    param=_param,
+    param_at=lambda loc: _param(loc) or "input",
+    phrases={"{'type': 'function', 'function': {'name': ...}}": "{'type': 'function', 'name': ...}"},
+)
 
 
 # Triton names the model that refused a request ("in ensemble 'ensemble', ..."): not a parameter.
@@ -85,7 +81,8 @@ def _engine_param(message: str) -> str | None:
     """The request parameter an engine's refusal names (the first quoted name that is not a model's)."""
     for quoted in re.findall(r"'([a-z_]+)'", message):
         if quoted not in _MODELS:
-            return _param(param_of(f"'{quoted}'", chat=True))
+            named = param_of(f"'{quoted}'", chat=True)
+            return None if named is None else _param(named)
     return None
 
 
@@ -103,24 +100,18 @@ def engine_error(e: ClientError) -> ApiError:
 _TEXT_PARTS = {"input_text", "output_text", "text"}
 
 
+def _part_text(part, where: str) -> str:
+    kind = part.get("type") if isinstance(part, dict) else None
+    if kind in _TEXT_PARTS and isinstance(part.get("text"), str):
+        return part["text"]
+    if kind == "refusal" and isinstance(part.get("refusal"), str):
+        return part["refusal"]
+    raise unsupported(where, f"content part type {kind!r}: this server takes text only (input_text, output_text)")
+
+
 def _text_of(content, where: str) -> str:
     """A message's content (a string or parts) -> its text; non-text parts are refused."""
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
-        raise invalid(f"'{where}' must be a string or a list of content parts", where)
-    texts = []
-    for j, part in enumerate(content):
-        kind = part.get("type") if isinstance(part, dict) else None
-        if kind in _TEXT_PARTS and isinstance(part.get("text"), str):
-            texts.append(part["text"])
-        elif kind == "refusal" and isinstance(part.get("refusal"), str):
-            texts.append(part["refusal"])
-        else:
-            raise unsupported(
-                f"{where}[{j}]", f"content part type {kind!r}: this server takes text only (input_text, output_text)"
-            )
-    return "".join(texts)
+    return joined_text(content, where, "content parts", _part_text)
 
 
 def input_items(req: ResponseCreateRequest) -> list[dict]:
@@ -281,7 +272,7 @@ def translate(
         messages.insert(0, {"role": "system", "content": req.instructions})
     if not messages:
         raise invalid("'input' is empty: send a string or at least one input item", "input")
-    try:
+    with _NAMES.spoken():
         tools, choice = _chat_tools(req.tools), _chat_tool_choice(req.tool_choice)
         fields = {
             "max_completion_tokens": req.max_output_tokens,
@@ -299,12 +290,6 @@ def translate(
             "user": req.user,
         }
         prompt, sampling, plan = chat_from_fields(req.model, messages, fields, tool_format=tool_format, model_ref=model)
-    except ApiError as e:
-        raise _renamed(e) from None
-    except pydantic.ValidationError as e:
-        first = e.errors()[0]
-        loc = ".".join(str(x) for x in first.get("loc", ()))
-        raise invalid(f"{_param(loc) or 'input'}: {first.get('msg')}", _param(loc) or "input") from None
     return items, prompt, sampling, plan
 
 

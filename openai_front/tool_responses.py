@@ -91,9 +91,9 @@ class ToolTurn:
             {"index": i, "message": messages[i], "finish_reason": finish.get(i, "stop"), "logprobs": None}
             for i in range(self.sampling.n)
         ]
-        return shaper._envelope("chat.completion", choices, usage=self.usage())
+        return shaper.envelope("chat.completion", choices, usage=self.usage())
 
     def chunk(self, shaper: ResponseShaper, index: int, delta: dict | None, reason: str | None) -> dict:
-        return shaper._envelope(
+        return shaper.envelope(
             "chat.completion.chunk", [{"index": index, "delta": delta or {}, "finish_reason": reason, "logprobs": None}]
         )

@@ -363,7 +363,7 @@ class ResponseShaper:
         self.prompt_texts: TokenTexts | None = None
         self.prompt_ids: list[int] | None = None  # a prompt sent as token ids (checked against the engine's)
 
-    def _envelope(self, obj: str, choices: list[dict], **extra) -> dict:
+    def envelope(self, obj: str, choices: list[dict], **extra) -> dict:
         return {
             "id": self.id,
             "object": obj,
@@ -405,7 +405,7 @@ class ResponseShaper:
             elif shape.vllm is not None and results[0].prompt_logprobs and self.prompt_texts:  # vLLM: on the response
                 extra["prompt_logprobs"] = vllm_entries(self.prompt_texts, results[0].prompt_logprobs, shape.vllm)
         used = usage(prompt, generated)
-        return self._envelope("chat.completion" if self.chat else "text_completion", choices, usage=used, **extra)
+        return self.envelope("chat.completion" if self.chat else "text_completion", choices, usage=used, **extra)
 
     def _check_prompt_ids(self, result: GenerationResult) -> None:
         """A prompt sent as token ids travels as its text: the prompt's log probs are the sent
@@ -427,7 +427,7 @@ class ResponseShaper:
         if not self.chat:
             return []
         return [
-            self._envelope(
+            self.envelope(
                 "chat.completion.chunk",
                 [{"index": i, "delta": {"role": "assistant", "content": ""}, "finish_reason": None, "logprobs": None}],
             )
@@ -440,10 +440,10 @@ class ResponseShaper:
         if self.chat:
             delta = {"content": chunk.text} if chunk.text else {}
             choice = {"index": index, "delta": delta, "finish_reason": finish_reason, "logprobs": logprobs}
-            return self._envelope("chat.completion.chunk", [choice])
+            return self.envelope("chat.completion.chunk", [choice])
         choice = {"index": index, "text": chunk.text, "finish_reason": finish_reason, "logprobs": logprobs}
-        return self._envelope("text_completion", [choice])
+        return self.envelope("text_completion", [choice])
 
     def usage_chunk(self, prompt_tokens: int, completion_tokens: int) -> dict:
         obj = "chat.completion.chunk" if self.chat else "text_completion"
-        return self._envelope(obj, [], usage=usage(prompt_tokens, completion_tokens))
+        return self.envelope(obj, [], usage=usage(prompt_tokens, completion_tokens))

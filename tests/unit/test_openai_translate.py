@@ -177,8 +177,8 @@ def test_every_body_carries_the_deployments_system_fingerprint():
     from openai_front.translate import ResponseShaper
 
     shaper = ResponseShaper("m", chat=True, system_fingerprint="fp_0123456789")
-    assert shaper._envelope("chat.completion.chunk", [])["system_fingerprint"] == "fp_0123456789"
-    assert ResponseShaper("m", chat=False)._envelope("text_completion", [])["system_fingerprint"] is None
+    assert shaper.envelope("chat.completion.chunk", [])["system_fingerprint"] == "fp_0123456789"
+    assert ResponseShaper("m", chat=False).envelope("text_completion", [])["system_fingerprint"] is None
 
 
 def test_guided_choice_and_structured_outputs_become_one_guide():
