@@ -39,6 +39,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
+from contract.model_configs import PyTorchEngineParameters
 from model_repository.engine_step.engine_inputs import EngineInputs
 from model_repository.engine_step.loop_policies import (
     FailCode,
@@ -82,8 +83,9 @@ class EngineSettings:
     max_batch_size: int  # the LLM's running batch (for the running/waiting gauges)
     capacity: int | None  # requests in the engine beyond which new ones are refused
     queue_timeout_s: float | None  # no first token after this long: UNAVAILABLE
-    cancel_period_s: float = 0.05
-    stats_period_s: float = 1.0
+    # The model's parameters' defaults (contract/model_configs.py), which the model passes on.
+    cancel_period_s: float = PyTorchEngineParameters.cancel_check_period_ms / 1000
+    stats_period_s: float = PyTorchEngineParameters.stats_period_s
 
 
 class LlmEngine:
