@@ -8,7 +8,9 @@ check and the priority header; the answer comes from openai_front/tool_responses
 whose chat deltas become Anthropic content blocks (whole) or Anthropic's stream events here.
 Stop sequences are matched in the front (openai_front/stop_sequences.py) so `stop_sequence`
 names the one that stopped the answer.  Errors on /v1/messages have Anthropic's shape
-(openai_front/errors.py anthropic_body; app.py's handlers and bodies.py pick it by path).
+(openai_front/errors.py anthropic_body; error_handlers.py and bodies.py pick it by path).  The
+routes are openai_front/messages_routes.py's; a stream's events are MessageEvents (the Framing of
+openai_front/streaming.py, the one SSE writer).
 
 FIELDS says what the front does with each request field, and where the field is defined.
 vLLM serves the same route by the same translation (vllm-project/vllm at commit
@@ -20,13 +22,10 @@ as errors."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import uuid
 from dataclasses import dataclass
-from typing import Awaitable, Callable
-
-from fastapi import Depends, FastAPI, Request
+from typing import Callable, Iterable
 
 from client.errors import ClientError, InvalidRequestError
 from client.types import ChatMessage, SamplingParams
@@ -34,13 +33,11 @@ from contract import params as contract_params
 from contract import tool_formats
 from openai_front import responses
 from openai_front.errors import ApiError, anthropic_body, api_message, invalid, unsupported
-from openai_front.messages_schemas import CountTokensRequest, MessagesRequest
-from openai_front.other_apis import Renaming, joined_text
-from openai_front.stop_sequences import StopSequenceClient
-from openai_front.streaming import ClosingStreamingResponse, Disconnected, first_of, watched
+from openai_front.messages_schemas import MessagesRequest
+from openai_front.other_apis import Renaming, chat_tools, joined_text
 from openai_front.tool_responses import ToolTurn
 from openai_front.tools import ToolPlan
-from openai_front.translate import PRIORITY_HEADER, chat_from_fields, with_priority_header
+from openai_front.translate import chat_from_fields
 
 ROUTE = "/v1/messages"
 
@@ -255,43 +252,40 @@ def chat_messages(req: MessagesRequest) -> list[dict]:
     return out
 
 
-def _chat_tools(tools: list[dict] | None) -> list[dict] | None:
-    if not tools:
-        return None
-    out = []
-    for i, tool in enumerate(tools):
-        where = f"tools[{i}]"
-        if tool.get("type") not in (None, "custom"):
-            raise unsupported(
-                f"{where}.type", f"tool type {tool.get('type')!r}: this server runs no server tools; send custom tools"
-            )
-        if not isinstance(tool.get("name"), str):
-            raise invalid(f"'{where}.name' must be a string", f"{where}.name")
-        if not isinstance(tool.get("input_schema"), dict):
-            raise invalid(f"'{where}.input_schema' must be a JSON schema object", f"{where}.input_schema")
-        for name in ("input_examples", "defer_loading", "allowed_callers"):
-            if tool.get(name) not in (None, False, []):
-                raise unsupported(f"{where}.{name}", "the tool is described by its name, description and input_schema")
-        extra = set(tool) - {
-            "type",
-            "name",
-            "description",
-            "input_schema",
-            "cache_control",
-            "strict",
-            "eager_input_streaming",
-            "input_examples",
-            "defer_loading",
-            "allowed_callers",
-        }
-        if extra:
-            name = sorted(extra)[0]
-            raise invalid(f"Unrecognized request argument supplied: {where}.{name}", f"{where}.{name}")
-        function = {"name": tool["name"], "parameters": tool["input_schema"]}
-        if tool.get("description"):
-            function["description"] = tool["description"]
-        out.append({"type": "function", "function": function})
-    return out
+_TOOL_KEYS = {
+    "type",
+    "name",
+    "description",
+    "input_schema",
+    "cache_control",
+    "strict",
+    "eager_input_streaming",
+    "input_examples",
+    "defer_loading",
+    "allowed_callers",
+}
+
+
+def _function(tool: dict, where: str) -> dict:
+    if tool.get("type") not in (None, "custom"):
+        raise unsupported(
+            f"{where}.type", f"tool type {tool.get('type')!r}: this server runs no server tools; send custom tools"
+        )
+    if not isinstance(tool.get("name"), str):
+        raise invalid(f"'{where}.name' must be a string", f"{where}.name")
+    if not isinstance(tool.get("input_schema"), dict):
+        raise invalid(f"'{where}.input_schema' must be a JSON schema object", f"{where}.input_schema")
+    for name in ("input_examples", "defer_loading", "allowed_callers"):
+        if tool.get(name) not in (None, False, []):
+            raise unsupported(f"{where}.{name}", "the tool is described by its name, description and input_schema")
+    extra = set(tool) - _TOOL_KEYS
+    if extra:
+        name = sorted(extra)[0]
+        raise invalid(f"Unrecognized request argument supplied: {where}.{name}", f"{where}.{name}")
+    function = {"name": tool["name"], "parameters": tool["input_schema"]}
+    if tool.get("description"):
+        function["description"] = tool["description"]
+    return function
 
 
 def _chat_tool_choice(choice: dict | None, has_tools: bool) -> tuple[str | dict | None, bool | None]:
@@ -321,7 +315,7 @@ def translate(
     _refusals(req)
     messages = chat_messages(req)
     with _NAMES.spoken():
-        tools = _chat_tools(req.tools)
+        tools = chat_tools(req.tools, _function)
         choice, parallel = _chat_tool_choice(req.tool_choice, bool(tools))
         fields = {
             "max_completion_tokens": req.max_tokens,
@@ -453,87 +447,37 @@ def new_message_id() -> str:
     return f"msg_{uuid.uuid4().hex}"
 
 
-# --- the route ----------------------------------------------------------------------------------
-def register(
-    app: FastAPI,
-    *,
-    client: Callable[[], object],
-    check_model: Callable[[str, SamplingParams], Awaitable[SamplingParams]],
-    authorized: Callable,
-    request_timeout_s: float | None,
-    tool_format: str = tool_formats.JSON,
-    model_name: str = "the model",
-) -> None:
-    """POST /v1/messages and /v1/messages/count_tokens on `app` (create_app calls this with its
-    client, model check, authentication and the served model's tool-call format)."""
+class MessageEvents:
+    """A streamed message (openai_front/streaming.py's Framing): Anthropic's events of the chat
+    path's deltas; `matched` says which stop sequence stopped it (None: none did)."""
 
-    @app.post(ROUTE, dependencies=[Depends(authorized)])
-    async def create_message(req: MessagesRequest, request: Request):
-        messages, sampling, plan = translate(req, tool_format=tool_format, model=model_name)
-        sampling = await check_model(req.model, with_priority_header(sampling, request.headers.get(PRIORITY_HEADER)))
-        stops = tuple(req.stop_sequences or ())
-        engine = StopSequenceClient(client(), stops) if stops else None
-        turn = ToolTurn(engine or client(), messages, sampling, plan, request_timeout_s)
-        message_id = new_message_id()
-        if not req.stream:
-            try:
-                answers, finishes = await turn.messages()
-            except ClientError as e:
-                raise engine_error(e) from None
-            matched = engine.matched if engine else None
-            reason = stop_reason(finishes.get(0, "stop"), matched)
-            return message_body(message_id, req.model, content_blocks(answers[0]), reason, matched, usage_of(turn))
-        events = turn.events()
-        first = await first_of(events, engine_error)  # errors before the first byte become HTTP errors
+    def __init__(self, message_id: str, model: str, turn: ToolTurn, matched: Callable[[], str | None]) -> None:
+        self.message_id, self.model, self.turn, self.matched = message_id, model, turn, matched
+        self.blocks = BlockEvents()
+        self.finish = "stop"
 
-        async def sse():
-            yield event(
-                "message_start",
-                message=message_body(
-                    message_id, req.model, [], None, None, {"input_tokens": turn.prompt_tokens, "output_tokens": 0}
-                ),
-            )
-            yield event("ping")
-            blocks, finish = BlockEvents(), "stop"
-            try:
-                async for _, delta, reason in watched(request, first, events):
-                    for text in blocks.delta(delta or {}):
-                        yield text
-                    finish = reason or finish
-            except Disconnected:
-                return
-            except ClientError as e:
-                yield event("error", error=anthropic_body(engine_error(e))["error"])
-                return
-            for text in blocks.close():
-                yield text
-            matched = engine.matched if engine else None
-            reason = stop_reason(finish, matched)
-            used = usage_of(turn)
-            yield event(
-                "message_delta",
-                delta={"stop_reason": reason, "stop_sequence": matched if reason == "stop_sequence" else None},
-                usage=used,
-            )
-            yield event("message_stop")
+    def opening(self, first) -> Iterable[str]:
+        usage = {"input_tokens": self.turn.prompt_tokens, "output_tokens": 0}
+        return [
+            event("message_start", message=message_body(self.message_id, self.model, [], None, None, usage)),
+            event("ping"),
+        ]
 
-        return ClosingStreamingResponse(sse(), media_type="text/event-stream")
+    def event(self, answered: tuple[int, dict | None, str | None]) -> Iterable[str]:
+        _, delta, reason = answered
+        self.finish = reason or self.finish
+        return self.blocks.delta(delta or {})
 
-    @app.post(ROUTE + "/count_tokens", dependencies=[Depends(authorized)])
-    async def count_tokens(req: CountTokensRequest, request: Request):
-        """The prompt's tokens as the engine counts them: the prompt /v1/messages would send (the
-        chat template, the tools described as the tool plan describes them), tokenized by
-        preprocessing; one token is generated to read the count, and the request is then closed."""
-        full = MessagesRequest.model_validate(req.model_dump(exclude_none=True) | {"max_tokens": 1})
-        messages, sampling, _ = translate(full, tool_format=tool_format, model=model_name)
-        sampling = await check_model(req.model, with_priority_header(sampling, request.headers.get(PRIORITY_HEADER)))
-        chunks = client().stream(  # type: ignore[attr-defined]  # client() is the front's AsyncLlmClient
-            messages,
-            dataclasses.replace(sampling, max_tokens=1, min_tokens=None, guide=None),
-            timeout_s=request_timeout_s,
+    def failed(self, e: ClientError) -> Iterable[str]:
+        return [event("error", error=anthropic_body(engine_error(e))["error"])]
+
+    def closing(self) -> Iterable[str]:
+        yield from self.blocks.close()
+        matched = self.matched()
+        reason = stop_reason(self.finish, matched)
+        yield event(
+            "message_delta",
+            delta={"stop_reason": reason, "stop_sequence": matched if reason == "stop_sequence" else None},
+            usage=usage_of(self.turn),
         )
-        try:
-            first = await first_of(chunks, engine_error)
-        finally:
-            await chunks.aclose()
-        return {"input_tokens": first.num_input_tokens if first is not None else 0}
+        yield event("message_stop")

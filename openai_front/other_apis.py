@@ -58,3 +58,11 @@ class Renaming:
             first = e.errors()[0]
             name = self.param_at(".".join(str(x) for x in first.get("loc", ())))
             raise invalid(f"{name}: {first.get('msg')}", name) from None
+
+
+def chat_tools(tools: list[dict] | None, function: Callable[[dict, str], dict]) -> list[dict] | None:
+    """Another API's tools -> the chat request's function tools (None for none); `function` reads
+    one tool (at `tools[i]`) as the chat request's function, or refuses it."""
+    if not tools:
+        return None
+    return [{"type": "function", "function": function(tool, f"tools[{i}]")} for i, tool in enumerate(tools)]

@@ -6,8 +6,8 @@ template, sampling, guided decoding for `text.format` and for function tools, th
 LoRA check, the priority header), then to the ensemble like a chat completion.  The answer
 comes from the chat path's openai_front/tool_responses.py ToolTurn (text, or tool calls the model
 chose or was forced to make), whose chat deltas become
-Responses output items and events here; openai_front/streaming.py holds what both routes do
-while streaming.
+Responses output items and events here (ResponseEvents: the Framing of openai_front/streaming.py,
+the one SSE writer); the routes are openai_front/responses_routes.py's.
 
 - `input`: a string, or items: messages (roles system, developer, user, assistant; content a
   string or input_text/output_text parts), function_call and function_call_output items.
@@ -27,22 +27,17 @@ import json
 import re
 import time
 import uuid
-from typing import Awaitable, Callable
-
-from fastapi import Depends, FastAPI, Request
-from fastapi.responses import JSONResponse
+from typing import Callable, Iterable
 
 from client.errors import ClientError, InvalidRequestError, RequestTimeout, ServerUnavailable
 from client.types import ChatMessage, SamplingParams
 from contract import names, tool_formats
 from openai_front.errors import ApiError, invalid, param_of, unsupported
-from openai_front.other_apis import Renaming, joined_text
-from openai_front.response_store import OFF_REASON, ResponseStore, StoreSettings
+from openai_front.other_apis import Renaming, chat_tools, joined_text
 from openai_front.responses_schemas import ResponseCreateRequest
-from openai_front.streaming import ClosingStreamingResponse, Disconnected, first_of, watched
 from openai_front.tool_responses import ToolTurn
 from openai_front.tools import ToolPlan
-from openai_front.translate import PRIORITY_HEADER, chat_from_fields, with_priority_header
+from openai_front.translate import chat_from_fields
 
 ROUTE = "/v1/responses"
 MAX_METADATA_KEYS, MAX_METADATA_KEY, MAX_METADATA_VALUE = 16, 64, 512  # OpenAI's bounds
@@ -180,21 +175,14 @@ def chat_messages(items: list[dict] | tuple[dict, ...]) -> list[dict]:
 
 
 # --- tools and text.format -> the chat request's fields ------------------------------------
-def _chat_tools(tools: list[dict] | None) -> list[dict] | None:
-    if not tools:
-        return None
-    out = []
-    for i, tool in enumerate(tools):
-        if tool.get("type") != "function":
-            raise unsupported(
-                f"tools[{i}].type",
-                f"tool type {tool.get('type')!r}: this server runs no hosted tools; send function tools",
-            )
-        if not isinstance(tool.get("name"), str):
-            raise invalid(f"'tools[{i}].name' must be a string", f"tools[{i}].name")
-        function = {k: tool[k] for k in ("name", "description", "parameters", "strict") if tool.get(k) is not None}
-        out.append({"type": "function", "function": function})
-    return out
+def _function(tool: dict, where: str) -> dict:
+    if tool.get("type") != "function":
+        raise unsupported(
+            f"{where}.type", f"tool type {tool.get('type')!r}: this server runs no hosted tools; send function tools"
+        )
+    if not isinstance(tool.get("name"), str):
+        raise invalid(f"'{where}.name' must be a string", f"{where}.name")
+    return {k: tool[k] for k in ("name", "description", "parameters", "strict") if tool.get(k) is not None}
 
 
 def _chat_tool_choice(choice: str | dict | None) -> str | dict | None:
@@ -273,7 +261,7 @@ def translate(
     if not messages:
         raise invalid("'input' is empty: send a string or at least one input item", "input")
     with _NAMES.spoken():
-        tools, choice = _chat_tools(req.tools), _chat_tool_choice(req.tool_choice)
+        tools, choice = chat_tools(req.tools, _function), _chat_tool_choice(req.tool_choice)
         fields = {
             "max_completion_tokens": req.max_output_tokens,
             "temperature": req.temperature,
@@ -372,7 +360,7 @@ class ResponseBuilder:
 
     def output_items(self, message: dict, finish: str) -> list[dict]:
         """The chat path's whole assistant message (text and/or tool calls) -> output items."""
-        status = _status(finish)
+        status = status_of(finish)
         items = []
         if message.get("content") is not None or not message.get("tool_calls"):
             items.append(self.message_item(message.get("content") or "", status))
@@ -382,11 +370,11 @@ class ResponseBuilder:
         return items
 
 
-def _status(finish: str) -> str:
+def status_of(finish: str) -> str:
     return "incomplete" if finish == "length" else "completed"
 
 
-def _response_usage(chat_usage: dict) -> dict:
+def response_usage(chat_usage: dict) -> dict:
     return _usage(chat_usage["prompt_tokens"], chat_usage["completion_tokens"])
 
 
@@ -514,142 +502,47 @@ class OutputEvents:
         return events
 
     def finish(self, finish: str) -> list[str]:
-        events = self._close(_status(finish))
+        events = self._close(status_of(finish))
         if not self.output:  # nothing generated: an empty message, as a whole response has
             self._open = {"type": "message", "id": _hex_id("msg"), "text": ""}
-            events += _message_opening(self.emit, 0, self._open["id"]) + self._close(_status(finish))
+            events += _message_opening(self.emit, 0, self._open["id"]) + self._close(status_of(finish))
         return events
 
 
-# --- the routes -----------------------------------------------------------------------------
-def register(
-    app: FastAPI,
-    *,
-    store_settings: StoreSettings,
-    client: Callable[[], object],
-    check_model: Callable[[str, SamplingParams], Awaitable[SamplingParams]],
-    authorized: Callable,
-    request_timeout_s: float | None,
-    tool_format: str = tool_formats.JSON,
-    model_name: str = "the model",
-) -> ResponseStore:
-    """POST /v1/responses, GET and DELETE /v1/responses/{id} on `app` (create_app calls this
-    with its client, model check, authentication and the served model's tool-call format)."""
+class ResponseEvents:
+    """A streamed response (openai_front/streaming.py's Framing): text and tool calls stream as the
+    chat path yields them (a call the model chose is recognised in its first characters;
+    openai_front/tools.py); `done` is given the whole response at the end."""
 
-    store = ResponseStore(store_settings)
+    def __init__(self, builder: ResponseBuilder, turn: ToolTurn, done: Callable[[dict], None]) -> None:
+        self.builder, self.turn, self.done = builder, turn, done
+        self.emit = EventWriter()
+        self.output = OutputEvents(self.emit)
+        self.finish = "stop"
 
-    def history_of(previous: str | None) -> tuple[dict, ...]:
-        if previous is None:
-            return ()
-        if not store.enabled:
-            raise ApiError(
-                400,
-                f"'previous_response_id' cannot be honoured: {OFF_REASON}; send the whole "
-                "conversation in 'input' instead",
-                param="previous_response_id",
-                code="response_store_disabled",
-            )
-        found = store.get(previous)
-        if found is None:
-            raise ApiError(
-                400,
-                f"Previous response with id {previous!r} not found (this server keeps responses "
-                f"stored with store: true for {store.settings.ttl_s:g} s, the latest "
-                f"{store.settings.max_entries} at most)",
-                param="previous_response_id",
-                code="previous_response_not_found",
-            )
-        return found.conversation
+    def opening(self, first) -> Iterable[str]:
+        in_progress = self.builder.body("in_progress", [])
+        return [
+            self.emit("response.created", response=in_progress),
+            self.emit("response.in_progress", response=in_progress),
+        ]
 
-    def keep(builder: ResponseBuilder, body: dict, history: tuple[dict, ...], items: list[dict]) -> None:
-        if builder.stored:
-            store.put(builder.id, body, (*history, *items, *body["output"]))
+    def event(self, event: tuple[int, dict | None, str | None]) -> Iterable[str]:
+        _, delta, reason = event
+        if reason is not None:
+            self.finish = reason
+        return self.output.delta(delta) if delta is not None else []
 
-    @app.post(ROUTE, dependencies=[Depends(authorized)])
-    async def create_response(req: ResponseCreateRequest, request: Request):
-        history = history_of(req.previous_response_id)
-        items, messages, sampling, plan = translate(req, history, tool_format=tool_format, model=model_name)
-        sampling = await check_model(req.model, with_priority_header(sampling, request.headers.get(PRIORITY_HEADER)))
-        builder = ResponseBuilder(req, stored=req.store and store.enabled)
-        turn = ToolTurn(client(), messages, sampling, plan, request_timeout_s)  # the chat path's answer
-        if not req.stream:
-            try:
-                answers, finishes = await turn.messages()
-            except ClientError as e:
-                raise engine_error(e) from None
-            finish = finishes.get(0, "stop")
-            body = builder.body(
-                _status(finish), builder.output_items(answers[0], finish), _response_usage(turn.usage())
-            )
-            keep(builder, body, history, items)
-            return body
-        events = turn.events()
-        first = await first_of(events, engine_error)  # errors before the first byte become HTTP errors
-        stream = _events(request, builder, turn, first, events, lambda body: keep(builder, body, history, items))
-        return ClosingStreamingResponse(stream, media_type="text/event-stream")
+    def failed(self, e: ClientError) -> Iterable[str]:
+        error = engine_error(e)
+        failure = {"code": "server_error" if error.status >= 500 else "invalid_prompt", "message": error.message}
+        return [
+            self.emit("error", code=error.code or error.type, message=error.message, param=error.param),
+            self.emit("response.failed", response=self.builder.body("failed", [], error=failure)),
+        ]
 
-    async def _events(request: Request, builder: ResponseBuilder, turn: ToolTurn, first, events, done: Callable):
-        """Text and tool calls stream as the chat path yields them (a call the model chose is
-        recognised in its first characters; openai_front/tools.py)."""
-        emit = EventWriter()
-        yield emit("response.created", response=builder.body("in_progress", []))
-        yield emit("response.in_progress", response=builder.body("in_progress", []))
-        output = OutputEvents(emit)
-        finish = "stop"
-        try:
-            async for _, delta, reason in watched(request, first, events):
-                if delta is not None:
-                    for event in output.delta(delta):
-                        yield event
-                if reason is not None:
-                    finish = reason
-        except Disconnected:
-            return
-        except ClientError as e:
-            error = engine_error(e)
-            yield emit("error", code=error.code or error.type, message=error.message, param=error.param)
-            yield emit(
-                "response.failed",
-                response=builder.body(
-                    "failed",
-                    [],
-                    error={
-                        "code": "server_error" if error.status >= 500 else "invalid_prompt",
-                        "message": error.message,
-                    },
-                ),
-            )
-            return
-        for event in output.finish(finish):
-            yield event
-        body = builder.body(_status(finish), output.output, _response_usage(turn.usage()))
-        done(body)
-        yield emit("response.completed" if body["status"] == "completed" else "response.incomplete", response=body)
-
-    def not_found(response_id: str) -> ApiError:
-        why = (
-            OFF_REASON
-            if not store.enabled
-            else (
-                f"responses are kept only when created with store: true, for {store.settings.ttl_s:g} s, the latest "
-                f"{store.settings.max_entries} at most"
-            )
-        )
-        return ApiError(
-            404, f"Response with id {response_id!r} not found: {why}", param="response_id", code="response_not_found"
-        )
-
-    @app.get(ROUTE + "/{response_id}", dependencies=[Depends(authorized)])
-    async def retrieve_response(response_id: str):
-        found = store.get(response_id)
-        if found is None:
-            raise not_found(response_id)
-        return found.response
-
-    @app.delete(ROUTE + "/{response_id}", dependencies=[Depends(authorized)])
-    async def delete_response(response_id: str):
-        if not store.delete(response_id):
-            raise not_found(response_id)
-        return JSONResponse({"id": response_id, "object": "response", "deleted": True})
-
-    return store
+    def closing(self) -> Iterable[str]:
+        yield from self.output.finish(self.finish)
+        body = self.builder.body(status_of(self.finish), self.output.output, response_usage(self.turn.usage()))
+        self.done(body)
+        yield self.emit("response.completed" if body["status"] == "completed" else "response.incomplete", response=body)

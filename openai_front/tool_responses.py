@@ -6,11 +6,13 @@ regenerated under guided decoding (openai_front/tools.py says why); the usage co
 from __future__ import annotations
 
 import dataclasses
-from typing import AsyncGenerator
+from typing import AsyncGenerator, Callable
 
+from client.errors import ClientError
 from client.types import SamplingParams
+from openai_front.errors import ApiError
 from openai_front.tools import CallStream, ToolPlan, assemble, call_mode
-from openai_front.translate import ResponseShaper, new_id, usage
+from openai_front.translate import new_id, usage
 
 
 class ToolTurn:
@@ -85,15 +87,9 @@ class ToolTurn:
                 finish[index] = reason
         return {i: assemble(deltas.get(i, [])) for i in range(self.sampling.n)}, finish
 
-    async def whole(self, shaper: ResponseShaper) -> dict:
-        messages, finish = await self.messages()
-        choices = [
-            {"index": i, "message": messages[i], "finish_reason": finish.get(i, "stop"), "logprobs": None}
-            for i in range(self.sampling.n)
-        ]
-        return shaper.envelope("chat.completion", choices, usage=self.usage())
-
-    def chunk(self, shaper: ResponseShaper, index: int, delta: dict | None, reason: str | None) -> dict:
-        return shaper.envelope(
-            "chat.completion.chunk", [{"index": index, "delta": delta or {}, "finish_reason": reason, "logprobs": None}]
-        )
+    async def answer(self, error: Callable[[ClientError], ApiError]) -> tuple[dict[int, dict], dict[int, str]]:
+        """messages(), an engine error raised as the ApiError `error` makes of it."""
+        try:
+            return await self.messages()
+        except ClientError as e:
+            raise error(e) from None
