@@ -53,26 +53,15 @@ def build_inputs(prompt: str | Sequence[ChatMessage], sampling: SamplingParams, 
         messages = [{"role": m.role, "content": m.content} for m in prompt]
         inputs = [_tensor("messages", json.dumps(messages, ensure_ascii=False))]
     inputs.append(_tensor("stream", stream))
-    for field_name in (
-        "max_tokens",
-        "temperature",
-        "top_k",
-        "min_tokens",
-        "seed",
-        "repetition_penalty",
-        "presence_penalty",
-        "frequency_penalty",
-        "skip_special_tokens",
-        "priority",
-        "lora_task_id",
-        "num_draft_tokens",
-    ):
-        value = getattr(sampling, field_name)
-        if value is not None:
-            inputs.append(_tensor(field_name, value))
+    sent = sampling.sent()  # the sampling fields set (contract/sampling_fields.py), each an input of its name
     top_p = rules.implied_top_p(sampling.temperature, sampling.top_k, sampling.top_p)
     if top_p is not None:
-        inputs.append(_tensor("top_p", top_p))
+        sent["top_p"] = top_p
+    for field_name in ("max_tokens", "skip_special_tokens", "priority", "lora_task_id", "num_draft_tokens"):
+        value = getattr(sampling, field_name)
+        if value is not None:
+            sent[field_name] = value
+    inputs += [_tensor(name, value) for name, value in sent.items()]
     if sampling.stop:
         inputs.append(_tensor(_RENAMES["stop"], sampling.stop))
     if sampling.bad_words:

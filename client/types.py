@@ -4,11 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-
-@dataclass(frozen=True)
-class ChatMessage:
-    role: str  # system | user | assistant | tool
-    content: str
+# The ensemble's message type (contract/chat_message.py), re-exported.
+from contract.chat_message import ChatMessage as ChatMessage
+from contract.sampling_fields import SentSampling
 
 
 @dataclass(frozen=True)
@@ -31,16 +29,11 @@ Alternatives = tuple[tuple[int, float], ...]
 
 
 @dataclass(frozen=True)
-class SamplingParams:
+class SamplingParams(SentSampling):
+    """The sampling fields (temperature, top_p, top_k, min_tokens, seed, the penalties; None: the
+    server's default, temperature 0: greedy) are SentSampling's (contract/sampling_fields.py)."""
+
     max_tokens: int | None = None  # None: the server's default
-    temperature: float | None = None  # 0: greedy
-    top_p: float | None = None
-    top_k: int | None = None
-    min_tokens: int | None = None
-    seed: int | None = None
-    repetition_penalty: float | None = None
-    presence_penalty: float | None = None
-    frequency_penalty: float | None = None
     stop: tuple[str, ...] = ()
     bad_words: tuple[str, ...] = ()
     return_log_probs: bool = False

@@ -22,12 +22,13 @@ from typing import Any, Mapping
 import numpy as np
 
 from cluster.replica_model import ReplicaModel
-from contract import params
+from contract import params, sampling_fields
 from contract.features import ENGINE_INPUT_FEATURES, SAMPLING_INPUT_FEATURES, refusals
 from contract.params import InvalidParameter
+from contract.sampling_fields import SentSampling
 from contract.tensors import ENGINE_INPUTS, by_name
 from model_repository.engine_step.engine_inputs import EngineInputs, GenerationOptions
-from model_repository.text.preprocessor import engine_sampling, resolve_sampling, sampling_fields
+from model_repository.text.preprocessor import engine_sampling, feature_fields_sent, resolve_sampling
 
 # Keys of each section that the worker maps or leaves to the frontend; a key of a section outside
 # these with a value is refused (Dynamo 1.6.1's fields: docs/cluster.md, "What the worker honours").
@@ -42,19 +43,9 @@ STOP_KEYS = frozenset(
         "stop_token_ids",
     }
 )
+# The sampling fields (contract/sampling_fields.py) come in sampling_options, but min_tokens (a stop condition).
 SAMPLING_KEYS = frozenset(
-    {
-        "n",
-        "temperature",
-        "top_p",
-        "top_k",
-        "repetition_penalty",
-        "presence_penalty",
-        "frequency_penalty",
-        "seed",
-        "guided_decoding",
-        "include_stop_str_in_output",
-    }
+    {"n", "guided_decoding", "include_stop_str_in_output", *(n for n in sampling_fields.NAMES if n not in STOP_KEYS)}
 )
 OUTPUT_KEYS = frozenset({"logprobs", "skip_special_tokens", "formatted_prompt", "return_tokens_as_token_ids"})
 # Fields with a value that asks for nothing: accepted (clients such as vLLM's send defaults).
@@ -62,20 +53,6 @@ NEUTRAL: dict[str, Any] = {"best_of": 1, "use_beam_search": False, "length_penal
 # Dynamo's guided_decoding keys -> TensorRT-LLM's guide types (GenerationOptions.GUIDE_TYPES).
 GUIDES = {"json": "json_schema", "regex": "regex", "grammar": "ebnf_grammar"}
 _ENGINE_INPUTS = by_name(ENGINE_INPUTS)
-
-
-@dataclass(frozen=True)
-class TokenSampling:
-    """The request's sampling fields as sent (None: not sent), what preprocessing's rules read
-    (model_repository/text/preprocessor.py SamplingFields)."""
-
-    top_k: int | None = None
-    top_p: float | None = None
-    temperature: float | None = None
-    seed: int | None = None
-    repetition_penalty: float | None = None
-    presence_penalty: float | None = None
-    frequency_penalty: float | None = None
 
 
 @dataclass(frozen=True)
@@ -160,14 +137,13 @@ def engine_request(request: Mapping[str, Any], replica: ReplicaModel) -> EngineR
     stop_rows = tuple((i,) for i in dict.fromkeys(stop_ids) if i != eos[0])
 
     top_k = None if sampling.get("top_k") == -1 else sampling.get("top_k")  # vLLM's and Dynamo's "no top-k"
-    sent = TokenSampling(
-        top_k=top_k,
-        top_p=params.implied_top_p(sampling.get("temperature"), top_k, sampling.get("top_p")),
-        temperature=sampling.get("temperature"),
-        seed=sampling.get("seed"),
-        repetition_penalty=sampling.get("repetition_penalty"),
-        presence_penalty=sampling.get("presence_penalty"),
-        frequency_penalty=sampling.get("frequency_penalty"),
+    sent = SentSampling(
+        **{name: sampling[name] for name in sampling_fields.NAMES if name in sampling}
+        | {
+            "top_k": top_k,
+            "top_p": params.implied_top_p(sampling.get("temperature"), top_k, sampling.get("top_p")),
+            "min_tokens": min_tokens,
+        }
     )
     resolved = resolve_sampling(sent)
     k = output.get("logprobs")
@@ -178,7 +154,7 @@ def engine_request(request: Mapping[str, Any], replica: ReplicaModel) -> EngineR
         **(_guide(sampling["guided_decoding"]) if "guided_decoding" in sampling else {}),
     }
     for name, reason in refusals(options, replica.engine, ENGINE_INPUT_FEATURES) + refusals(
-        sampling_fields(sent, resolved), replica.engine, SAMPLING_INPUT_FEATURES
+        feature_fields_sent(sent, resolved), replica.engine, SAMPLING_INPUT_FEATURES
     ):
         raise InvalidParameter(name, reason)
     for name, sent_as in (("num_return_sequences", "n"), ("top_logprobs", "logprobs"), ("priority", "priority")):
@@ -192,7 +168,6 @@ def engine_request(request: Mapping[str, Any], replica: ReplicaModel) -> EngineR
         pad_id=replica.defaults.pad_id,
         stop_words_list=stop_rows,
         **engine_sampling(sent, resolved),
-        min_tokens=min_tokens,
         return_log_probs=k is not None,
         streaming=True,  # the engine model is decoupled (ReplicaModel.read refuses one that is not)
         options=generation,

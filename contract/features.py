@@ -21,6 +21,8 @@ from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 
+from contract import sampling_fields
+from contract.sampling_fields import SamplingFeature
 from contract.upstream.sampling_support import EnginePath, sampling_support
 from contract.upstream.sampling_support import supported_versions as sampling_versions
 from contract.upstream.trtllm_build import supported_versions as pinned_versions
@@ -45,12 +47,11 @@ class Feature(str, enum.Enum):
     PRIORITY = "request priorities"
     TOP_LOG_PROBS = "top-k log probabilities (top_logprobs)"
     PROMPT_LOG_PROBS = "the prompt's log probabilities (prompt_logprobs)"
-    # Sampling fields every engine took until a pinned version was found to accept and ignore them
-    # (contract/upstream/data/sampling_support_<version>.json): honoured where the engine lists them.
-    REPETITION_PENALTY = "a repetition penalty"
-    PRESENCE_PENALTY = "a presence penalty"
-    FREQUENCY_PENALTY = "a frequency penalty"
-    SEED = "a per-request seed"
+    # (the sampling fields' features: contract/sampling_fields.py SamplingFeature)
+
+
+# What an engine may have: a feature, or a sampling field's (contract/sampling_fields.py).
+AnyFeature = Feature | SamplingFeature
 
 
 def _flat(value: Any) -> np.ndarray:
@@ -78,9 +79,14 @@ def _equals(expected: Any) -> Callable[[Any], bool]:
     return lambda value: all(v == expected for v in _flat(value).tolist())
 
 
+def _equals_one_of(values: tuple) -> Callable[[Any], bool]:
+    """True for values among `values` (none: nothing is neutral)."""
+    return lambda value: bool(values) and all(v in values for v in _flat(value).tolist())
+
+
 @dataclass(frozen=True)
 class InputUse:
-    feature: Feature
+    feature: AnyFeature
     neutral: Callable[[Any], bool]  # true for the values that ask for nothing
     neutral_text: str  # those values, for messages
 
@@ -143,21 +149,15 @@ ENGINE_INPUT_FEATURES: dict[str, InputUse] = {
 }
 
 # Sampling fields a pinned TensorRT-LLM may accept and ignore (contract/upstream/sampling_support.py)
-# -> the Feature an engine needs to be sent a non-neutral value (bad_words: refused via INPUT_FEATURES).
-SAMPLING_FIELD_FEATURES: dict[str, Feature] = {
-    "repetition_penalty": Feature.REPETITION_PENALTY,
-    "presence_penalty": Feature.PRESENCE_PENALTY,
-    "frequency_penalty": Feature.FREQUENCY_PENALTY,
-    "seed": Feature.SEED,
+# -> the feature an engine needs to be sent a non-neutral value (bad_words: refused via INPUT_FEATURES).
+SAMPLING_FIELD_FEATURES: dict[str, AnyFeature] = {
+    **{f.name: f.feature for f in sampling_fields.FIELDS if f.feature is not None},
     "bad_words": Feature.BAD_WORDS,
 }
-_IGNORED = " (its sampler accepts the field and ignores it)"
 SAMPLING_INPUT_FEATURES: dict[str, InputUse] = {
-    "repetition_penalty": InputUse(Feature.REPETITION_PENALTY, _equals(1.0), "1.0 or nothing" + _IGNORED),
-    "presence_penalty": InputUse(Feature.PRESENCE_PENALTY, _absent, "0 or nothing" + _IGNORED),
-    "frequency_penalty": InputUse(Feature.FREQUENCY_PENALTY, _absent, "0 or nothing" + _IGNORED),
-    # preprocessing passes a seed only when the request samples: a greedy request's seed changes nothing
-    "seed": InputUse(Feature.SEED, lambda v: False, "nothing, or decode greedily" + _IGNORED),
+    f.name: InputUse(f.feature, _equals_one_of(f.neutral), f.neutral_text)
+    for f in sampling_fields.FIELDS
+    if f.feature is not None
 }
 SAMPLING_FEATURES = frozenset(SAMPLING_FIELD_FEATURES.values())
 
@@ -167,9 +167,9 @@ class EngineFeatures:
     """What one deployed engine honours, and how messages name it."""
 
     label: str  # e.g. "the CPU engine (OpenVINO GenAI)"
-    features: frozenset[Feature]
+    features: frozenset[AnyFeature]
     # Features this kind of engine has that the deployment withholds, and why (the refusal says it).
-    withheld: tuple[tuple[Feature, str], ...] = ()
+    withheld: tuple[tuple[AnyFeature, str], ...] = ()
 
     def to_parameter(self) -> str:
         return ",".join(sorted(f.name for f in self.features))
@@ -181,12 +181,17 @@ class EngineFeatures:
     def from_parameter(cls, label: str, value: str, withheld: str = "") -> "EngineFeatures":
         names = [n for n in (v.strip() for v in value.split(",")) if n]
         notes = json.loads(withheld) if withheld else {}
-        unknown = [n for n in [*names, *notes] if n not in Feature.__members__]
+        unknown = [n for n in [*names, *notes] if n not in _FEATURES_BY_NAME]
         if unknown:
-            raise ValueError(f"'engine_features': unknown {unknown}; allowed: {sorted(Feature.__members__)}")
+            raise ValueError(f"'engine_features': unknown {unknown}; allowed: {sorted(_FEATURES_BY_NAME)}")
         return cls(
-            label, frozenset(Feature[n] for n in names), tuple((Feature[n], str(why)) for n, why in notes.items())
+            label,
+            frozenset(_FEATURES_BY_NAME[n] for n in names),
+            tuple((_FEATURES_BY_NAME[n], str(why)) for n, why in notes.items()),
         )
+
+
+_FEATURES_BY_NAME: dict[str, AnyFeature] = {**Feature.__members__, **SamplingFeature.__members__}
 
 
 # The CPU engine: n samples per prompt (OpenVINO GenAI num_return_sequences, multinomial
@@ -195,9 +200,9 @@ class EngineFeatures:
 # (model_repository/engine_step/admission.py) once max_num_seqs requests run.  Top-k log probs
 # are added by with_top_logprobs where the deployment compiles the IR scorer
 # (model_repository/engines/openvino/ir_scorer.py; OpenVINO GenAI computes one log prob per position).
-# Penalties and seeds: GenerationConfig repetition/presence/frequency_penalty and rng_seed
-# (model_repository/engines/openvino/openvino_backend.py); no bad words.
-_CPU_SAMPLING = SAMPLING_FEATURES - {Feature.BAD_WORDS}
+# Penalties and seeds: GenerationConfig's three penalties and rng_seed
+# (model_repository/engines/openvino/openvino_backend.py: the rows' cpu_engine); no bad words.
+_CPU_SAMPLING = frozenset(f.feature for f in sampling_fields.FIELDS if f.feature is not None and f.cpu_engine)
 CPU_ENGINE = EngineFeatures(
     "the CPU engine (OpenVINO GenAI)",
     frozenset({Feature.MULTIPLE_SEQUENCES, Feature.GUIDED_DECODING, Feature.PRIORITY}) | _CPU_SAMPLING,
@@ -243,7 +248,7 @@ CPU_ENGINE_DRAFT_MODEL = EngineFeatures(
 _TRTLLM_BASE = frozenset({Feature.MULTIPLE_SEQUENCES, Feature.PERF_METRICS, Feature.EMBEDDING_BIAS})
 
 
-def _honoured(path: EnginePath, version: str, sampler: str | None = None) -> frozenset[Feature]:
+def _honoured(path: EnginePath, version: str, sampler: str | None = None) -> frozenset[AnyFeature]:
     table = sampling_support(version)
     return frozenset(f for field, f in SAMPLING_FIELD_FEATURES.items() if table.honoured(path, field, sampler))
 
@@ -324,7 +329,7 @@ def with_top_logprobs(engine: EngineFeatures) -> EngineFeatures:
     return EngineFeatures(engine.label, engine.features | SCORER_FEATURES, engine.withheld)
 
 
-def withhold(engine: EngineFeatures, feature: Feature, why: str) -> EngineFeatures:
+def withhold(engine: EngineFeatures, feature: AnyFeature, why: str) -> EngineFeatures:
     """The same engine without `feature`, its refusals saying why."""
     return EngineFeatures(engine.label, engine.features - {feature}, (*engine.withheld, (feature, why)))
 

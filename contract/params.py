@@ -13,10 +13,12 @@ and is otherwise the same.  One message format: "invalid '<field>': <why>".
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Sequence
 
+from contract import sampling_fields
 from contract.tensors import MAX_TOP_LOGPROBS
 
 
@@ -61,20 +63,12 @@ def _fmt(x: float | int) -> str:
     return str(int(x)) if float(x).is_integer() else repr(float(x))
 
 
-UINT64_MAX = 2**64 - 1
-
 RULES: dict[str, NumberRule] = {
     r.field: r
     for r in (
         NumberRule("max_tokens", low=1, integer=True),
-        NumberRule("min_tokens", low=0, integer=True),
-        NumberRule("top_k", low=0, integer=True),
-        NumberRule("top_p", low=0.0, high=1.0),  # 0: not used (TensorRT-LLM's default), as NVIDIA's clients send it
-        NumberRule("temperature", low=0.0, high=100.0),
-        NumberRule("repetition_penalty", low=0.0, high=100.0, low_inclusive=False),
-        NumberRule("presence_penalty", low=-2.0, high=2.0),
-        NumberRule("frequency_penalty", low=-2.0, high=2.0),
-        NumberRule("seed", low=0, high=UINT64_MAX, integer=True),
+        # the sampling fields' rules: contract/sampling_fields.py
+        *(NumberRule(f.name, **dataclasses.asdict(f.range)) for f in sampling_fields.FIELDS),
         NumberRule("priority", low=0.0, high=1.0),  # engine_step/admission.py: higher first, 0.5 default
         NumberRule("num_return_sequences", low=1, integer=True),  # the client's `n`
         NumberRule("top_logprobs", low=0, high=MAX_TOP_LOGPROBS, integer=True),
@@ -83,7 +77,10 @@ RULES: dict[str, NumberRule] = {
 }
 
 # The engine contract's name of a field whose rule it shares (contract/tensors.py ENGINE_CORE_INPUTS).
-ENGINE_NAMES: dict[str, str] = {"max_tokens": "request_output_len", "top_k": "runtime_top_k", "top_p": "runtime_top_p"}
+ENGINE_NAMES: dict[str, str] = {
+    "max_tokens": "request_output_len",
+    **{f.name: f.engine_name for f in sampling_fields.FIELDS if f.engine_name != f.name},
+}
 # Engine inputs checked by a rule of RULES (the other fields keep their names).
 ENGINE_RULES: dict[str, str] = {ENGINE_NAMES.get(f, f): f for f in RULES}
 

@@ -13,55 +13,27 @@ shape `[n, *dims]`: n prompts in one request (NVIDIA's `--batch-inputs`), usuall
 from __future__ import annotations
 
 import dataclasses
-import enum
-from dataclasses import dataclass
 
-import numpy as np
-
-
-class DType(enum.Enum):
-    """Triton data types we use, with their numpy equivalents."""
-
-    BOOL = ("TYPE_BOOL", "BOOL", np.bool_)
-    INT32 = ("TYPE_INT32", "INT32", np.int32)
-    INT64 = ("TYPE_INT64", "INT64", np.int64)
-    UINT8 = ("TYPE_UINT8", "UINT8", np.uint8)
-    FP16 = ("TYPE_FP16", "FP16", np.float16)
-    UINT64 = ("TYPE_UINT64", "UINT64", np.uint64)
-    FP32 = ("TYPE_FP32", "FP32", np.float32)
-    STRING = ("TYPE_STRING", "BYTES", np.object_)
-
-    def __init__(self, config_name: str, wire_name: str, numpy_type: type) -> None:
-        self.config_name = config_name  # as written in config.pbtxt
-        self.wire_name = wire_name  # as sent by tritonclient (InferInput datatype)
-        self.numpy_type = numpy_type
-
-
-@dataclass(frozen=True)
-class TensorSpec:
-    name: str
-    dtype: DType
-    dims: tuple[int, ...]
-    optional: bool = False
-    extra: bool = False  # not part of NVIDIA's contract; ours
-    doc: str = ""
-    wire_shape: tuple[int, ...] | None = None  # per request on the wire, where it is not [1, *dims]
-
-    @property
-    def wire(self) -> tuple[int, ...]:
-        return self.wire_shape if self.wire_shape is not None else (1, *self.dims)
-
-    @property
-    def is_scalar(self) -> bool:
-        return self.dims == (1,)
-
+from contract import sampling_fields
+from contract.tensor_spec import DType, TensorSpec
+from contract.tensor_spec import scalar as _scalar
 
 # OpenAI's bound on top_logprobs (chat completions: 0-20), the largest the contract carries.
 MAX_TOP_LOGPROBS = 20
 
 
-def _scalar(name: str, dtype: DType, doc: str, *, optional: bool = True, extra: bool = False) -> TensorSpec:
-    return TensorSpec(name, dtype, (1,), optional=optional, extra=extra, doc=doc)
+def _sampling(name: str) -> TensorSpec:
+    """A sampling field's ensemble input (contract/sampling_fields.py), where NVIDIA's contract places it."""
+    f = sampling_fields.BY_NAME[name]
+    return _scalar(f.name, f.dtype, f.doc, extra=not f.nvidia)
+
+
+def _engine_sampling(f: sampling_fields.SamplingField) -> TensorSpec:
+    return _scalar(f.engine_name, f.dtype, f.doc, extra=not f.nvidia)
+
+
+# Sampling fields of ours (not in NVIDIA's contract), after NVIDIA's inputs.
+_OUR_SAMPLING = tuple(_sampling(f.name) for f in sampling_fields.FIELDS if not f.nvidia)
 
 
 # TensorRT-LLM's stop protocol (tensorrt_llm/config.pbtxt input "stop"; the backend handles
@@ -93,15 +65,15 @@ ENSEMBLE_INPUTS: tuple[TensorSpec, ...] = (
     _scalar("exclude_input_in_output", DType.BOOL, "false echoes the prompt before a non-streamed output"),
     _scalar("end_id", DType.INT32, "end-of-sequence token id (default: checkpoint eos ids)"),
     _scalar("pad_id", DType.INT32, "padding token id"),
-    _scalar("top_k", DType.INT32, "top-k sampling; 0 with top_p 0, or 1: greedy"),
-    _scalar("top_p", DType.FP32, "nucleus sampling; 0 with top_k 0: greedy"),
-    _scalar("temperature", DType.FP32, "sampling temperature (alone it does not turn sampling on); 0 = greedy"),
+    _sampling("top_k"),
+    _sampling("top_p"),
+    _sampling("temperature"),
     _scalar("length_penalty", DType.FP32, "beam search length penalty (no effect with one beam)"),
-    _scalar("repetition_penalty", DType.FP32, "repetition penalty, > 0"),
-    _scalar("min_tokens", DType.INT32, "minimum number of generated tokens"),
-    _scalar("presence_penalty", DType.FP32, "presence penalty"),
-    _scalar("frequency_penalty", DType.FP32, "frequency penalty"),
-    _scalar("seed", DType.UINT64, "sampling seed"),
+    _sampling("repetition_penalty"),
+    _sampling("min_tokens"),
+    _sampling("presence_penalty"),
+    _sampling("frequency_penalty"),
+    _sampling("seed"),
     _scalar("return_log_probs", DType.BOOL, "return per-token log probabilities"),
     _scalar("return_context_logits", DType.BOOL, "return the prompt's logits (engines built to gather them)"),
     _scalar(
@@ -125,6 +97,7 @@ ENSEMBLE_INPUTS: tuple[TensorSpec, ...] = (
     _scalar("guided_decoding_guide_type", DType.STRING, "json | json_schema | regex | ebnf_grammar (guided decoding)"),
     _scalar("guided_decoding_guide", DType.STRING, "the schema, regex or grammar (guided decoding)"),
     # ours
+    *_OUR_SAMPLING,
     _scalar("messages", DType.STRING, "chat messages as a JSON list of {role, content}", extra=True),
     _scalar("skip_special_tokens", DType.BOOL, "drop special tokens from the text (default true)", extra=True),
     _scalar(
@@ -292,14 +265,7 @@ ENGINE_CORE_INPUTS: tuple[TensorSpec, ...] = (
     ),
     TensorSpec("bad_words_list", DType.INT32, (2, -1), optional=True, doc="same layout as stop_words_list"),
     TensorSpec("embedding_bias", DType.FP32, (-1,), optional=True, doc="[vocab] logit bias (empty: none)"),
-    _scalar("runtime_top_k", DType.INT32, "top-k; 0 or 1 with top_p 0 = greedy"),
-    _scalar("runtime_top_p", DType.FP32, "top-p"),
-    _scalar("temperature", DType.FP32, "temperature"),
-    _scalar("repetition_penalty", DType.FP32, "repetition penalty"),
-    _scalar("presence_penalty", DType.FP32, "presence penalty"),
-    _scalar("frequency_penalty", DType.FP32, "frequency penalty"),
-    _scalar("min_tokens", DType.INT32, "minimum new tokens"),
-    _scalar("seed", DType.UINT64, "sampling seed"),
+    *(_engine_sampling(f) for f in sampling_fields.FIELDS),
     _scalar("return_log_probs", DType.BOOL, "compute log probabilities"),
     _scalar("exclude_input_in_output", DType.BOOL, "output only new tokens"),
     _scalar("streaming", DType.BOOL, "one response per step"),

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from contract import sampling_fields
+from contract.sampling_fields import OpenAiKind
 from openai_front.errors import unsupported
 
 HONOUR, IGNORE, REFUSE = "honour", "accept and ignore", "refuse"
@@ -24,19 +26,16 @@ class Policy:
 
 
 CHAT_PARAMETERS: dict[str, Policy] = {
+    # the sampling fields of OpenAI's API (contract/sampling_fields.py)
+    **{f.name: Policy(HONOUR, f.openai.note) for f in sampling_fields.FIELDS if f.openai.kind == OpenAiKind.SDK},
     "model": Policy(HONOUR, "the served model or `<model>:<adapter>`"),
     "messages": Policy(HONOUR, "text content; images and audio parts are refused"),
     "max_tokens": Policy(HONOUR, ""),
     "max_completion_tokens": Policy(HONOUR, "wins over max_tokens"),
-    "temperature": Policy(HONOUR, ""),
-    "top_p": Policy(HONOUR, ""),
     "n": Policy(HONOUR, "1-16; 1 with tool_choice auto"),
     "stop": Policy(HONOUR, ""),
-    "seed": Policy(HONOUR, ""),
     "stream": Policy(HONOUR, ""),
     "stream_options": Policy(HONOUR, "include_usage; vLLM's continuous_usage_stats (VLLM_EXTENSIONS)"),
-    "presence_penalty": Policy(HONOUR, ""),
-    "frequency_penalty": Policy(HONOUR, ""),
     "logprobs": Policy(HONOUR, "text answers (refused with tools unless tool_choice is none)"),
     "top_logprobs": Policy(HONOUR, "0-20"),
     "response_format": Policy(HONOUR, "guided decoding"),
@@ -102,9 +101,8 @@ def _x(action: str, why: str, harmless: tuple = (), endpoints: tuple[str, ...] =
 
 _NO_INPUT = "the ensemble (NVIDIA's inflight_batcher_llm contract, contract/tensors.py) has no input for it"
 VLLM_EXTENSIONS: dict[str, Extension] = {
-    "top_k": _x(HONOUR, "0 or unset: no top-k"),
-    "min_tokens": _x(HONOUR, "at most max_tokens"),
-    "repetition_penalty": _x(HONOUR, "> 0"),
+    # the sampling fields vLLM and TGI add (contract/sampling_fields.py)
+    **{f.name: _x(HONOUR, f.openai.note) for f in sampling_fields.FIELDS if f.openai.kind == OpenAiKind.EXTENSION},
     "ignore_eos": _x(HONOUR, "needs max_tokens: generates exactly max_tokens (min_tokens = max_tokens)"),
     "skip_special_tokens": _x(HONOUR, ""),
     "guided_json": _x(HONOUR, "guided decoding (one guide per request)"),

@@ -5,30 +5,38 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, create_model
+
+from contract import sampling_fields
+from contract.tensor_spec import DType
 
 
-class RequestBase(BaseModel):
+def _field(f: sampling_fields.SamplingField) -> Any:
+    """(type, Field) of a sampling field at the front: OpenAI's bounds, null when not sent."""
+    r = f.openai.bounds
+    low, high = ("ge" if r.low_inclusive else "gt"), ("le" if r.high_inclusive else "lt")
+    bounds: dict[str, Any] = {k: v for k, v in ((low, r.low), (high, r.high)) if v is not None}
+    return ((float if f.dtype == DType.FP32 else int) | None, Field(default=None, **bounds))
+
+
+# The sampling fields (contract/sampling_fields.py), the base of both endpoints' bodies.
+_SAMPLING_FIELDS: dict[str, Any] = {f.name: _field(f) for f in sampling_fields.FIELDS}
+SamplingBody: Any = create_model("SamplingBody", __config__=ConfigDict(extra="forbid"), **_SAMPLING_FIELDS)
+
+
+class RequestBase(SamplingBody):
     model_config = ConfigDict(extra="forbid")
 
     model: str
     max_tokens: int | None = Field(default=None, ge=0)  # 0: /v1/completions with echo only (the prompt scored)
-    temperature: float | None = Field(default=None, ge=0.0, le=2.0)
-    top_p: float | None = Field(default=None, gt=0.0, le=1.0)
     stop: str | list[str] | None = None
-    seed: int | None = Field(default=None, ge=0)
     n: int = 1
     stream: bool = False
-    presence_penalty: float | None = Field(default=None, ge=-2.0, le=2.0)
-    frequency_penalty: float | None = Field(default=None, ge=-2.0, le=2.0)
     user: str | None = None
     # Accepted and ignored when they ask for the default.
     logprobs: bool | int | None = None
     logit_bias: dict[str, float] | None = None
-    # Extensions most OpenAI-compatible servers (vLLM, TGI) accept.
-    top_k: int | None = Field(default=None, ge=0)
-    min_tokens: int | None = Field(default=None, ge=0)
-    repetition_penalty: float | None = Field(default=None, gt=0.0)
+    # Extensions most OpenAI-compatible servers (vLLM, TGI) accept (and the sampling fields: SamplingBody).
     ignore_eos: bool = False
     skip_special_tokens: bool | None = None
     # vLLM's guided decoding extensions (regex and grammar have no OpenAI field).

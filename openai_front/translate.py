@@ -9,7 +9,7 @@ import uuid
 from typing import Callable
 
 from client.types import ChatMessage, GenerationResult, Guide, SamplingParams, StreamChunk
-from contract import params, tool_formats
+from contract import params, sampling_fields, tool_formats
 from openai_front.errors import invalid, unsupported
 from openai_front.logprobs import TokenTexts
 from openai_front.params import CHAT, COMPLETIONS, check_extensions, check_policy
@@ -90,20 +90,15 @@ def _sampling(
     temperature = req.temperature
     if req.n > 1 and temperature is None:
         temperature = 1.0  # OpenAI's default: n samples, not n copies of the greedy answer
+    adjusted = {"temperature": temperature, "min_tokens": min_tokens}
     return SamplingParams(
+        # the sampling fields (contract/sampling_fields.py), each the request's field of its name
+        **({name: getattr(req, name) for name in sampling_fields.NAMES} | adjusted),
         max_tokens=max_tokens,
-        temperature=temperature,
         n=req.n,
         return_log_probs=log_probs,
         top_logprobs=top_logprobs,
         guide=guide,
-        top_p=req.top_p,
-        top_k=req.top_k,
-        min_tokens=min_tokens,
-        seed=req.seed,
-        repetition_penalty=req.repetition_penalty,
-        presence_penalty=req.presence_penalty,
-        frequency_penalty=req.frequency_penalty,
         stop=stop,
         skip_special_tokens=req.skip_special_tokens,
         echo=echo,

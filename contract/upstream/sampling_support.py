@@ -24,24 +24,14 @@ import enum
 from dataclasses import dataclass
 from functools import lru_cache
 
+from contract import sampling_fields
 from contract.upstream.citation import Citation, Table, UpstreamTableError, load_table, table_names
 
 TABLE_PREFIX = "sampling_support_"
 
-# The sampling fields we send to an engine, by their ensemble input names (contract/tensors.py).
-SAMPLING_FIELDS = (
-    "temperature",
-    "top_k",
-    "top_p",
-    "min_tokens",
-    "repetition_penalty",
-    "presence_penalty",
-    "frequency_penalty",
-    "seed",
-    "bad_words",
-    "stop_words",
-    "embedding_bias",
-)
+# The sampling fields we send to an engine, by their ensemble input names: the table's
+# (contract/sampling_fields.py) and the word lists and bias (every version has a row for each).
+SAMPLING_FIELDS = (*sampling_fields.NAMES, "bad_words", "stop_words", "embedding_bias")
 
 
 class EnginePath(str, enum.Enum):

@@ -78,13 +78,14 @@ class EngineInputs:
     stop_words_list: tuple[tuple[int, ...], ...] = ()
     bad_words_list: tuple[tuple[int, ...], ...] = ()
     embedding_bias: tuple[float, ...] = ()  # [vocab] or empty: no bias
+    # the sampling fields (contract/sampling_fields.py: each row's engine name and default)
     runtime_top_k: int = 1  # TensorRT-LLM defaults: greedy
     runtime_top_p: float = 0.0
     temperature: float = 1.0
     repetition_penalty: float = 1.0
+    min_tokens: int = 0
     presence_penalty: float = 0.0
     frequency_penalty: float = 0.0
-    min_tokens: int = 0
     seed: int = 0
     return_log_probs: bool = False
     exclude_input_in_output: bool = True

@@ -14,24 +14,21 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from contract import params
+from contract import params, sampling_fields
+from contract.chat_message import CHAT_ROLES, ChatMessage
 from contract.features import INPUT_FEATURES
 from contract.params import InvalidParameter
+from contract.sampling_fields import SentSampling
 from contract.tensors import PREPROCESSING_INPUTS, DType, by_name
 
 _SPECS = by_name(PREPROCESSING_INPUTS)
 _WORD_INPUTS = ("stop_words", "bad_words", "embedding_bias_words")
-CHAT_ROLES = ("system", "user", "assistant", "tool")
 
 
-@dataclass(frozen=True)
-class ChatMessage:
-    role: str
-    content: str
+@dataclass(frozen=True, kw_only=True)
+class GenerateRequest(SentSampling):
+    """The sampling fields (top_k ... seed, None when not sent) are SentSampling's (contract/sampling_fields.py)."""
 
-
-@dataclass(frozen=True)
-class GenerateRequest:
     text: str | None
     messages: tuple[ChatMessage, ...] | None
     max_tokens: int | None = None
@@ -41,14 +38,6 @@ class GenerateRequest:
     exclude_input_in_output: bool = True
     end_id: int | None = None
     pad_id: int | None = None
-    top_k: int | None = None
-    top_p: float | None = None
-    temperature: float | None = None
-    repetition_penalty: float | None = None
-    presence_penalty: float | None = None
-    frequency_penalty: float | None = None
-    min_tokens: int | None = None
-    seed: int | None = None
     return_log_probs: bool = False
     skip_special_tokens: bool = True
     stop: bool = False  # a stop request: cancel the running request with the same request id
@@ -122,17 +111,7 @@ def _messages(raw: str) -> tuple[ChatMessage, ...]:
     return tuple(out)
 
 
-_NUMERIC = (
-    "max_tokens",
-    "top_k",
-    "top_p",
-    "temperature",
-    "repetition_penalty",
-    "presence_penalty",
-    "frequency_penalty",
-    "min_tokens",
-    "seed",
-)
+_NUMERIC = ("max_tokens", *sampling_fields.NAMES)  # checked by their rules (contract/params.py)
 
 
 def split_rows(arrays: Mapping[str, np.ndarray]) -> list[dict[str, np.ndarray]]:

@@ -8,13 +8,13 @@ import secrets
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
 
 from contract import lora
 from contract.features import SAMPLING_INPUT_FEATURES, Feature, refusals
 from contract.guided import guide_problems
 from contract.model_configs import PreprocessingParameters
 from contract.params import InvalidParameter, check_lengths, check_token_id, check_top_k
+from contract.sampling_fields import SentSampling, as_sent_defaults
 from model_repository.engine_step.engine_inputs import EngineInputs, GenerationOptions
 from model_repository.text.generate_request import GenerateRequest
 from model_repository.text.generation_defaults import GenerationDefaults
@@ -31,27 +31,7 @@ class Sampling:
     seed: int
 
 
-class SamplingFields(Protocol):
-    """The sampling fields of a request as it was sent (None: not sent): a GenerateRequest, or
-    the Dynamo worker's token request (cluster/dynamo_request.py)."""
-
-    @property
-    def top_k(self) -> int | None: ...
-    @property
-    def top_p(self) -> float | None: ...
-    @property
-    def temperature(self) -> float | None: ...
-    @property
-    def seed(self) -> int | None: ...
-    @property
-    def repetition_penalty(self) -> float | None: ...
-    @property
-    def presence_penalty(self) -> float | None: ...
-    @property
-    def frequency_penalty(self) -> float | None: ...
-
-
-def resolve_sampling(req: SamplingFields) -> Sampling:
+def resolve_sampling(req: SentSampling) -> Sampling:
     """TensorRT-LLM's rule, as NVIDIA's ensemble applies it: top_k and top_p default to 0 and
     (0, 0) is greedy, so sampling happens only when the request sets top_k > 1 or top_p > 0
     (temperature alone does not turn it on: contract/upstream/data/nvidia_behaviours_*.json);
@@ -69,7 +49,7 @@ def resolve_sampling(req: SamplingFields) -> Sampling:
     return Sampling(top_k=top_k, top_p=top_p, temperature=temperature, seed=seed)
 
 
-def sampling_fields(req: SamplingFields, sampling: Sampling) -> dict:
+def feature_fields_sent(req: SentSampling, sampling: Sampling) -> dict:
     """The sampling fields the request sent, as contract/features.py SAMPLING_INPUT_FEATURES checks
     them (an engine whose pinned version accepts and ignores one refuses it); a seed counts only
     when the request samples (greedy decoding draws nothing)."""
@@ -79,16 +59,15 @@ def sampling_fields(req: SamplingFields, sampling: Sampling) -> dict:
     return sent
 
 
-def engine_sampling(req: SamplingFields, sampling: Sampling) -> dict:
-    """The engine inputs of the request's sampling, the engine's defaults for what it did not send."""
+def engine_sampling(req: SentSampling, sampling: Sampling) -> dict:
+    """The engine inputs of the request's sampling (EngineInputs' fields): the resolved ones,
+    and the others as sent or the engine's defaults for what it did not send."""
     return {
         "runtime_top_k": sampling.top_k,
         "runtime_top_p": sampling.top_p,
         "temperature": sampling.temperature,
         "seed": sampling.seed,
-        "repetition_penalty": 1.0 if req.repetition_penalty is None else req.repetition_penalty,
-        "presence_penalty": req.presence_penalty or 0.0,
-        "frequency_penalty": req.frequency_penalty or 0.0,
+        **as_sent_defaults(req),
     }
 
 
@@ -139,7 +118,7 @@ class Preprocessor:
             return EngineInputs.stop_request()
         sampling = resolve_sampling(req)
         for name, reason in refusals(dict(req.feature_inputs), self.engine) + refusals(
-            sampling_fields(req, sampling), self.engine, SAMPLING_INPUT_FEATURES
+            feature_fields_sent(req, sampling), self.engine, SAMPLING_INPUT_FEATURES
         ):
             raise InvalidParameter(name, reason)
         options = _options(dict(req.feature_inputs), *OPTION_NAMES)  # their ranges: contract/params.py
@@ -184,7 +163,6 @@ class Preprocessor:
             bad_words_list=tuple(bad_rows),
             embedding_bias=self.embedding_bias(req),
             **engine_sampling(req, sampling),
-            min_tokens=req.min_tokens or 0,
             return_log_probs=req.return_log_probs,
             exclude_input_in_output=True,  # postprocessing echoes the prompt text if asked
             streaming=req.stream,

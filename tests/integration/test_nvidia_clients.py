@@ -24,6 +24,7 @@ from tritonclient.utils import InferenceServerException
 from build_engines.repository import render_repository
 from contract import names
 from build_engines.trtllm.versions import default_target
+from contract.sampling_fields import SamplingFeature
 from contract.features import CPU_ENGINE, INPUT_FEATURES, PYTORCH_ENGINE, Feature, trtllm_engine, with_guided_decoding
 from tests.integration.conftest import LAYOUTS
 from contract.upstream.nvidia_clients import ClientCase, client_case, load_client_cases
@@ -315,7 +316,7 @@ def test_http_generate_stream_honours_or_refuses(request, served, model, extra):
     layout = request.node.callspec.params["served"]
     # Seeded where the engine honours a seed (TorchSampler at 1.2.1 does not: refused there), and
     # room for a whole small object: an unseeded 24-token sample could be cut mid-string.
-    seed = {"seed": 7} if Feature.SEED in ENGINE_OF[layout].features else {}
+    seed = {"seed": 7} if SamplingFeature.SEED in ENGINE_OF[layout].features else {}
     body = {"text_input": "Describe a cat as JSON.", "max_tokens": 96, "temperature": 1.0, "top_k": 40, **seed, **extra}
     answer = http_generate(served.settings.http_url, model, body, stream=True)
     if not honoured(layout, key):

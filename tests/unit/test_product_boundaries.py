@@ -263,3 +263,30 @@ def test_build_engines_constructs_the_spec_by_keyword():
            for node in ast.walk(ast.parse(p.read_text())) if isinstance(node, ast.Call) and node.args
            and getattr(node.func, "id", getattr(node.func, "attr", None)) in names]
     assert not bad, "\n".join(bad)
+
+
+# Where a sampling field may be spelled (issue 48: one field table): the table, the tensor table's
+# placement of NVIDIA's inputs, the engine step's typed inputs, the engines that apply it, the
+# PyTorch build's sampler choice, the upstream conformance data, and - for a field another API
+# of the front carries as its own (the Responses API's extensions) - that API's schema and route.
+FIELD_HOMES = ("contract/sampling_fields.py", "contract/tensors.py", "model_repository/engine_step/engine_inputs.py",
+               "model_repository/engines/*", "build_engines/pytorch/*", "contract/upstream/*")
+OTHER_APIS = {"repetition_penalty": ("openai_front/responses.py", "openai_front/responses_schemas.py")}
+
+
+def test_a_plain_sampling_field_is_spelled_only_where_the_table_says():
+    """A field the front, the client, preprocessing and the Dynamo worker pass as sent (no rule of
+    their own: not resolved by TensorRT-LLM's greedy rule, not min_tokens, which ignore_eos sets)
+    appears in no other product module: those read it from contract/sampling_fields.py."""
+    import re
+
+    from contract.sampling_fields import PASSED_AS_SENT
+
+    fields = [f.name for f in PASSED_AS_SENT if f.name != "min_tokens"]
+    assert fields, "the table has plain fields"
+    for name in fields:
+        word = re.compile(rf"\b{name}\b")
+        homes = FIELD_HOMES + OTHER_APIS.get(name, ())
+        spelled = [_rel(p) for p in _modules(*PRODUCT) if word.search(p.read_text())]
+        stray = [p for p in spelled if not any(fnmatch.fnmatch(p, h) for h in homes)]
+        assert not stray, f"{name} is spelled outside the field table's homes: {stray}"

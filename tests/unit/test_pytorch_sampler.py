@@ -19,6 +19,7 @@ from build_engines.pytorch.sampler import SamplerChoice, plan_sampler
 from build_engines.pytorch.spec import pytorch_options_from_dict
 from build_engines.repository import engine_features
 from build_engines.spec_base import SpecError
+from contract.sampling_fields import SamplingFeature
 from contract.features import Feature
 from contract.model_configs import PreprocessingParameters
 from contract.upstream.sampling_support import EnginePath, Support, sampling_support
@@ -78,7 +79,7 @@ def test_a_deployment_built_for_penalties_records_and_renders_its_sampler(llama)
     assert params.sampler_type == "TRTLLMSampler"  # the engine model's config.pbtxt parameter
     assert llm_kwargs(params, lambda **kv: kv)["sampler_type"] == "TRTLLMSampler"  # LLM(sampler_type=...)
     features = engine_features(spec)
-    assert {Feature.REPETITION_PENALTY, Feature.SEED, Feature.BAD_WORDS} <= features.features
+    assert {SamplingFeature.REPETITION_PENALTY, SamplingFeature.SEED, Feature.BAD_WORDS} <= features.features
     assert Feature.TOP_LOG_PROBS not in features.features and "TRTLLMSampler" in features.label
     assert spec_for(llama).pytorch.sampler_plan.sampler == "TorchSampler"  # nothing asked: upstream's default
 

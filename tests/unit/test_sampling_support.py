@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from contract import features
+from contract.sampling_fields import SamplingFeature
 from contract.features import CPU_ENGINE, PYTORCH_ENGINE, TRTLLM_ENGINE, Feature
 from contract.model_configs import PreprocessingParameters
 from contract.params import InvalidParameter
