@@ -49,7 +49,7 @@ SAMPLING_KEYS = frozenset(
 )
 OUTPUT_KEYS = frozenset({"logprobs", "skip_special_tokens", "formatted_prompt", "return_tokens_as_token_ids"})
 # Fields with a value that asks for nothing: accepted (clients such as vLLM's send defaults).
-NEUTRAL: dict[str, Any] = {"best_of": 1, "use_beam_search": False, "length_penalty": 1.0, "min_p": 0.0}
+NEUTRAL: dict[str, Any] = {"best_of": 1, "use_beam_search": False, "length_penalty": 1.0}
 # Dynamo's guided_decoding keys -> TensorRT-LLM's guide types (GenerationOptions.GUIDE_TYPES).
 GUIDES = {"json": "json_schema", "regex": "regex", "grammar": "ebnf_grammar"}
 _ENGINE_INPUTS = by_name(ENGINE_INPUTS)

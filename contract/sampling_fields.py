@@ -35,6 +35,7 @@ class SamplingFeature(str, enum.Enum):
     PRESENCE_PENALTY = "a presence penalty"
     FREQUENCY_PENALTY = "a frequency penalty"
     SEED = "a per-request seed"
+    MIN_P = "min-p sampling"
 
 
 @dataclass(frozen=True)
@@ -172,6 +173,18 @@ FIELDS: tuple[SamplingField, ...] = (
         neutral_text="nothing, or decode greedily" + _IGNORED,
         resolved=True,
     ),
+    SamplingField(
+        "min_p",
+        DType.FP32,
+        "min-p sampling: tokens less probable than min_p times the most probable one are dropped; 0: off",
+        Range(low=0.0, high=1.0),
+        0.0,  # TensorRT-LLM's SamplingConfig default (SamplingParams.min_p: "C++ runtime default 0.0")
+        OpenAiParameter(OpenAiKind.EXTENSION, Range(low=0.0, high=1.0), "vLLM's: [0, 1], 0 off"),
+        feature=SamplingFeature.MIN_P,
+        neutral=(0.0,),
+        neutral_text="0 or nothing",
+        nvidia=False,  # NVIDIA's ensemble and tensorrt_llm model declare no min_p input
+    ),
 )
 BY_NAME: dict[str, SamplingField] = {f.name: f for f in FIELDS}
 NAMES: tuple[str, ...] = tuple(BY_NAME)
@@ -192,6 +205,7 @@ class SentSampling:
     presence_penalty: float | None = None
     frequency_penalty: float | None = None
     seed: int | None = None
+    min_p: float | None = None
 
     def sent(self) -> dict[str, float | int]:
         """The fields that were sent, by name."""

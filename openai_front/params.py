@@ -150,7 +150,6 @@ VLLM_EXTENSIONS: dict[str, Extension] = {
     "bad_words": _x(
         REFUSE, "not forwarded by the front (the ensemble's bad_words: TensorRT-LLM only)", endpoints=(CHAT,)
     ),
-    "min_p": _x(REFUSE, _NO_INPUT + ", and the CPU engine's sampler (OpenVINO GenAI) has no min-p", harmless=(0, 0.0)),
     "stop_token_ids": _x(
         REFUSE,
         "the ensemble takes stop words as text (stop_words) and one end_id that replaces the model's EOS; "

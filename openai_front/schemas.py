@@ -52,7 +52,6 @@ class RequestBase(SamplingBody):
     guided_decoding_backend: str | None = None
     # vLLM's extensions the engines cannot honour: refused by name unless they ask for vLLM's
     # default (openai_front/params.py VLLM_EXTENSIONS says why for each).
-    min_p: float | None = None
     stop_token_ids: list[int] | None = None
     use_beam_search: bool | None = None
     length_penalty: float | None = None

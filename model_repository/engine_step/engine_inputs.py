@@ -87,6 +87,7 @@ class EngineInputs:
     presence_penalty: float = 0.0
     frequency_penalty: float = 0.0
     seed: int = 0
+    min_p: float = 0.0
     return_log_probs: bool = False
     exclude_input_in_output: bool = True
     streaming: bool = False

@@ -254,7 +254,7 @@ def test_a_client_that_leaves_frees_its_engine_slot(cluster):
 
 @pytest.mark.parametrize("body, field", [
     ({"top_k": 1_000_000}, "top_k"),
-    ({"min_p": 0.5}, "min_p"),
+    ({"min_p": 1.5}, "min_p"),
     ({"max_tokens": 100_000}, "request_output_len"),
     ({"n": 2, "logprobs": True, "top_logprobs": 30}, "logprobs"),
 ])

@@ -239,7 +239,6 @@ def test_vllm_request_id_names_the_response(oai):
 
 
 @pytest.mark.parametrize("extra,param", [
-    ({"min_p": 0.1}, "min_p"),
     ({"stop_token_ids": [2]}, "stop_token_ids"),
     ({"chat_template_kwargs": {"enable_thinking": False}}, "chat_template_kwargs"),
     ({"continue_final_message": True}, "continue_final_message"),

@@ -28,6 +28,7 @@ IGNORED = [
     (SamplingParams(max_tokens=8, temperature=0.0, frequency_penalty=0.5), "frequency_penalty"),
     (SamplingParams(seed=7, **SAMPLED), "seed"),
     (SamplingParams(max_tokens=8, temperature=0.0, bad_words=(" Paris",)), "bad_words"),
+    (SamplingParams(max_tokens=8, min_p=0.1, **{k: v for k, v in SAMPLED.items() if k != "max_tokens"}), "min_p"),
 ]
 
 
@@ -50,9 +51,18 @@ def test_pytorch_layout_takes_neutral_values_and_greedy_seeds(pytorch_server, mo
 
 
 def test_the_cpu_layout_honours_the_same_fields(client):
-    params = SamplingParams(seed=7, repetition_penalty=1.3, presence_penalty=0.5, frequency_penalty=0.5, **SAMPLED)
+    params = SamplingParams(seed=7, repetition_penalty=1.3, presence_penalty=0.5, frequency_penalty=0.5, min_p=0.1,
+                            **SAMPLED)
     first, again = client.generate(PROMPT, params), client.generate(PROMPT, params)
     assert first.token_ids == again.token_ids  # seeded
+
+
+def test_min_p_cuts_the_cpu_layouts_sampling_to_the_most_probable_tokens(client):
+    """OpenVINO GenAI's GenerationConfig.min_p (2026.4.1): at min_p 1 only the most probable token is
+    left (top-k 1 on the CPU engine), so a hot sample is the greedy answer whatever its seed."""
+    greedy = client.generate(PROMPT, SamplingParams(max_tokens=8, temperature=0.0)).token_ids
+    hot = dict(max_tokens=8, temperature=5.0, top_k=0, top_p=1.0)
+    assert all(client.generate(PROMPT, SamplingParams(seed=s, min_p=1.0, **hot)).token_ids == greedy for s in (1, 2))
 
 
 def test_openai_front_answers_400_naming_the_field_and_version(pytorch_server, default_engine, tmp_path):
@@ -61,7 +71,8 @@ def test_openai_front_answers_400_naming_the_field_and_version(pytorch_server, d
         messages = [{"role": "user", "content": "What is the capital of France?"}]
         for extra, field in (({"frequency_penalty": 0.5}, "frequency_penalty"),
                              ({"presence_penalty": 0.5}, "presence_penalty"),
-                             ({"seed": 7, "temperature": 0.9, "top_p": 0.9}, "seed")):
+                             ({"seed": 7, "temperature": 0.9, "top_p": 0.9}, "seed"),
+                             ({"extra_body": {"min_p": 0.1}}, "min_p")):
             with pytest.raises(openai.BadRequestError) as e:
                 oai.chat.completions.create(model=MODEL, messages=messages, max_tokens=8, **extra)
             assert field in str(e.value) and "1.2.1" in str(e.value), e.value

@@ -198,8 +198,8 @@ def test_a_replica_that_goes_away_makes_dynamo_migrate_the_request():
 
 def test_a_bad_request_fails_alone_naming_the_field():
     w = worker([])
-    with pytest.raises(BadRequest, match="min_p"):
-        asyncio.run(collect(w.generate(request(sampling_options={"min_p": 0.3}), FakeContext())))
+    with pytest.raises(BadRequest, match="use_beam_search"):
+        asyncio.run(collect(w.generate(request(sampling_options={"use_beam_search": True}), FakeContext())))
     assert not w.engine.started
     refused = worker([error_kind("[INVALID_ARG] invalid 'runtime_top_k': 100000 exceeds the vocabulary size")])
     with pytest.raises(BadRequest, match="runtime_top_k"):

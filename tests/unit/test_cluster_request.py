@@ -99,7 +99,6 @@ def test_n_guided_decoding_and_priority_reach_the_engine_options():
 
 
 @pytest.mark.parametrize("sections, field", [
-    ({"sampling_options": {"min_p": 0.1}}, "min_p"),
     ({"sampling_options": {"use_beam_search": True}}, "use_beam_search"),
     ({"sampling_options": {"best_of": 4}}, "best_of"),
     ({"sampling_options": {"length_penalty": 0.5}}, "length_penalty"),
@@ -136,6 +135,13 @@ def test_features_an_engine_lacks_are_refused_as_preprocessing_refuses_them():
     with pytest.raises(InvalidParameter) as e:
         engine_request(request(sampling_options={"presence_penalty": 0.5}), replica(PYTORCH_ENGINE))
     assert e.value.field == "presence_penalty"
+    for engine in (PYTORCH_ENGINE, TRTLLM_ENGINE):  # min_p: the CPU engine's only (rows *.min_p)
+        with pytest.raises(InvalidParameter, match="min-p") as e:
+            engine_request(request(sampling_options={"min_p": 0.1}, output_options={"logprobs": None}), replica(engine))
+        assert e.value.field == "min_p"
+    assert engine_request(request(sampling_options={"min_p": 0.1, "temperature": 0.7}), replica()).inputs.min_p == (
+        pytest.approx(0.1)
+    )
 
 
 def test_the_arrays_sent_to_the_cpp_backend_carry_none_of_our_own_inputs():
@@ -144,3 +150,4 @@ def test_the_arrays_sent_to_the_cpp_backend_carry_none_of_our_own_inputs():
     mapped = engine_request(request(output_options={"logprobs": None}), replica(TRTLLM_ENGINE))
     arrays = forwarded(engine_arrays(mapped))
     assert "top_logprobs" not in arrays and "priority" not in arrays and "detokenize_params" in arrays
+    assert "min_p" not in arrays

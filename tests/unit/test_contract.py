@@ -65,7 +65,7 @@ def test_engine_passthrough_inputs_keep_the_tensorrt_llm_declarations():
             assert spec.dims == decl.dims, spec.name
 
 
-OUR_EXTRAS = {"messages", "skip_special_tokens", "priority", "top_logprobs", "stop", "finish_reason", "output_ids",
+OUR_EXTRAS = {"messages", "skip_special_tokens", "priority", "top_logprobs", "min_p", "stop", "finish_reason", "output_ids",
               "output_top_ids", "output_top_log_probs", "prompt_logprobs", "prompt_ids", "prompt_log_probs",
               "prompt_top_ids", "prompt_top_log_probs"}
 

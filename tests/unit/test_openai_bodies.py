@@ -74,7 +74,7 @@ def test_every_vllm_extension_is_a_field_of_the_endpoints_it_names():
 
 
 @pytest.mark.parametrize("extra,param", [
-    ({"min_p": 0.05}, "min_p"), ({"stop_token_ids": [7]}, "stop_token_ids"), ({"cache_salt": "s"}, "cache_salt"),
+    ({"stop_token_ids": [7]}, "stop_token_ids"), ({"cache_salt": "s"}, "cache_salt"),
     ({"spaces_between_special_tokens": False}, "spaces_between_special_tokens"),
     ({"chat_template_kwargs": {"x": 1}}, "chat_template_kwargs"),
     ({"add_generation_prompt": False}, "add_generation_prompt"),

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from contract import features
+from contract import features, sampling_fields
 from contract.sampling_fields import SamplingFeature
 from contract.features import CPU_ENGINE, PYTORCH_ENGINE, TRTLLM_ENGINE, Feature
 from contract.model_configs import PreprocessingParameters
@@ -56,9 +56,14 @@ def test_torchsampler_at_1_2_1_accepts_and_ignores_penalties_bad_words_and_seed(
 
 
 @pytest.mark.parametrize("version", VERSIONS)
-def test_the_engine_flow_honours_every_field(version):
+def test_the_engine_flow_honours_every_field_of_nvidias_contract_and_none_of_ours(version):
+    """NVIDIA's backend reads every sampling input its config declares; one of ours (min_p) it
+    declares no input for, so its executor never gets it (rows engine.*)."""
     table = sampling_support(version)
-    assert all(table.row(EnginePath.ENGINE, f).support == Support.HONOURED for f in SAMPLING_FIELDS)
+    ours = {f.name for f in sampling_fields.FIELDS if not f.nvidia}
+    assert ours == {"min_p"}
+    assert all(table.row(EnginePath.ENGINE, f).support == Support.HONOURED for f in SAMPLING_FIELDS if f not in ours)
+    assert all(table.row(EnginePath.ENGINE, f).support == Support.IGNORED for f in ours)
 
 
 def test_no_engine_claims_a_field_its_version_ignores():
@@ -77,8 +82,9 @@ def test_no_engine_claims_a_field_its_version_ignores():
 
 def test_the_served_constants_follow_the_table():
     assert Feature.BAD_WORDS not in PYTORCH_ENGINE.features and "1.2.1" in PYTORCH_ENGINE.label
-    assert features.SAMPLING_FEATURES <= TRTLLM_ENGINE.features
-    # OpenVINO GenAI takes penalties and rng_seed, and has no bad words (refused as before)
+    assert features.SAMPLING_FEATURES - {SamplingFeature.MIN_P} <= TRTLLM_ENGINE.features
+    assert SamplingFeature.MIN_P not in TRTLLM_ENGINE.features | PYTORCH_ENGINE.features
+    # OpenVINO GenAI takes penalties, rng_seed and min_p, and has no bad words (refused as before)
     assert CPU_ENGINE.features & features.SAMPLING_FEATURES == features.SAMPLING_FEATURES - {Feature.BAD_WORDS}
 
 
@@ -109,6 +115,7 @@ SAMPLED = dict(temperature=0.8, top_k=40)
     (dict(presence_penalty=0.5), "presence_penalty"),
     (dict(frequency_penalty=-0.3), "frequency_penalty"),
     (dict(seed=7, **SAMPLED), "seed"),
+    (dict(min_p=0.1), "min_p"),
 ])
 def test_preprocessing_refuses_an_ignored_field_naming_it_and_the_version(pytorch_pre, kw, field):
     with pytest.raises(InvalidParameter, match="1.2.1") as e:
@@ -124,7 +131,7 @@ def test_preprocessing_refuses_bad_words_on_pytorch_1_2_1(pytorch_pre):
 
 
 @pytest.mark.parametrize("kw", [
-    dict(repetition_penalty=1.0, presence_penalty=0.0, frequency_penalty=0.0),  # neutral values ask for nothing
+    dict(repetition_penalty=1.0, presence_penalty=0.0, frequency_penalty=0.0, min_p=0.0),  # neutral: ask nothing
     dict(seed=7, temperature=0.0),  # greedy: a seed changes nothing
     dict(seed=7),  # neither top_k nor top_p: greedy as TensorRT-LLM decodes it
     dict(**SAMPLED),  # sampling without a seed: preprocessing draws one, as everywhere
@@ -152,6 +159,7 @@ def engine_request(**kw):
     (dict(presence_penalty=0.4), "presence_penalty"),
     (dict(frequency_penalty=0.4), "frequency_penalty"),
     (dict(bad_words_list=((11,),)), "bad_words_list"),
+    (dict(min_p=0.1), "min_p"),
 ])
 def test_the_engine_model_refuses_them_too_at_its_version(kw, name):
     problems = sampling.problems(engine_request(**kw), "1.2.1")

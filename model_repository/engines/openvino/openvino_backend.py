@@ -95,6 +95,12 @@ def generation_config(request: EngineInputs, params: OpenVinoEngineParameters | 
         gc.top_p = request.runtime_top_p if request.runtime_top_p > 0 else 1.0
         if request.runtime_top_k > 0:
             gc.top_k = request.runtime_top_k
+        # GenerationConfig.min_p (LogitTransformers::MinPFilter); sampling, it must be in [0, 1): 1 keeps
+        # only the most probable token, which top-k 1 does (generation_config.cpp's check, 2026.4.1)
+        if request.min_p >= 1.0:
+            gc.top_k = 1
+        else:
+            gc.min_p = request.min_p
         gc.rng_seed = request.seed
     options = request.options
     gc.num_return_sequences = options.num_return_sequences  # > 1: sampling only (the engine check says so)

@@ -17,7 +17,8 @@ here, so the engine model refuses it by name instead of ignoring it.
 - detokenize=False: postprocessing detokenizes (incrementally, byte-exact).
 - Fields the deployment's sampler (LLM(sampler_type=...), chosen by the plan) does not apply
   (contract/upstream/data/sampling_support_<version>.json, rows pytorch.*: at 1.2.1 TorchSampler
-  ignores the penalties and bad words, TRTLLMSampler applies them) are refused by preprocessing,
+  ignores the penalties, bad words and min_p, TRTLLMSampler applies the penalties and bad words;
+  what it does with min_p was not read) are refused by preprocessing,
   naming the version and the sampler; `problems(r, version, sampler)` refuses them again for
   requests sent to the engine model directly.  A seed cannot be told from the one preprocessing
   draws for every sampled request, so only preprocessing refuses a sent seed.
@@ -62,6 +63,7 @@ def sampling_kwargs(r: EngineInputs) -> dict[str, Any]:
             seed=r.seed,
             top_k=r.runtime_top_k if r.runtime_top_k > 0 else None,
             top_p=r.runtime_top_p if r.runtime_top_p > 0 else None,
+            min_p=r.min_p or None,  # row sampling.field.min_p; None: the C++ runtime's default, 0 (off)
         )
     return kwargs
 
@@ -85,6 +87,7 @@ _ENGINE_FIELDS = (
     ("presence_penalty", "presence_penalty", lambda r: not r.presence_penalty),
     ("frequency_penalty", "frequency_penalty", lambda r: not r.frequency_penalty),
     ("bad_words", "bad_words_list", lambda r: not r.bad_words_list),
+    ("min_p", "min_p", lambda r: not r.min_p),
 )
 
 

@@ -21,7 +21,7 @@ from contract.tensors import (
     POSTPROCESSING_INPUTS,
     POSTPROCESSING_OUTPUTS,
 )
-from model_repository.engines.relay.relay import FORWARDED_INPUTS, forwarded
+from model_repository.engines.relay.relay import FORWARDED_INPUTS, OWN_INPUTS, forwarded
 
 POSTPROCESSING_INPUT_NAMES = tuple(t.name for t in POSTPROCESSING_INPUTS)
 POSTPROCESSING_OUTPUT_NAMES = tuple(t.name for t in POSTPROCESSING_OUTPUTS)
@@ -33,7 +33,8 @@ def engine_request(
     """Preprocessing's outputs and the client's pass-through inputs (fed to the engine as
     NVIDIA's ensemble feeds them) -> (the engine's inputs, detokenize_params [n, 1] kept for
     postprocessing)."""
-    engine = {name: preprocessed[name] for name in FORWARDED_INPUTS if name in preprocessed}
+    # and our inputs preprocessing computes (min_p): `forwarded` keeps them only where they ask for something
+    engine = {name: preprocessed[name] for name in FORWARDED_INPUTS + OWN_INPUTS if name in preprocessed}
     engine.update({inner: request[outer] for outer, inner in ENGINE_PASSTHROUGH.items() if outer in request})
     return forwarded(engine), preprocessed[DETOKENIZE_PARAMS.name]
 

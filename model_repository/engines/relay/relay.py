@@ -25,7 +25,8 @@ from typing import Callable, Iterable, Mapping, Protocol
 
 import numpy as np
 
-from contract.features import ENGINE_INPUT_FEATURES
+from contract import sampling_fields
+from contract.features import ENGINE_INPUT_FEATURES, SAMPLING_INPUT_FEATURES, InputUse
 from contract.tensors import (
     ENGINE_INPUTS,
     PROMPT_LOGPROB_OUTPUTS,
@@ -40,19 +41,22 @@ from model_repository.engines.relay.engine_errors import classify
 # What the relay sends to the target and asks back (the engine contract without the echo).
 FORWARDED_INPUTS = tuple(t.name for t in TRTLLM_INPUTS if t is not STOP)
 REQUESTED_OUTPUTS = tuple(t.name for t in TRTLLM_OUTPUTS)
-# Pass-through inputs of ours (priority, top_logprobs): our engine models declare them, the C++
-# model does not.  Preprocessing lets a value that asks for something through only to an engine
-# with the feature (contract/features.py), so a relay forwards one exactly then: to our engines
-# behind a relay (non-decoupled deployments) it arrives, and the C++ model never gets one.
-OWN_INPUTS = tuple(t.name for t in ENGINE_INPUTS if t.extra and t.name in ENGINE_INPUT_FEATURES)
+# Inputs of ours (priority, top_logprobs, and the sampling fields not in NVIDIA's contract:
+# contract/sampling_fields.py rows with nvidia False, each with a feature): our engine models
+# declare them, the C++ model does not.  Preprocessing lets a value that asks for something through
+# only to an engine with the feature (contract/features.py), so a relay forwards one exactly then:
+# to our engines behind a relay (non-decoupled deployments) it arrives, and the C++ model never gets one.
+_OWN_USES: dict[str, InputUse] = {
+    **ENGINE_INPUT_FEATURES,
+    **{f.engine_name: SAMPLING_INPUT_FEATURES[f.name] for f in sampling_fields.FIELDS if not f.nvidia},
+}
+OWN_INPUTS = tuple(t.name for t in ENGINE_INPUTS if t.extra and t.name in _OWN_USES)
 
 
 def forwarded(arrays: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     """`arrays` without the OWN_INPUTS whose values ask for nothing (their engine defaults)."""
     return {
-        name: value
-        for name, value in arrays.items()
-        if name not in OWN_INPUTS or not ENGINE_INPUT_FEATURES[name].neutral(value)
+        name: value for name, value in arrays.items() if name not in OWN_INPUTS or not _OWN_USES[name].neutral(value)
     }
 
 

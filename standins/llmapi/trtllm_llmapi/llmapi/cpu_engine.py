@@ -9,7 +9,7 @@ row sampling.greedy says; temperature 1 when sampling without one; end_id -1 = n
 (row executor.request); stop_token_ids = single-token stops.  What OpenVINO GenAI cannot do
 (bad words, logit bias, beams, ...) is refused as a stand-in limitation.  The LLM's sampler
 (samplers.py) decides what reaches the CPU engine: TorchSampler's requests go without their
-penalties, bad words and seed (every one seeded 42, its one generator's seed: the CPU engine
+penalties, bad words, seed and min_p (every one seeded 42, its one generator's seed: the CPU engine
 has no generator shared across requests), TRTLLMSampler's with them, and its log probs are the
 sampled token's only.  Iteration stats: one per CPU-engine step seen (StatsFeed), none while
 it does not step."""
@@ -38,7 +38,7 @@ ENGINE_VARIABLE = "TRTLLM_STANDIN_OPENVINO_ENGINE"
 UNSUPPORTED = (("stop", None), ("embedding_bias", None),
                ("logits_processor", None), ("use_beam_search", False),
                ("prompt_logprobs", None), ("return_context_logits", False), ("return_generation_logits", False),
-               ("lookahead_config", None), ("no_repeat_ngram_size", None), ("min_p", None))
+               ("lookahead_config", None), ("no_repeat_ngram_size", None))
 
 
 def adapters(lora_config) -> list[lora.LoraAdapter]:
@@ -82,6 +82,9 @@ def engine_request(prompt: list[int], p, lora_task_id: int = 0, seed: int | None
         asked.append("bad_token_ids")
     if asked:
         raise StandinLimitation(f"SamplingParams {asked} (OpenVINO GenAI cannot)")
+    unread = samplers.unread_fields(p, sampler)  # TorchSampler ignores min_p (row pytorch.min_p)
+    if unread:
+        raise StandinLimitation(f"SamplingParams {unread} on {sampler} (not read upstream)")
     penalties = samplers.applies_request_fields(sampler)
     sampling = {"runtime_top_k": 1, "runtime_top_p": 0.0}
     if not p.is_greedy:

@@ -6,12 +6,15 @@ Read in contract/upstream/data/sampling_support_1.2.1.json (each row cites upstr
   embedding bias and the min-length penalty before sampling by temperature / top-k / top-p;
   repetition/presence/frequency penalties and bad words are accepted and silently not applied,
   and every request draws from one torch.Generator seeded with _global_seed = 42
-  (get_generator): a request's own seed changes nothing.  Log probs: the top K of
+  (get_generator): a request's own seed changes nothing.  min_p reaches its SamplingConfig and
+  is not read either (row pytorch.min_p; PR #16590 adds it after 1.2.1).  Log probs: the top K of
   log_softmax before temperature (row result.logprobs.top_k in llmapi_1.2.1.json).
 - TRTLLMSampler (rows pytorch.trtllm_sampler.*, sampler.TRTLLMSampler): the executor's C++
   decoder: the penalties (PenaltyLayer), bad words (BanWordsLayer) and each request's own seed
   (its curand state) are applied; its log probs are the sampled token's only, rank 1
-  (update_requests_single_beam_single_step), whatever SamplingParams.logprobs asks.
+  (update_requests_single_beam_single_step), whatever SamplingParams.logprobs asks.  What it does
+  with min_p was not read (row pytorch.trtllm_sampler.min_p, not_read): the stand-in refuses it
+  there (unread_fields) rather than guess.
 
 The penalty arithmetic is the C++ kernel's as far as it was read (PR #8127's review of
 penaltyKernels.cu batchApplyPenalty): logits scaled by 1/temperature first, then for each token
@@ -46,6 +49,12 @@ def resolve(sampler_type) -> str:
 def applies_request_fields(sampler: str) -> bool:
     """Whether the penalties, bad words and the request's own seed reach the sampling: TRTLLMSampler's."""
     return sampler == TRTLLM
+
+
+def unread_fields(params, sampler: str) -> list[str]:
+    """SamplingParams fields set to something whose effect under `sampler` was not read upstream
+    (rows with support not_read): the stand-in cannot say what they do.  TorchSampler ignores min_p."""
+    return ["min_p"] if sampler == TRTLLM and params.min_p else []
 
 
 def bad_token_ids(params, sampler: str) -> tuple[int, ...]:

@@ -12,9 +12,9 @@ the executor, so the LLM API's result stream is upstream's:
   TRTLLMSampler sequence i is seeded seed + i (responses.sequence_seed) and its draws follow
   its seed, and the penalties and single-token bad words change the logits; with TorchSampler
   (the default) every sequence draws from one generator seeded 42, in iteration order, and the
-  penalties, bad words and seeds are silently ignored - as 1.2.1 does (rows pytorch.* of
+  penalties, bad words, seeds and min_p are silently ignored - as 1.2.1 does (rows pytorch.* of
   contract/upstream/data/sampling_support_1.2.1.json; fixed upstream after 1.2.1 by PRs
-  #16485, #16052, #17172);
+  #16485, #16052, #17172, #16590); min_p with TRTLLMSampler is refused (not read upstream);
 - logprobs = K: with TorchSampler the K most likely tokens of each position, ranked, from the
   log_softmax before temperature / top-k / top-p; the sampled token is not added when outside
   them (row result.logprobs.top_k, sampled_token_included false).  With TRTLLMSampler the
@@ -123,6 +123,10 @@ class ToyModel:
     def submit(self, output, prompt: list, params, lora_request=None) -> None:
         if lora_request is not None:
             raise NotImplementedError("tensorrt_llm stand-in (toy model): LoRA adapters")
+        unread = samplers.unread_fields(params, self._sampler)
+        if unread:
+            raise NotImplementedError(f"tensorrt_llm stand-in (toy model): SamplingParams {unread} on {self._sampler} "
+                                      "(not read upstream)")
         results = RequestResults(output.request_id, params, output._streaming)
         with self._cond:
             for index in range(sequence_count(params)):
