@@ -264,7 +264,8 @@ def test_a_bad_request_fails_alone_with_a_clear_error(openai_client, body, field
     with pytest.raises(openai.BadRequestError) as e:
         openai_client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Hi"}],
                                               extra_body=extra, **kwargs)
-    assert field in str(e.value)
+    # Dynamo's frontend checks min_p's range itself and capitalizes the name ("Min_p must be between 0 and 1")
+    assert field in str(e.value) if field != "min_p" else "min_p must be between 0 and 1" in str(e.value).lower()
     assert chat(openai_client, "Say hi.", max_tokens=4).choices[0].finish_reason == "length"
 
 
