@@ -37,13 +37,18 @@ def default_checkpoint() -> Path:
 def default_engine(default_checkpoint: Path) -> Path:
     """The default INT8 CPU engine with exact numerics (tests compare answers with references, and
     alone with batched: build_engines/openvino/numerics.py); rebuilt only when missing or built from
-    another spec.  A `fast` build of the same directory (`make demo`) serves it too."""
+    another spec.  A `fast` build of the same directory (`make demo`) serves it too.  Built without
+    a fidelity report (42 s of a clean run; `make demo` rebuilds an engine that has none): no test
+    reads it, test_reference_outputs measures the served engine against the float32 checkpoint
+    itself, and test_numerics_sweep runs the evaluation."""
     from build_engines.cli import reuse_engine
+    from build_engines.fidelity.options import FidelityOptions
     from build_engines.openvino.build import build_openvino_engine, engine_is_built
     from build_engines.openvino.options import OpenVinoOptions
     from build_engines.spec import BuildSpec
 
-    spec = BuildSpec(checkpoint=default_checkpoint, openvino=OpenVinoOptions(numerics="exact"))
+    spec = BuildSpec(checkpoint=default_checkpoint, openvino=OpenVinoOptions(numerics="exact"),
+                     fidelity=FidelityOptions(evaluation="off"))
     engine_dir = BUILD / "engines" / "SmolLM2-135M-Instruct-openvino-int8"
     if not (engine_is_built(engine_dir) and reuse_engine(engine_dir, spec)):
         build_openvino_engine(spec, engine_dir)

@@ -15,9 +15,9 @@ from build_engines.openvino import numerics as numerics_module
 from build_engines.openvino.numerics import EXACT, Numerics, candidates
 
 pytestmark = pytest.mark.slow
-# Windows longer than the served chunk (512): the second chunk reads the first's keys and values back
-# from the KV cache, where its precision shows (in one pass a u8 cache changes nothing).
-SMALL = EvalSettings("quick", max_tokens=1280, window=640, stride=640, prompts=0, answer_tokens=8)
+# One window longer than the served chunk (512): its second chunk reads the first's keys and values
+# back from the KV cache, where its precision shows (in one pass a u8 cache changes nothing).
+SMALL = EvalSettings("quick", max_tokens=640, window=640, stride=640, prompts=0, answer_tokens=8)
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +37,7 @@ def test_every_candidate_this_host_runs_is_measured(measured):
     assert settings == measured["candidates_here"] and settings[0] == EXACT
     by = {Numerics.from_dict(c["numerics"]): c for c in measured["candidates"]}
     exact = by[EXACT]["fidelity"]["logits"]
-    assert exact["scored_tokens"] == 1278 and exact["mean_kld"] > 0  # int8 weights: not the checkpoint's logits
+    assert exact["scored_tokens"] == 639 and exact["mean_kld"] > 0  # int8 weights: not the checkpoint's logits
     # a u8 KV cache rounds keys and values: other logits than exact's, so it is applied (and a
     # candidate) on every host
     u8 = by[Numerics("f32", "u8", 0)]
@@ -116,3 +116,23 @@ def test_top_logprobs_are_served_only_where_they_describe_the_sampled_tokens(mea
         served = Feature.TOP_LOG_PROBS in engine_features(spec, numerics=record).features
         assert served == result.agrees
         assert bool(top_logprobs_withheld(spec, record)) != result.agrees
+
+
+def test_the_fidelity_command_reports_the_engine_it_is_given(default_engine, default_checkpoint, tmp_path):
+    """`python -m build_engines.fidelity` (what a build with its report runs, and `make eval-quality`),
+    at a reduced size with one greedy prompt: the report of the exact setting on the default engine."""
+    import json
+
+    from build_engines.fidelity import __main__ as fidelity_command
+
+    out = tmp_path / "fidelity.json"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setitem(SETTINGS, "quick", replace(SMALL, prompts=1))
+        fidelity_command.main(["--engine-dir", str(default_engine), "--checkpoint", str(default_checkpoint),
+                               "--activation-precision", "f32", "--kv-cache-precision", "f32",
+                               "--dynamic-quantization-group-size", "0", "--out", str(out)])
+    report = json.loads(out.read_text())
+    assert report["settings"] == {"name": "quick", "max_tokens": 640, "window": 640, "stride": 640, "prompts": 1,
+                                  "answer_tokens": 8}
+    assert report["logits"]["scored_tokens"] == 639 and report["logits"]["mean_kld"] > 0
+    assert report["greedy"]["prompts"] == 1 and report["greedy"]["answer_tokens"] == 8
