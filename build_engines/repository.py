@@ -47,6 +47,7 @@ from contract.tensors import (
     PREPROCESSING_INPUTS,
     PREPROCESSING_OUTPUTS,
 )
+from model_repository.text import tokenizer_class
 
 if TYPE_CHECKING:
     from build_engines.pytorch.spec import PyTorchServing
@@ -101,6 +102,7 @@ def text_models(
     limits = spec.limits
     engine = engine_features(spec, bool(served), record.numerics)
     identity = served_identity(spec, record)
+    tokenizer = tokenizer_class.resolve(tokenizer_dir)
     pre = PreprocessingParameters(
         tokenizer_dir=tokenizer_dir,
         max_input_len=limits.max_input_len,
@@ -113,6 +115,8 @@ def text_models(
         system_fingerprint=identity.system_fingerprint,
         served_numerics=identity.numerics,
         reproducible=identity.reproducible,
+        tokenizer_class=tokenizer.path,
+        tokenizer_class_transformers=tokenizer.transformers_version,
     )
     post = PostprocessingParameters(tokenizer_dir=tokenizer_dir)
     return [

@@ -29,6 +29,10 @@ class PreprocessingParameters:
     system_fingerprint: str = ""
     served_numerics: str = ""
     reproducible: bool = False  # greedy answers independent of batching, the prefix cache, speculation
+    # The transformers class AutoTokenizer picked for tokenizer_dir when the repository was rendered,
+    # and that transformers' version (model_repository/text/tokenizer_class.py); empty: AutoTokenizer.
+    tokenizer_class: str = ""
+    tokenizer_class_transformers: str = ""
 
     def validate(self) -> None:
         for name in ("max_input_len", "max_seq_len", "default_max_tokens"):

@@ -160,6 +160,11 @@ def dockerfile_import_check(dockerfile: Path) -> tuple[str, ...]:
     return ()
 
 
+# The Makefile's variables in its pip lines, as an image's `make venv` expands them (PIP_COMPILE: its
+# default, empty; CI alone passes --no-compile).
+MAKE_VARIABLES = {"$(PY)": "python", "$(PIP_COMPILE)": ""}
+
+
 def makefile_installs(makefile: Path, target: str, repo: Path) -> list[PipInstall]:
     """The `pip install` lines of one Makefile rule's recipe (variables left as written)."""
     lines = _logical_lines(makefile.read_text())
@@ -173,7 +178,9 @@ def makefile_installs(makefile: Path, target: str, repo: Path) -> list[PipInstal
         command = line.strip().lstrip("@")
         for part in re.split(r"&&|\|\||;", command):
             if "-m pip install" in part:
-                install = parse_pip_install(part.replace("$(PY)", "python"), lambda p: repo / p, set())
+                for variable, value in MAKE_VARIABLES.items():
+                    part = part.replace(variable, value)
+                install = parse_pip_install(part, lambda p: repo / p, set())
                 if install:
                     installs.append(install)
     return installs

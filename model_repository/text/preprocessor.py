@@ -7,7 +7,6 @@ import dataclasses
 import secrets
 import uuid
 from dataclasses import dataclass
-from pathlib import Path
 
 from contract import lora
 from contract.features import SAMPLING_INPUT_FEATURES, Feature, refusals
@@ -19,6 +18,7 @@ from model_repository.engine_step.engine_inputs import EngineInputs, GenerationO
 from model_repository.text.generate_request import GenerateRequest
 from model_repository.text.generation_defaults import GenerationDefaults
 from model_repository.text.postprocess_params import PostprocessParams
+from model_repository.text.tokenizer_class import TokenizerClass, load_tokenizer
 
 OPTION_NAMES = tuple(f.name for f in dataclasses.fields(GenerationOptions))
 
@@ -76,7 +76,8 @@ class Preprocessor:
         self.params = params
         self.engine = params.engine()
         self.defaults = GenerationDefaults.from_checkpoint(params.tokenizer_dir)
-        self.tokenizer = tokenizer if tokenizer is not None else load_tokenizer(params.tokenizer_dir)
+        recorded = TokenizerClass(params.tokenizer_class_transformers, params.tokenizer_class)
+        self.tokenizer = tokenizer if tokenizer is not None else load_tokenizer(params.tokenizer_dir, recorded)
         # lora_task_id -> adapter name (contract/lora.py request_problems)
         self.adapters = {i: name for name, i in lora.served_from_parameter(params.lora_adapters).items()}
 
@@ -203,9 +204,3 @@ def _options(feature_inputs: dict, *names: str) -> GenerationOptions:
         raise
     except ValueError as e:
         raise InvalidParameter(names[0], str(e)) from None
-
-
-def load_tokenizer(directory: Path):
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(str(directory))

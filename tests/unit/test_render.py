@@ -139,6 +139,16 @@ def test_top_logprobs_follow_the_spec(repository, default_engine):
     assert config.parameters["top_logprobs"].string_value in ("false", "False", "0")
 
 
+def test_preprocessing_records_the_tokenizer_class_autotokenizer_picks(repository):
+    from model_repository.text.tokenizer_class import TokenizerClass, resolve
+
+    pre = read_config(repository / names.PREPROCESSING / "config.pbtxt")
+    params = from_parameters(PreprocessingParameters, pre.name,
+                             {k: {"string_value": v.string_value} for k, v in pre.parameters.items()})
+    recorded = TokenizerClass(params.tokenizer_class_transformers, params.tokenizer_class)
+    assert recorded.known and recorded == resolve(params.tokenizer_dir)
+
+
 def test_bench_peers_serves_an_exact_copy_beside_other_numerics(repository, tmp_path):
     from bench.peer_compare import ours_label, with_exact
     from build_engines.render import copy_repository
