@@ -160,9 +160,9 @@ def dockerfile_import_check(dockerfile: Path) -> tuple[str, ...]:
     return ()
 
 
-# The Makefile's variables in its pip lines, as an image's `make venv` expands them (PIP_COMPILE: its
-# default, empty; CI alone passes --no-compile).
-MAKE_VARIABLES = {"$(PY)": "python", "$(PIP_COMPILE)": ""}
+# The Makefile's variables in its pip lines, as an image's `make venv` expands them (INSTALL_COMPILE_ARG:
+# empty by default; CI alone sets NO_COMPILE=1, which makes it --no-compile).
+MAKE_VARIABLES = {"$(PY)": "python", "$(INSTALL_COMPILE_ARG)": ""}
 
 
 def makefile_installs(makefile: Path, target: str, repo: Path) -> list[PipInstall]:
