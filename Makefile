@@ -24,13 +24,6 @@ ENGINE_ARGS ?=
 PROMPT ?= Tell me a story about a brave knight.
 OPENAI_PORT ?= 9000
 PYTEST_ARGS ?=
-# pip byte-compiles what it installs (about 40 of the 70 CPU-s of the main lock's install on a
-# 2-core host, 2026-12-03).  CI sets NO_COMPILE=1: one run imports a fraction of what it installs
-# and compiles that on first import.  By default it stays on, so an image built with `make venv`
-# does not compile again at each start of a container on a read-only filesystem.  (Not a PIP_*
-# name: pip reads those from the environment as its own options.)
-NO_COMPILE ?=
-INSTALL_COMPILE_ARG := $(if $(NO_COMPILE),--no-compile,)
 VALUES ?=
 ENGINE_DIR ?=
 # make bench: USD per instance-hour (adds $/1M output tokens to the report) and the GPU split.
@@ -91,13 +84,13 @@ $(STAMP): requirements/lock.txt pyproject.toml
 	@test -x $(PYTHON) || { echo "$(PYTHON) not found: install Debian's python3.11 and python3.11-venv, or set PYTHON=" >&2; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip==26.3
-	$(PY) -m pip install --quiet $(INSTALL_COMPILE_ARG) --no-deps -r requirements/lock.txt
+	$(PY) -m pip install --quiet --no-deps -r requirements/lock.txt
 	@# The pinned torch is a CPU build only where pip finds one for this Python (the 3.11 wheel on
 	@# this project's machines); elsewhere pip took the PyPI build, which is CUDA-linked and
 	@# imports on a CPU only with its nvidia-* libraries: install them (~4 GB; torch.cuda stays off).
 	@$(PY) -c "import torch" 2>/dev/null || { \
 	  echo "torch $$($(PY) -m pip show torch | sed -n 's/^Version: //p') does not import without its dependencies: installing them (the PyPI build's CUDA libraries)"; \
-	  $(PY) -m pip install --quiet $(INSTALL_COMPILE_ARG) -c requirements/lock.txt torch==2.13.0 && $(PY) -c "import torch"; }
+	  $(PY) -m pip install --quiet -c requirements/lock.txt torch==2.13.0 && $(PY) -c "import torch"; }
 	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
 	@touch $(STAMP)
 
@@ -256,12 +249,12 @@ $(IMAGE_VENV)/.installed: $(IMAGE_LOCK) pyproject.toml
 	@test -n "$(IMAGE_PYTHON)" && test -x "$(IMAGE_PYTHON)" || { echo "no CPython 3.12 here: set IMAGE_PYTHON= (one with a shared libpython)" >&2; exit 1; }
 	$(IMAGE_PYTHON) -m venv $(IMAGE_VENV)
 	$(IMAGE_VENV)/bin/python -m pip install --quiet --upgrade pip==26.3
-	$(IMAGE_VENV)/bin/python -m pip install --quiet $(INSTALL_COMPILE_ARG) --no-deps -r $(IMAGE_LOCK)
+	$(IMAGE_VENV)/bin/python -m pip install --quiet --no-deps -r $(IMAGE_LOCK)
 	@$(IMAGE_VENV)/bin/python -c "import torch" 2>/dev/null || [ -z "$(IMAGE_TORCH_FROM)" ] || \
 	  $(IMAGE_VENV)/bin/python -m build_engines.images.image_env link-torch $(IMAGE_TORCH_FROM) $(IMAGE_VENV)
 	@$(IMAGE_VENV)/bin/python -c "import torch" 2>/dev/null || { \
 	  echo "torch: the PyPI build for this Python imports only with its CUDA libraries: installing them"; \
-	  $(IMAGE_VENV)/bin/python -m pip install --quiet $(INSTALL_COMPILE_ARG) -c $(IMAGE_LOCK) torch==2.13.0 && $(IMAGE_VENV)/bin/python -c "import torch"; }
+	  $(IMAGE_VENV)/bin/python -m pip install --quiet -c $(IMAGE_LOCK) torch==2.13.0 && $(IMAGE_VENV)/bin/python -c "import torch"; }
 	$(IMAGE_VENV)/bin/python -m pip install --quiet --no-deps --no-build-isolation -e .
 	$(IMAGE_VENV)/bin/python -m build_engines.images.image_env pip-check $(IMAGE_VENV)/bin/python
 	@touch $@

@@ -30,9 +30,7 @@ def ensure_venv(name: str, lock: Path) -> Path:
         subprocess.run([str(BASE_PYTHON), "-m", "venv", "--clear", str(venv)], check=True)
         pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", "--no-cache-dir"]
         subprocess.run(pip + ["--upgrade", "pip==26.3"], check=True)
-        # Not byte-compiled at install (a tool imports a fraction of what it installs, and compiles
-        # that on first use into build/, which is writable): CI makes all of them at once, on 2 cores.
-        subprocess.run(pip + ["--no-compile", "--no-deps", "-r", str(lock)], check=True)
+        subprocess.run(pip + ["--no-deps", "-r", str(lock)], check=True)
         stamp.write_text(lock.read_text())
     return venv
 

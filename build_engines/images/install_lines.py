@@ -160,11 +160,6 @@ def dockerfile_import_check(dockerfile: Path) -> tuple[str, ...]:
     return ()
 
 
-# The Makefile's variables in its pip lines, as an image's `make venv` expands them (INSTALL_COMPILE_ARG:
-# empty by default; CI alone sets NO_COMPILE=1, which makes it --no-compile).
-MAKE_VARIABLES = {"$(PY)": "python", "$(INSTALL_COMPILE_ARG)": ""}
-
-
 def makefile_installs(makefile: Path, target: str, repo: Path) -> list[PipInstall]:
     """The `pip install` lines of one Makefile rule's recipe (variables left as written)."""
     lines = _logical_lines(makefile.read_text())
@@ -178,9 +173,7 @@ def makefile_installs(makefile: Path, target: str, repo: Path) -> list[PipInstal
         command = line.strip().lstrip("@")
         for part in re.split(r"&&|\|\||;", command):
             if "-m pip install" in part:
-                for variable, value in MAKE_VARIABLES.items():
-                    part = part.replace(variable, value)
-                install = parse_pip_install(part, lambda p: repo / p, set())
+                install = parse_pip_install(part.replace("$(PY)", "python"), lambda p: repo / p, set())
                 if install:
                     installs.append(install)
     return installs
