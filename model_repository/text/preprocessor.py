@@ -76,8 +76,9 @@ class Preprocessor:
         self.params = params
         self.engine = params.engine()
         self.defaults = GenerationDefaults.from_checkpoint(params.tokenizer_dir)
-        recorded = TokenizerClass(params.tokenizer_class_transformers, params.tokenizer_class)
-        self.tokenizer = tokenizer if tokenizer is not None else load_tokenizer(params.tokenizer_dir, recorded)
+        if tokenizer is None:
+            tokenizer = load_tokenizer(params.tokenizer_dir, TokenizerClass.recorded_in(params))
+        self.tokenizer = tokenizer
         # lora_task_id -> adapter name (contract/lora.py request_problems)
         self.adapters = {i: name for name, i in lora.served_from_parameter(params.lora_adapters).items()}
 

@@ -18,6 +18,8 @@ import importlib
 from dataclasses import dataclass
 from pathlib import Path
 
+from contract.model_configs import PreprocessingParameters
+
 # The files AutoTokenizer reads to pick the class: a change to any of them resolves again.
 CHOOSING_FILES = ("tokenizer_config.json", "config.json", "tokenizer.json")
 
@@ -26,6 +28,10 @@ CHOOSING_FILES = ("tokenizer_config.json", "config.json", "tokenizer.json")
 class TokenizerClass:
     transformers_version: str = ""  # the version that resolved it; "" nothing resolved
     path: str = ""  # module.Class
+
+    @classmethod
+    def recorded_in(cls, params: PreprocessingParameters) -> TokenizerClass:
+        return cls(params.tokenizer_class_transformers, params.tokenizer_class)
 
     @property
     def known(self) -> bool:

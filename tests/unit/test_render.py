@@ -145,7 +145,7 @@ def test_preprocessing_records_the_tokenizer_class_autotokenizer_picks(repositor
     pre = read_config(repository / names.PREPROCESSING / "config.pbtxt")
     params = from_parameters(PreprocessingParameters, pre.name,
                              {k: {"string_value": v.string_value} for k, v in pre.parameters.items()})
-    recorded = TokenizerClass(params.tokenizer_class_transformers, params.tokenizer_class)
+    recorded = TokenizerClass.recorded_in(params)
     assert recorded.known and recorded == resolve(params.tokenizer_dir)
 
 
